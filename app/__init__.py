@@ -1,0 +1,1 @@
+"""blocktrace's command line and Panel server."""

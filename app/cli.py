@@ -1,0 +1,95 @@
+"""The `blocktrace` command: `trace` prints a block's intermediates, `serve` runs the classroom app."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+
+from explorables.engine import PRESETS, ConfigError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage problem as one `error: …` line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text.replace("\u2212", "-"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _on_off(text: str) -> bool:
+    if text.lower() in ("on", "true", "yes", "1"):
+        return True
+    if text.lower() in ("off", "false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="blocktrace", description="Trace what happens inside a Transformer block.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    t = sub.add_parser("trace", help="print every intermediate of one forward pass",
+                       description="Print every intermediate of one forward pass, stage by stage.")
+    t.add_argument("--preset", default="single-token", choices=list(PRESETS),
+                   help="starting point (default: single-token)")
+    source = t.add_mutually_exclusive_group()
+    source.add_argument("--input", metavar='"v1, v2, …"', help="one token vector (positions off unless asked)")
+    source.add_argument("--tokens", metavar='"words …"', help="a phrase; each word gets a fixed embedding")
+    t.add_argument("--reverse", action="store_true", help="reverse the phrase before tracing")
+    t.add_argument("--attention-scale", type=_finite, metavar="S", help="multiply the attention update by S")
+    t.add_argument("--mlp-scale", type=_finite, metavar="S", help="multiply the MLP update by S")
+    t.add_argument("--residual", choices=["add", "replace"], help="add updates (correct) or replace (broken)")
+    t.add_argument("--norm", choices=["rmsnorm", "layernorm"])
+    t.add_argument("--placement", choices=["pre", "post"])
+    t.add_argument("--mlp", choices=["swiglu", "gelu", "relu"])
+    t.add_argument("--positions", type=_on_off, metavar="on|off")
+    t.add_argument("--causal", type=_on_off, metavar="on|off")
+    t.add_argument("--layers", type=int, metavar="N", help="blocks to stack")
+    t.add_argument("--heads", type=int, metavar="H", help="attention heads (must divide the width)")
+    t.add_argument("--d-model", type=int, metavar="D", help="width of the residual stream")
+    t.add_argument("--d-mlp", type=int, metavar="M", help="MLP hidden width")
+    t.add_argument("--eps", type=_finite, metavar="E", help="added inside the norms' square roots")
+    t.add_argument("--seed", type=int, metavar="N", help="seed for parameters and word embeddings")
+    out = t.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the JSON export (same as --format json)")
+    out.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    t.add_argument("--detail", action="store_true", help="also show queries, keys, values and scores in the table")
+
+    from app.serve import add_serve_arguments  # the server's flags live beside the server
+
+    s = sub.add_parser("serve", help="serve the explorables and lessons",
+                       description="Serve the explorables and lessons to a browser or a classroom.")
+    add_serve_arguments(s)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "trace":
+        from app.trace_command import run_trace
+
+        try:
+            sys.stdout.write(run_trace(args))
+        except ConfigError as err:
+            sys.stderr.write(f"error: {err}\n")
+            return 2
+        return 0
+    from app.serve import run_serve
+
+    return run_serve(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

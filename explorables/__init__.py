@@ -1,0 +1,1 @@
+"""blocktrace explorables: the NumPy engine and the interactive views built on it."""

@@ -1,0 +1,102 @@
+"""Deterministic parameters, word embeddings and position vectors.
+
+Each array is drawn from its own generator seeded by (seed, name), so changing the
+norm or MLP family never changes the other weights: a comparison stays fair.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from .config import BlockConfig
+
+Params = dict[str, np.ndarray]
+
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
+
+
+def _normal(seed: int, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
+    return _rng(seed, name).standard_normal(shape) * std
+
+
+def param_names(config: BlockConfig) -> list[str]:
+    """The parameter names this configuration uses, block by block, in a fixed order."""
+    names: list[str] = []
+    for i in range(config.n_layers):
+        p = f"blocks.{i}."
+        for ln in ("ln1", "ln2"):
+            names.append(f"{p}{ln}.g")
+            if config.norm == "layernorm":
+                names.append(f"{p}{ln}.b")
+            if ln == "ln1":
+                names += [f"{p}attn.W_Q", f"{p}attn.W_K", f"{p}attn.W_V", f"{p}attn.W_O"]
+        if config.mlp == "swiglu":
+            names += [f"{p}mlp.W_gate", f"{p}mlp.W_value", f"{p}mlp.W_down"]
+        else:
+            names += [f"{p}mlp.W_in", f"{p}mlp.b_in", f"{p}mlp.W_out", f"{p}mlp.b_out"]
+    return names
+
+
+def param_shape(name: str, config: BlockConfig) -> tuple[int, ...]:
+    """The shape a parameter must have under this configuration."""
+    d, inner, hidden = config.d_model, config.n_heads * config.d_head, config.d_mlp
+    leaf = name.split(".", 2)[2]
+    return {
+        "ln1.g": (d,), "ln1.b": (d,), "ln2.g": (d,), "ln2.b": (d,),
+        "attn.W_Q": (d, inner), "attn.W_K": (d, inner), "attn.W_V": (d, inner), "attn.W_O": (inner, d),
+        "mlp.W_gate": (d, hidden), "mlp.W_value": (d, hidden), "mlp.W_down": (hidden, d),
+        "mlp.W_in": (d, hidden), "mlp.b_in": (hidden,), "mlp.W_out": (hidden, d), "mlp.b_out": (d,),
+    }[leaf]
+
+
+def init_params(config: BlockConfig, gain_jitter: float = 0.1) -> Params:
+    """Seeded parameters scaled like 1/√fan_in, so activations stay near unit size.
+
+    Gains are 1 plus a little noise (0 noise gives unit gains); biases start small.
+    """
+    params: Params = {}
+    for name in param_names(config):
+        shape = param_shape(name, config)
+        leaf = name.rsplit(".", 1)[1]
+        if leaf == "g":
+            params[name] = 1.0 + _normal(config.seed, name, shape, gain_jitter)
+        elif leaf.startswith("b"):
+            params[name] = _normal(config.seed, name, shape, 0.1 * gain_jitter)
+        else:
+            params[name] = _normal(config.seed, name, shape, 1.0 / np.sqrt(shape[0]))
+    return params
+
+
+def check_params(params: Params, config: BlockConfig) -> None:
+    """Raise ValueError when a parameter the config needs is missing or has the wrong shape."""
+    for name in param_names(config):
+        if name not in params:
+            raise ValueError(f"missing parameter {name}")
+        want = param_shape(name, config)
+        if tuple(params[name].shape) != want:
+            raise ValueError(f"parameter {name} has shape {tuple(params[name].shape)}, expected {want}")
+
+
+def word_embedding(word: str, d_model: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    """A fixed vector for any word: the same word (ignoring case) always gets the same vector.
+
+    # -> [d_model]
+    """
+    return _normal(seed, "word:" + word.casefold(), (d_model,), scale)
+
+
+def position_vectors(n_pos: int, d_model: int, scale: float = 0.4) -> np.ndarray:
+    """Sinusoidal slot stamps: pair i of slot k is scale · (cos, sin)(k · π/4 / 100^(2i/d)).
+
+    For width 2, slot k is the arrow of length `scale` at angle k · 45°, so slots 0…7 all differ.
+    # -> [pos, d_model]
+    """
+    k = np.arange(n_pos)[:, None]
+    i = np.arange((d_model + 1) // 2)[None, :]
+    angle = k * (np.pi / 4) / 100.0 ** (2 * i / d_model)
+    pairs = np.stack([np.cos(angle), np.sin(angle)], axis=-1).reshape(n_pos, -1)
+    return scale * pairs[:, :d_model]
