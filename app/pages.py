@@ -1,0 +1,56 @@
+"""Page shell and the index page: built fresh for every session."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+
+import panel as pn
+
+from explorables.components.style import styled
+
+from .catalogue import EXPLORABLES
+
+SITE = "blocktrace"
+TAGLINE = "inside one floor of a language model"
+
+
+def query_flag(query: Mapping[str, str], key: str, default: bool) -> bool:
+    value = query.get(key)
+    if value is None:
+        return default
+    return value.lower() not in ("0", "off", "false", "no")
+
+
+def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.viewable.Viewable:
+    """Header with the home link around a page's body; the body alone when embedded."""
+    if pn.state.curdoc is not None:
+        pn.state.curdoc.title = f"{title} · {SITE}"
+    if embed:
+        return pn.Column(body, sizing_mode="stretch_width", height=780, scroll=True,
+                         styles={"padding": "0.25rem"})
+    header = pn.pane.HTML(
+        f'<header class="bt-header"><a class="bt-home" href="/">{SITE}</a>'
+        f'<span class="bt-tagline">{escape(TAGLINE)}</span></header>',
+        **styled(sizing_mode="stretch_width"),
+    )
+    return pn.Column(header, body, sizing_mode="stretch_width", styles={"max-width": "1400px", "margin": "0 auto",
+                                                                       "padding": "0 0.75rem"})
+
+
+def index_page() -> pn.viewable.Viewable:
+    cards = []
+    for e in EXPLORABLES:
+        objectives = "".join(f"<li>{escape(o)}</li>" for o in e.objectives)
+        cards.append(
+            f'<article class="bt-card"><span class="bt-badge">{escape(e.kind)}</span>'
+            f'<h3><a href="{escape(e.route)}">{escape(e.title)}</a></h3>'
+            f"<p>{escape(e.summary)}</p><p><strong>You will</strong></p><ul>{objectives}</ul></article>"
+        )
+    html = (
+        '<h1 class="bt-title">Explore the Transformer block</h1>'
+        '<p class="bt-lead">Predict what a change will do, then change it and read every intermediate. '
+        "Each explorable runs on your teacher's server; nothing loads from elsewhere.</p>"
+        f'<section class="bt-cards" aria-label="Explorables">{"".join(cards)}</section>'
+    )
+    return shell(pn.pane.HTML(html, **styled(sizing_mode="stretch_width")), "Explorables")

@@ -1,0 +1,1 @@
+"""Views shared by the explorables: tables, plots, the prediction gate, URL state, text alternatives."""

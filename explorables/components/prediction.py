@@ -1,0 +1,106 @@
+"""Predict first: a question answered and committed before the controls unlock; final once committed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+
+import panel as pn
+import param
+
+MAX_NOTE = 500
+NOT_CHOSEN = "(not chosen yet)"
+
+
+class Prediction(param.Parameterized):
+    """A prediction (or bet): a short choice plus optional free text, committed once."""
+
+    choice = param.Selector(default=None, objects=[], allow_None=True, doc="The answer picked.")
+    note = param.String(default="", doc="Optional words on why.")
+    committed = param.Boolean(default=False, doc="True once committed; nothing changes after.")
+    skipped = param.Boolean(default=False, doc="True when the gate is switched off (?predict=off).")
+
+    def __init__(self, choices: dict[str, str], **params):
+        super().__init__(**params)
+        self.choices = choices
+        self.param.choice.objects = list(choices)
+
+    @property
+    def unlocked(self) -> bool:
+        return self.committed or self.skipped
+
+    def commit(self, choice: str | None, note: str = "") -> str | None:
+        """Commit once; return an error message instead when it cannot be committed."""
+        if self.committed:
+            return "Your prediction is already committed and cannot be changed."
+        if choice not in self.choices:
+            return "Pick one of the answers before committing."
+        self.param.update(choice=choice, note=note.strip()[:MAX_NOTE], committed=True)
+        return None
+
+
+class PredictionGate(pn.viewable.Viewer):
+    """The question, its answers, a note box and a Commit button; then the committed answer, read-only."""
+
+    def __init__(
+        self,
+        prediction: Prediction,
+        question: str,
+        hint: str = "",
+        commit_label: str = "Commit prediction",
+        on_commit: Callable[[Prediction], None] | None = None,
+        heading: str = "Predict first",
+    ):
+        super().__init__()
+        self.prediction = prediction
+        self._on_commit = on_commit
+        self._commit_label = commit_label
+        # Panel's radio groups always select something, so the first option is an explicit "no answer".
+        labels = {NOT_CHOSEN: None, **{label: key for key, label in prediction.choices.items()}}
+        self._labels = labels
+        self._choice = pn.widgets.RadioBoxGroup(options=list(labels), value=NOT_CHOSEN, inline=False,
+                                               name="Your answer", css_classes=["bt-choices"])
+        self._note = pn.widgets.TextAreaInput(label="Why? (optional)", max_length=MAX_NOTE, rows=2,
+                                              placeholder="A sentence on your reasoning", sizing_mode="stretch_width")
+        self._button = pn.widgets.Button(name=commit_label, button_type="primary")
+        self._message = pn.pane.HTML("", css_classes=["bt-field-error"])
+        self._button.on_click(self._commit)
+        self._summary = pn.pane.HTML(self._summary_html(), sizing_mode="stretch_width")
+        self._form = pn.Column(self._choice, self._note, pn.Row(self._button, self._message))
+        self._layout = pn.Column(
+            pn.pane.HTML(f'<h2 class="bt-h2">{escape(heading)}</h2><p class="bt-question">{escape(question)}</p>'
+                         + (f'<p class="bt-hint">{escape(hint)}</p>' if hint else ""),
+                         sizing_mode="stretch_width"),
+            self._form,
+            self._summary,
+            css_classes=["bt-card", "bt-predict"],
+            sizing_mode="stretch_width",
+        )
+        self._sync()
+        prediction.param.watch(lambda *_: self._sync(), ["committed", "skipped"])
+
+    def _commit(self, _event=None) -> None:
+        key = self._labels.get(self._choice.value)
+        error = self.prediction.commit(key, self._note.value or "")
+        self._message.object = f'<span role="alert">{escape(error)}</span>' if error else ""
+        if error is None and self._on_commit is not None:
+            self._on_commit(self.prediction)
+
+    def _summary_html(self) -> str:
+        p = self.prediction
+        if p.skipped and not p.committed:
+            return '<p class="bt-muted">The prediction step is switched off for this page.</p>'
+        if not p.committed:
+            return '<p class="bt-muted" aria-live="polite">The controls unlock once you commit.</p>'
+        note = f'<br><span class="bt-muted">Your reasoning: {escape(p.note)}</span>' if p.note else ""
+        return (f'<p class="bt-committed" aria-live="polite"><strong>Your prediction (final):</strong> '
+                f'{escape(p.choices[p.choice])}{note}</p>')
+
+    def _sync(self) -> None:
+        p = self.prediction
+        self._form.visible = not p.committed and not p.skipped
+        self._summary.object = self._summary_html()
+        self._layout.visible = not (p.skipped and not p.committed)
+
+    def __panel__(self):
+        return self._layout

@@ -1,0 +1,97 @@
+"""Explorable state in the query string: read it with validation, write it back on every change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import panel as pn
+
+
+@dataclass(frozen=True)
+class QueryKey:
+    """One query-string key: how to read it onto the state and write it back."""
+
+    param: str  # the state parameter it sets
+    read: Callable[[str], Any]  # raises ValueError on an invalid value
+    write: Callable[[Any], str] = str
+
+
+def session_query() -> dict[str, str]:
+    """The current session's query arguments (last value of each), or {} outside a server."""
+    args = pn.state.session_args or {}
+    out = {}
+    for key, values in args.items():
+        if values:
+            raw = values[-1]
+            out[key] = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return out
+
+
+def apply_query(state: Any, keys: Mapping[str, QueryKey], query: Mapping[str, str]) -> list[str]:
+    """Set the state from the query; return a notice for each value that was refused."""
+    notices = []
+    for name, spec in keys.items():
+        if name not in query:
+            continue
+        try:
+            setattr(state, spec.param, spec.read(query[name]))
+        except (ValueError, TypeError):
+            shown = query[name] if len(query[name]) <= 40 else query[name][:40] + "…"
+            notices.append(f"The link's value {shown!r} for “{name}” could not be used; the default is shown instead.")
+    return notices
+
+
+def sync_to_url(state: Any, keys: Mapping[str, QueryKey]) -> None:
+    """Keep the browser's query string in step with the state (server sessions only)."""
+    location = pn.state.location
+    if location is None:
+        return
+
+    def update(*_: Any) -> None:
+        location.update_query(**{name: spec.write(getattr(state, spec.param)) for name, spec in keys.items()})
+
+    state.param.watch(update, sorted({spec.param for spec in keys.values()}))
+
+
+def read_choice(*choices: str) -> Callable[[str], str]:
+    def read(text: str) -> str:
+        if text not in choices:
+            raise ValueError(text)
+        return text
+    return read
+
+
+def read_number(low: float, high: float) -> Callable[[str], float]:
+    def read(text: str) -> float:
+        value = float(text)
+        if not low <= value <= high:  # also refuses NaN
+            raise ValueError(text)
+        return value
+    return read
+
+
+def read_int(low: int, high: int) -> Callable[[str], int]:
+    def read(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+    return read
+
+
+def read_on_off(text: str) -> bool:
+    if text in ("on", "1", "true"):
+        return True
+    if text in ("off", "0", "false"):
+        return False
+    raise ValueError(text)
+
+
+def write_on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
+def write_number(value: float) -> str:
+    return f"{value:g}"

@@ -1,0 +1,139 @@
+"""Plot builders for the block trace: pure functions from state to figures and their data.
+
+Figures are built once per session; every change replaces only `source.data`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
+from bokeh.plotting import figure
+from bokeh.transform import dodge
+
+from explorables.components.palette import SERIES, sign_colour, signed
+from explorables.engine import ops
+
+from .state import ROW_KEYS, TraceState
+
+SHORT = {
+    "blocks.0.resid_pre": "input",
+    "blocks.0.ln1.normalized": "norm 1",
+    "blocks.0.attn_out": "attn update",
+    "blocks.0.resid_mid": "add 1",
+    "blocks.0.ln2.normalized": "norm 2",
+    "blocks.0.mlp.hidden": "SwiGLU hidden",
+    "blocks.0.mlp_out": "MLP update",
+    "blocks.0.resid_post": "output",
+}
+SWIGLU_SERIES = ("gate", "SiLU(gate)", "value", "SiLU(gate) × value")
+
+
+def _base_figure(title: str, height: int = 260, **kw) -> figure:
+    fig = figure(title=title, height=height, sizing_mode="stretch_width", toolbar_location="right",
+                 tools="save,reset", **kw)
+    fig.title.text_font_size = "13px"
+    fig.toolbar.logo = None
+    fig.outline_line_color = None
+    return fig
+
+
+# --- norm per stage ------------------------------------------------------------------------
+
+def norm_data(state: TraceState) -> tuple[dict, dict, float]:
+    """Current and baseline ‖·‖ per stage, and the input's norm (the reference line)."""
+    stages = [SHORT[k] for k in ROW_KEYS]
+    current = [float(np.linalg.norm(state.trace[k][0])) for k in ROW_KEYS]
+    baseline = [float(np.linalg.norm(state.baseline[k][0])) for k in ROW_KEYS]
+    text = [f"{v:.3f}" for v in current]
+    return (
+        {"stage": stages, "norm": current, "text": text},
+        {"stage": stages, "norm": baseline},
+        current[0],
+    )
+
+
+def norm_figure(state: TraceState) -> tuple[figure, ColumnDataSource, ColumnDataSource, Span]:
+    current, baseline, input_norm = norm_data(state)
+    src, base = ColumnDataSource(current), ColumnDataSource(baseline)
+    fig = _base_figure("Norm ‖·‖ at each stage", x_range=FactorRange(*current["stage"]))
+    fig.line("stage", "norm", source=base, line_dash="dashed", color=SERIES[1], line_width=2,
+             legend_label="default block, same input")
+    fig.scatter("stage", "norm", source=base, marker="square", size=7, color=SERIES[1])
+    fig.line("stage", "norm", source=src, color=SERIES[0], line_width=3, legend_label="this run")
+    fig.scatter("stage", "norm", source=src, size=9, color=SERIES[0])
+    ref = Span(location=input_norm, dimension="width", line_color="#444444", line_dash="dotted", line_width=2)
+    fig.add_layout(ref)
+    fig.add_tools(HoverTool(tooltips=[("stage", "@stage"), ("‖·‖", "@norm{0.000}")], mode="mouse"))
+    fig.legend.location = "bottom_right"
+    fig.legend.label_text_font_size = "11px"
+    fig.legend.background_fill_alpha = 0.7
+    fig.yaxis.axis_label = "‖·‖ (dotted: input's norm)"
+    fig.xaxis.major_label_orientation = 0.6
+    fig.y_range.start = 0
+    return fig, src, base, ref
+
+
+# --- one stage, component by component -------------------------------------------------------
+
+def component_data(state: TraceState) -> dict:
+    values = state.trace[state.inspect][0]
+    names = [f"x{_sub(i)}" if state.inspect != "blocks.0.mlp.hidden" else f"h{_sub(i)}" for i in range(len(values))]
+    return {
+        "component": names,
+        "value": [float(v) for v in values],
+        "colour": [sign_colour(float(v)) for v in values],
+        "label": [signed(float(v)) for v in values],
+        "label_y": [float(v) for v in values],
+        "baseline": ["bottom" if v >= 0 else "top" for v in values],
+    }
+
+
+def _sub(i: int) -> str:
+    return str(i).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
+
+
+def component_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
+    data = component_data(state)
+    src = ColumnDataSource(data)
+    fig = _base_figure("Components of the selected stage", x_range=FactorRange(*data["component"]))
+    fig.vbar(x="component", top="value", width=0.7, color="colour", source=src)
+    fig.text(x="component", y="label_y", text="label", source=src, text_align="center",
+             text_baseline="baseline", text_font_size="11px")
+    fig.add_layout(Span(location=0, dimension="width", line_color="#444444", line_width=1))
+    fig.add_tools(HoverTool(tooltips=[("component", "@component"), ("value", "@label")]))
+    fig.yaxis.axis_label = "value (orange > 0, blue < 0)"
+    return fig, src
+
+
+# --- the SwiGLU detail -----------------------------------------------------------------------
+
+def swiglu_parts(state: TraceState) -> dict[str, np.ndarray]:
+    gate = state.trace["blocks.0.mlp.gate"][0]
+    value = state.trace["blocks.0.mlp.value"][0]
+    return {"gate": gate, "SiLU(gate)": ops.silu(gate), "value": value, "SiLU(gate) × value": ops.silu(gate) * value}
+
+
+def swiglu_data(state: TraceState) -> dict:
+    parts = swiglu_parts(state)
+    units = [f"h{_sub(i)}" for i in range(len(parts["gate"]))]
+    data: dict = {"unit": units}
+    for n, name in enumerate(SWIGLU_SERIES):
+        data[f"s{n}"] = [float(v) for v in parts[name]]
+    return data
+
+
+def swiglu_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
+    data = swiglu_data(state)
+    src = ColumnDataSource(data)
+    fig = _base_figure("SwiGLU, hidden unit by hidden unit", height=280, x_range=FactorRange(*data["unit"]))
+    width = 0.2
+    for n, name in enumerate(SWIGLU_SERIES):
+        fig.vbar(x=dodge("unit", (n - 1.5) * width, range=fig.x_range), top=f"s{n}", width=width * 0.95,
+                 source=src, color=SERIES[n], legend_label=name)
+    fig.add_layout(Span(location=0, dimension="width", line_color="#444444", line_width=1))
+    fig.add_tools(HoverTool(tooltips=[("unit", "@unit"), ("gate", "@s0{+0.000}"), ("SiLU(gate)", "@s1{+0.000}"),
+                                      ("value", "@s2{+0.000}"), ("product", "@s3{+0.000}")]))
+    fig.legend.orientation = "horizontal"
+    fig.legend.location = "top_left"
+    fig.legend.label_text_font_size = "11px"
+    return fig, src

@@ -1,0 +1,210 @@
+"""The block-trace explorable's page: prediction gate, controls, and views updated in place."""
+
+from __future__ import annotations
+
+from html import escape
+
+import numpy as np
+import panel as pn
+
+from explorables.components.html import alt_text, table
+from explorables.components.prediction import PredictionGate
+from explorables.components.style import styled
+from explorables.components.url_state import apply_query, sync_to_url
+
+from . import describe, plots
+from .state import CONSTANT_INPUT, CORRECT_PREDICTION, QUERY_KEYS, ROW_KEYS, TraceState
+
+TITLE = "Pre-norm Transformer block trace"
+QUESTION = ("If both attention and the MLP produce all-zero updates, what should a correct residual block "
+            "return? And what happens if each sublayer replaces its input instead of adding to it?")
+HINT = "Say whether the original signs and magnitudes should still be there at the output."
+INTRO = (
+    "One token representation (a vector of width 4 by default) traced through one pre-norm block: "
+    "RMSNorm, the attention update, the first residual addition, RMSNorm again, the SwiGLU MLP and the "
+    "second residual addition. The attention result for this token is already computed: in a full sequence "
+    "attention mixes every row, here it hands back this token's share, projected to model width. "
+    "The same numbers come from <code>blocktrace trace --preset single-token</code> with the same settings."
+)
+NORM_OPTIONS = {"RMSNorm": "rmsnorm", "Mean-centred (LayerNorm)": "layernorm"}
+
+
+def stage_table_html(state: TraceState) -> str:
+    rows = state.rows()
+    width = max(len(v) for _, _, v in rows)
+    header = ["Stage", *[f"x{i}" for i in range(width)], "‖·‖"]
+    lost = state.lost_at()
+    body = []
+    for key, label, vector in rows:
+        numbers = [float(v) for v in vector] + [None] * (width - len(vector)) + [float(np.linalg.norm(vector))]
+        opts = {"plain": (width,)}
+        if key == lost:
+            opts.update(note="input lost here", **{"class": "lost"})
+        if key == state.inspect:
+            opts["current"] = True
+            opts["class"] = (opts.get("class", "") + " current").strip()
+        body.append((label, numbers, opts))
+    caption = "One forward pass, stage by stage (rows are stages of one token, not separate tokens)"
+    return f'<div class="bt-table-wrap">{table(caption, header, body, "stage-table")}</div>'
+
+
+def baseline_table_html(state: TraceState) -> str:
+    header = ["Stage", "default block ‖·‖", "this run ‖·‖", "‖difference‖"]
+    body = []
+    for key in ROW_KEYS:
+        now, then = state.trace[key][0], state.baseline[key][0]
+        body.append((state.trace.stage(key).label,
+                     [float(np.linalg.norm(then)), float(np.linalg.norm(now)), float(np.linalg.norm(now - then))],
+                     {"plain": (0, 1, 2)}))
+    caption = "Compared with the default block (scale 1, residuals added, RMSNorm) on the same input"
+    return f'<div class="bt-table-wrap">{table(caption, header, body, "baseline-table")}</div>'
+
+
+def swiglu_table_html(state: TraceState) -> str:
+    parts = plots.swiglu_parts(state)
+    header = ["Hidden unit", *plots.SWIGLU_SERIES]
+    body = [(f"h{i}", [float(parts[name][i]) for name in plots.SWIGLU_SERIES], {})
+            for i in range(len(parts["gate"]))]
+    return f'<div class="bt-table-wrap">{table("SwiGLU detail", header, body, "swiglu-table")}</div>'
+
+
+class TraceExplorable(pn.viewable.Viewer):
+    """One session's explorable: its own state, widgets and Bokeh models."""
+
+    def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
+        super().__init__()
+        self.state = state = TraceState()
+        self.notices = apply_query(state, QUERY_KEYS, query or {})
+        state.prediction.skipped = not predict
+        self.embed = embed
+        self._build_widgets()
+        self._build_views()
+        state.param.watch(self._refresh, ["trace", "inspect"])
+        state.param.watch(self._show_input_error, ["input_error"])
+        state.prediction.param.watch(self._lock, ["committed", "skipped"])
+        sync_to_url(state, QUERY_KEYS)
+        self._lock()
+        self._show_input_error()
+
+    # --- building ---------------------------------------------------------------------------
+
+    def _build_widgets(self) -> None:
+        s = self.state
+        self.scale = pn.widgets.FloatSlider.from_param(s.param.attention_scale, label="Attention update scale",
+                                                       step=0.05, sizing_mode="stretch_width")
+        self.mlp_scale = pn.widgets.FloatSlider.from_param(s.param.mlp_scale, label="MLP update scale",
+                                                           step=0.05, sizing_mode="stretch_width")
+        self.replace = pn.widgets.Checkbox.from_param(s.param.replace,
+                                                      label="Replace instead of add residuals (broken)")
+        self.vector = pn.widgets.TextInput.from_param(s.param.input_text, label="Input vector",
+                                                      sizing_mode="stretch_width",
+                                                      description="2 to 16 numbers, e.g. 2, 2, 2, 2 or [1 −0.5 3 0]")
+        self.vector_error = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.norm = pn.widgets.Select.from_param(s.param.norm, label="Normalisation", options=NORM_OPTIONS,
+                                                 sizing_mode="stretch_width")
+        self.inspect = pn.widgets.Select.from_param(
+            s.param.inspect, label="Stage to inspect",
+            options={s.trace.stage(k).label: k for k in ROW_KEYS}, sizing_mode="stretch_width")
+        self.constant = pn.widgets.Button(name="Constant 2, 2, 2, 2")
+        self.zero = pn.widgets.Button(name="Zero updates")
+        self.reset = pn.widgets.Button(name="Reset", button_type="light")
+        self.constant.on_click(lambda _: setattr(s, "input_text", CONSTANT_INPUT))
+        self.zero.on_click(lambda _: s.zero_updates())
+        self.reset.on_click(lambda _: s.reset())
+        self.controls = [self.vector, self.scale, self.mlp_scale, self.replace, self.norm, self.inspect,
+                         self.constant, self.zero, self.reset]
+
+    def _build_views(self) -> None:
+        s = self.state
+        self.gate = PredictionGate(s.prediction, QUESTION, HINT)
+        self.stage_table = pn.pane.HTML(stage_table_html(s), **styled(sizing_mode="stretch_width"))
+        self.norm_fig, self.norm_src, self.norm_base, self.norm_ref = plots.norm_figure(s)
+        self.comp_fig, self.comp_src = plots.component_figure(s)
+        self.swiglu_fig, self.swiglu_src = plots.swiglu_figure(s)
+        self.norm_alt = pn.pane.HTML(alt_text("Norm at each stage", describe.norm_sentences(s)),
+                                     **styled(sizing_mode="stretch_width"))
+        self.comp_alt = pn.pane.HTML(alt_text("Components", describe.component_sentences(s)),
+                                     **styled(sizing_mode="stretch_width"))
+        self.swiglu_alt = pn.pane.HTML(alt_text("SwiGLU detail", describe.swiglu_sentences(s)),
+                                       **styled(sizing_mode="stretch_width"))
+        self.swiglu_table = pn.pane.HTML(swiglu_table_html(s), **styled(sizing_mode="stretch_width"))
+        self.baseline_table = pn.pane.HTML(baseline_table_html(s), **styled(sizing_mode="stretch_width"))
+        self.live = pn.pane.HTML(self._live_html(), **styled(sizing_mode="stretch_width"))
+
+    def _live_html(self) -> str:
+        text = describe.announcement(self.state)
+        p = self.state.prediction
+        verdict = ""
+        if p.committed:
+            right = p.choice == CORRECT_PREDICTION
+            verdict = (f'<p class="bt-muted">You predicted: {escape(p.choices[p.choice])} '
+                       f'<span class="{"bt-ok" if right else "bt-bad"}">'
+                       f'({"matches the lesson" if right else "try zero updates, then replace mode, and compare"})'
+                       f"</span></p>")
+        return f'<p class="bt-live" role="status" aria-live="polite">{escape(text)}</p>{verdict}'
+
+    # --- updating ---------------------------------------------------------------------------
+
+    def _refresh(self, *_events) -> None:
+        s = self.state
+        current, baseline, input_norm = plots.norm_data(s)
+        self.norm_src.data = current
+        self.norm_base.data = baseline
+        self.norm_ref.location = input_norm
+        comp = plots.component_data(s)
+        if list(self.comp_fig.x_range.factors) != comp["component"]:
+            self.comp_fig.x_range.factors = comp["component"]
+        self.comp_src.data = comp
+        sw = plots.swiglu_data(s)
+        if list(self.swiglu_fig.x_range.factors) != sw["unit"]:
+            self.swiglu_fig.x_range.factors = sw["unit"]
+        self.swiglu_src.data = sw
+        self.stage_table.object = stage_table_html(s)
+        self.baseline_table.object = baseline_table_html(s)
+        self.swiglu_table.object = swiglu_table_html(s)
+        self.norm_alt.object = alt_text("Norm at each stage", describe.norm_sentences(s))
+        self.comp_alt.object = alt_text("Components", describe.component_sentences(s))
+        self.swiglu_alt.object = alt_text("SwiGLU detail", describe.swiglu_sentences(s))
+        self.live.object = self._live_html()
+
+    def _show_input_error(self, *_events) -> None:
+        error = self.state.input_error
+        self.vector_error.object = (
+            f'<p class="bt-field-error" role="alert">Could not use this vector: {escape(error)}. '
+            "The last good vector is still traced.</p>" if error else ""
+        )
+
+    def _lock(self, *_events) -> None:
+        locked = not self.state.prediction.unlocked
+        for widget in self.controls:
+            widget.disabled = locked
+        self.live.object = self._live_html()
+
+    # --- layout -----------------------------------------------------------------------------
+
+    def __panel__(self):
+        notices = "".join(f'<p class="bt-notice" role="status">{escape(n)}</p>' for n in self.notices)
+        controls = pn.Column(
+            pn.pane.HTML('<h2 class="bt-h2">Controls</h2>', **styled()),
+            self.vector, self.vector_error,
+            pn.Row(self.constant, self.zero, self.reset, sizing_mode="stretch_width"),
+            self.scale, self.mlp_scale, self.replace, self.norm, self.inspect,
+            css_classes=["bt-card"], sizing_mode="stretch_width",
+        )
+        left = pn.Column(self.gate, controls, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        right = pn.Column(
+            self.live, self.stage_table,
+            pn.pane.Bokeh(self.norm_fig, sizing_mode="stretch_width"), self.norm_alt,
+            pn.pane.Bokeh(self.comp_fig, sizing_mode="stretch_width"), self.comp_alt,
+            pn.pane.HTML('<h2 class="bt-h2">Inside SwiGLU</h2><p class="bt-lead">Each hidden unit multiplies '
+                         "SiLU(gate) by its value: a gate near 0 lets almost nothing through, a strongly positive "
+                         "gate lets the value pass.</p>", **styled(sizing_mode="stretch_width")),
+            pn.pane.Bokeh(self.swiglu_fig, sizing_mode="stretch_width"), self.swiglu_alt, self.swiglu_table,
+            self.baseline_table,
+            styles={"flex": "1 1 36rem", "min-width": "0"},
+        )
+        head = [] if self.embed else [pn.pane.HTML(
+            f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
+        notice_pane = [pn.pane.HTML(notices, **styled(sizing_mode="stretch_width"))] if notices else []
+        body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")
