@@ -27,6 +27,18 @@ EXPLORABLES: tuple[Entry, ...] = (
             "Explain how SwiGLU gates an MLP update",
         ),
     ),
+    Entry(
+        id="block-floor",
+        title="One floor, two word orders",
+        route="/explorables/block-floor",
+        summary="Step a word through the eight stages of one floor for a phrase and its reversal, "
+                "and find where the two traces first differ.",
+        objectives=(
+            "Follow one word through norm, attention, MLP and both residual additions",
+            "Find the first stage where word order matters, and explain why it is attention",
+            "See why stacking the same floor lets corrections compose",
+        ),
+    ),
 )
 
 

@@ -32,9 +32,20 @@ def transformer_block_trace_page() -> pn.viewable.Viewable:
     return shell(TraceExplorable(query=query, embed=embed, predict=predict), TITLE, embed=embed)
 
 
+def block_floor_page() -> pn.viewable.Viewable:
+    from explorables.block_floor import FloorExplorable
+    from explorables.block_floor.view import TITLE
+
+    query = session_query()
+    embed = query_flag(query, "embed", False)
+    predict = query.get("predict", "on") != "off"
+    return shell(FloorExplorable(query=query, embed=embed, predict=predict), TITLE, embed=embed)
+
+
 ROUTES: dict[str, Callable[[], pn.viewable.Viewable]] = {
     "/": index_page,
     "/explorables/transformer-block-trace": transformer_block_trace_page,
+    "/explorables/block-floor": block_floor_page,
 }
 
 

@@ -8,13 +8,15 @@ from html import escape
 from .palette import signed
 
 
-def cell_number(value: float | None, plain: bool = False) -> str:
+def cell_number(value: float | str | None, plain: bool = False) -> str:
     """A table cell for a signed number; the sign is in the text and in a class for styling.
 
     plain cells (norms, weights) are non-negative quantities shown without a sign.
     """
     if value is None:
         return '<td class="num empty"></td>'
+    if isinstance(value, str):
+        return f'<td class="txt">{escape(value)}</td>'
     if plain:
         return f'<td class="num norm">{value:.3f}</td>' if value == value else '<td class="num nan">NaN</td>'
     text = signed(value) if value == value else "NaN"
@@ -28,7 +30,7 @@ def cell_number(value: float | None, plain: bool = False) -> str:
 def table(
     caption: str,
     header: Sequence[str],
-    rows: Sequence[tuple[str, Sequence[float | None], dict]],
+    rows: Sequence[tuple[str, Sequence[float | str | None], dict]],
     extra_class: str = "",
 ) -> str:
     """An accessible table: a caption, column headers, and a header cell naming each row.

@@ -1,0 +1,70 @@
+"""Plot builders for the block floor: the tracked word as an arrow in the plane, and attention heatmaps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from bokeh.models import Arrow, ColumnDataSource, NormalHead, Range1d, Span
+from bokeh.plotting import figure
+
+from explorables.components.palette import SERIES
+
+from .divergence import STAGE_KEYS, stage_labels
+from .state import FloorState
+
+LIMIT = 1.5  # the plane shown runs from −1.5 to 1.5 unless a vector is longer
+
+
+def arrow_data(state: FloorState, trace, position: int) -> tuple[dict, dict]:
+    """Current stage (solid) and previous stage (faint) of the tracked word, as arrows from the origin."""
+    now = trace[STAGE_KEYS[state.stage - 1]][position]
+    current = {"x0": [0.0], "y0": [0.0], "x1": [float(now[0])], "y1": [float(now[1])],
+               "label": [f"stage {state.stage}"]}
+    if state.stage > 1:
+        before = trace[STAGE_KEYS[state.stage - 2]][position]
+        previous = {"x0": [0.0], "y0": [0.0], "x1": [float(before[0])], "y1": [float(before[1])],
+                    "label": [f"stage {state.stage - 1}"]}
+    else:
+        previous = {"x0": [], "y0": [], "x1": [], "y1": [], "label": []}
+    return current, previous
+
+
+def plane_limit(state: FloorState) -> float:
+    biggest = 0.0
+    for _, trace, position in state.traces():
+        for key in STAGE_KEYS:
+            biggest = max(biggest, float(np.max(np.abs(trace[key][position]))))
+    return max(LIMIT, math.ceil(biggest * 1.15 * 2) / 2)
+
+
+def arrow_figure(title: str, current: dict, previous: dict, limit: float):
+    fig = figure(title=title, height=300, width=300, match_aspect=True, tools="save,reset",
+                 x_range=Range1d(-limit, limit), y_range=Range1d(-limit, limit), toolbar_location="right")
+    fig.toolbar.logo = None
+    fig.title.text_font_size = "13px"
+    for dim in ("width", "height"):
+        fig.add_layout(Span(location=0, dimension=dim, line_color="#999999", line_width=1))
+    cur, prev = ColumnDataSource(current), ColumnDataSource(previous)
+    fig.add_layout(Arrow(end=NormalHead(size=9, fill_color="#bbbbbb", line_color="#bbbbbb"), source=prev,
+                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color="#bbbbbb", line_width=2,
+                         line_dash="dashed"))
+    fig.add_layout(Arrow(end=NormalHead(size=12, fill_color=SERIES[0], line_color=SERIES[0]), source=cur,
+                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=SERIES[0], line_width=3))
+    fig.scatter("x1", "y1", source=cur, size=1, alpha=0)  # gives the hover something to attach to
+    fig.text("x1", "y1", text="label", source=cur, text_font_size="11px", x_offset=6, y_offset=-4)
+    fig.xaxis.axis_label = "component 0"
+    fig.yaxis.axis_label = "component 1"
+    return fig, cur, prev
+
+
+def arrow_sentences(state: FloorState, title: str, trace, position: int) -> list[str]:
+    labels = stage_labels(trace)
+    now = trace[STAGE_KEYS[state.stage - 1]][position]
+    text = (f"{title}: at stage {state.stage}, {labels[state.stage - 1]}, the tracked word “{trace.tokens[position]}” "
+            f"is [{now[0]:.3f}, {now[1]:.3f}], length {np.linalg.norm(now):.3f}, "
+            f"angle {math.degrees(math.atan2(now[1], now[0])):.0f}°.")
+    if state.stage > 1:
+        before = trace[STAGE_KEYS[state.stage - 2]][position]
+        text += f" At the previous stage it was [{before[0]:.3f}, {before[1]:.3f}]."
+    return [text]

@@ -1,0 +1,269 @@
+"""The block-floor explorable's page: a bet, the controls, both word orders side by side, the mission."""
+
+from __future__ import annotations
+
+from html import escape
+
+import numpy as np
+import panel as pn
+
+from explorables.components.checkpoint import CheckpointView
+from explorables.components.heatmap import (
+    heatmap_data,
+    heatmap_figure,
+    heatmap_sentences,
+    set_factors,
+    token_factors,
+)
+from explorables.components.html import alt_text, table
+from explorables.components.prediction import PredictionGate
+from explorables.components.style import styled
+from explorables.components.url_state import apply_query, sync_to_url
+
+from . import plots
+from .divergence import STAGE_KEYS, agree, floor_rows, stage_labels
+from .state import CORRECT_BET, MAX_WORDS, QUERY_KEYS, FloorState
+
+TITLE = "One floor, two word orders"
+INTRO = (
+    "Step one word through the eight stages of one Transformer floor, for the phrase and for the same phrase "
+    "reversed. Every vector has two components, so each number can be read and drawn. Find the first stage where "
+    "the tracked word's two traces differ. The numbers match <code>blocktrace trace --preset eat-an-orange</code> "
+    "with the same settings."
+)
+BET_QUESTION = "When the MLP contributes a correction, what happens to the incoming residual stream?"
+BET_HINT = "Your bet settles at stage 8, “+ residual = block output”. Once committed it is final."
+MISSION = ("Mission: track the middle word and claim the first stage where its two traces diverge. "
+           "Step to a stage, then press “This is the first divergence” — or claim that they never diverge.")
+
+
+def _vec(v: np.ndarray) -> str:
+    return "[" + ", ".join(f"{x:.3f}" for x in v) + "]"
+
+
+def floor_table_html(state: FloorState, title: str, trace, position: int, other) -> str:
+    """Stage → vector for the tracked word, current stage highlighted, agreement with the other order."""
+    rows = floor_rows(trace, position)
+    other_rows = floor_rows(other[0], other[1]) if other else None
+    header = ["Stage", "x0", "x1", "‖·‖"] + (["Orders"] if other_rows else [])
+    body = []
+    for n, row in enumerate(rows):
+        is_current = row.floor == 1 and row.stage == state.stage
+        numbers = [float(row.vector[0]), float(row.vector[1]), float(np.linalg.norm(row.vector))]
+        opts = {"plain": (2,), "current": is_current, "class": "current" if is_current else ""}
+        if other_rows:
+            numbers.append("same" if agree(row.vector, other_rows[n].vector) else "differs")
+        label = f"{row.stage}. {row.label}" if row.floor == 1 else row.label
+        body.append((label, numbers, opts))
+    word = trace.tokens[position]
+    html = table(f"The full floor for “{word}” ({title.lower()})", header, body, "floor-table")
+    return f'<div class="bt-table-wrap">{html}</div>'
+
+
+def phrase_html(trace, position: int) -> str:
+    chips = []
+    for i, word in enumerate(trace.tokens):
+        cls = "bt-chip tracked" if i == position else "bt-chip"
+        chips.append(f'<span class="{cls}">{escape(word)}<sub>p{i}</sub></span>')
+    pos = trace["pos_embed"][position] if "pos_embed" in trace else None
+    added = (f"position p{position}, vector added {_vec(pos)}" if pos is not None
+             else f"position p{position}, positions off: nothing added")
+    return f'<p class="bt-phrase">{" ".join(chips)}</p><p class="bt-muted">{escape(added)}</p>'
+
+
+class OrderColumn:
+    """The views of one word order, built once and updated in place."""
+
+    def __init__(self, state: FloorState, title: str, trace, position: int, limit: float):
+        self.title = title
+        current, previous = plots.arrow_data(state, trace, position)
+        self.arrow_fig, self.arrow_cur, self.arrow_prev = plots.arrow_figure(
+            f"{title}: the tracked word", current, previous, limit)
+        factors = token_factors(trace.tokens)
+        pattern = trace["blocks.0.attn.pattern"][0]
+        self.heat_fig, self.heat_src = heatmap_figure(f"Attention weights, floor 1 ({title.lower()})",
+                                                      heatmap_data(pattern, factors, factors), factors, factors)
+        self.phrase = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.table = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.arrow_alt = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.heat_alt = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.heat_sums = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.layout = pn.Column(
+            pn.pane.HTML(f'<h2 class="bt-h2">{escape(title)}</h2>', **styled()),
+            self.phrase, pn.pane.Bokeh(self.arrow_fig), self.arrow_alt, self.table,
+            pn.pane.Bokeh(self.heat_fig, sizing_mode="stretch_width"), self.heat_sums, self.heat_alt,
+            styles={"flex": "1 1 22rem", "min-width": "0"}, css_classes=["bt-card"],
+        )
+
+    def update(self, state: FloorState, trace, position: int, other, limit: float) -> None:
+        current, previous = plots.arrow_data(state, trace, position)
+        self.arrow_cur.data, self.arrow_prev.data = current, previous
+        for rng in (self.arrow_fig.x_range, self.arrow_fig.y_range):
+            if rng.end != limit:
+                rng.start, rng.end = -limit, limit
+        self.arrow_alt.object = alt_text("Tracked word", plots.arrow_sentences(state, self.title, trace, position))
+        self.phrase.object = phrase_html(trace, position)
+        self.table.object = floor_table_html(state, self.title, trace, position, other)
+        factors = token_factors(trace.tokens)
+        pattern = trace["blocks.0.attn.pattern"][0]
+        set_factors(self.heat_fig, factors, factors)
+        self.heat_src.data = heatmap_data(pattern, factors, factors)
+        sums = ", ".join(f"{s:.3f}" for s in pattern.sum(axis=1))
+        mask = ("causal mask on: each word reads only itself and earlier words, so the future is 0"
+                if trace.config.causal else "no mask in this lab, so the order experiment is exact")
+        self.heat_sums.object = f'<p class="bt-muted">Row sums: {sums} (each row sums to 1); {mask}.</p>'
+        self.heat_alt.object = alt_text("Attention weights", heatmap_sentences(pattern, trace.tokens))
+
+
+class FloorExplorable(pn.viewable.Viewer):
+    """One session's block-floor explorable."""
+
+    def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
+        super().__init__()
+        self.state = state = FloorState()
+        self.notices = apply_query(state, QUERY_KEYS, query or {})
+        state.bet.skipped = not predict
+        self.embed = embed
+        self._build()
+        state.param.watch(self._refresh, ["original", "reversed_", "stage", "tracked", "reverse"])
+        state.param.watch(self._show_claim, ["claim_result"])
+        state.param.watch(self._show_phrase_error, ["phrase_error"])
+        state.param.watch(self._sync_tracked_options, ["words", "tracked"])
+        state.bet.param.watch(self._lock, ["committed", "skipped"])
+        sync_to_url(state, QUERY_KEYS)
+        self._sync_tracked_options()
+        self._refresh()
+        self._lock()
+
+    def _build(self) -> None:
+        s = self.state
+        self.gate = PredictionGate(s.bet, BET_QUESTION, BET_HINT, commit_label="Commit bet", heading="Your bet")
+        self.phrase = pn.widgets.TextInput.from_param(s.param.phrase, label="Phrase", sizing_mode="stretch_width",
+                                                      description=f"1 to {MAX_WORDS} words; press Enter")
+        self.phrase_error = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.positions = pn.widgets.Checkbox.from_param(s.param.positions, label="Position vectors")
+        self.tracked = pn.widgets.Select(label="Tracked word", options={}, sizing_mode="stretch_width")
+        self.tracked.param.watch(lambda e: setattr(s, "tracked", e.new) if e.new is not None else None, "value")
+        self.reverse = pn.widgets.Checkbox.from_param(s.param.reverse, label="Reverse order")
+        self.causal = pn.widgets.Checkbox.from_param(s.param.causal, label="Causal mask")
+        self.stage = pn.widgets.IntSlider.from_param(s.param.stage, label="Stage", sizing_mode="stretch_width")
+        self.prev = pn.widgets.Button(name="◀ Previous stage")
+        self.next = pn.widgets.Button(name="Next stage ▶")
+        self.prev.on_click(lambda _: s.step(-1))
+        self.next.on_click(lambda _: s.step(1))
+        self.floors = pn.widgets.IntSlider.from_param(s.param.floors, label="Floors", sizing_mode="stretch_width")
+        self.claim = pn.widgets.Button(name="This is the first divergence", button_type="primary")
+        self.never = pn.widgets.Button(name="They never diverge")
+        self.claim.on_click(lambda _: s.claim(s.stage))
+        self.never.on_click(lambda _: s.claim(None))
+        self.claim_pane = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.banner = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.settle = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        limit = plots.plane_limit(s)
+        self.columns = [OrderColumn(s, title, trace, pos, limit) for title, trace, pos in
+                        (("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror))]
+        self.checkpoint_views = [CheckpointView(c) for c in s.checkpoints]
+        self.controls = [self.phrase, self.positions, self.tracked, self.reverse, self.causal, self.stage,
+                         self.prev, self.next, self.floors, self.claim, self.never]
+
+    # --- updating ---------------------------------------------------------------------------
+
+    def _sync_tracked_options(self, *_events) -> None:
+        s = self.state
+        options = {f"{word} (word {i + 1})": i for i, word in enumerate(s.words)}
+        if self.tracked.options != options:
+            self.tracked.options = options
+        if self.tracked.value != s.tracked:
+            self.tracked.value = s.tracked
+
+    def _refresh(self, *_events) -> None:
+        s = self.state
+        limit = plots.plane_limit(s)
+        orders = [("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror)]
+        for n, (column, (_, trace, pos)) in enumerate(zip(self.columns, orders, strict=True)):
+            other = (orders[1 - n][1], orders[1 - n][2]) if s.reverse else None
+            column.update(s, trace, pos, other, limit)
+        self.columns[1].layout.visible = s.reverse
+        self.claim.disabled = self.never.disabled = not s.reverse or not s.bet.unlocked
+        self.banner.object = self._banner_html()
+        self.settle.object = self._settle_html()
+
+    def _banner_html(self) -> str:
+        s = self.state
+        labels = stage_labels(s.original)
+        key = STAGE_KEYS[s.stage - 1]
+        head = f"Stage {s.stage} / 8 · {labels[s.stage - 1]}"
+        if not s.reverse:
+            status = "Turn on Reverse order to compare the two orders."
+        elif agree(s.original[key][s.tracked], s.reversed_[key][s.mirror]):
+            status = "Same vectors in both orders at this stage."
+        else:
+            status = "The two orders differ at this stage."
+        return (f'<p class="bt-stage-banner"><strong>{escape(head)}</strong></p>'
+                f'<p class="bt-live" role="status" aria-live="polite">{escape(status)}</p>')
+
+    def _settle_html(self) -> str:
+        s = self.state
+        if s.stage != 8:
+            return ""
+        pos = s.tracked
+        incoming = s.original["blocks.0.resid_mid"][pos]
+        correction = s.original["blocks.0.mlp_out"][pos]
+        out = s.original["blocks.0.resid_post"][pos]
+        text = (f"Stage 8 settles the bet: block output = incoming stream + MLP correction: {_vec(incoming)} + "
+                f"{_vec(correction)} = {_vec(out)}. Nothing the stream carried was discarded.")
+        bet = ""
+        if s.bet.committed:
+            right = s.bet.choice == CORRECT_BET
+            said = escape(s.bet.choices[s.bet.choice])
+            outcome = "was right" if right else "was not: the stream is kept and the correction added"
+            bet = f' <span class="{"bt-ok" if right else "bt-bad"}">Your bet, “{said}”, {outcome}.</span>'
+        return f'<p class="bt-card">{escape(text)}{bet}</p>'
+
+    def _show_claim(self, *_events) -> None:
+        result = self.state.claim_result
+        if result is None:
+            self.claim_pane.object = ""
+            return
+        stage, short, why = result
+        claimed = "they never diverge" if stage is None else f"stage {stage}"
+        cls = "bt-ok" if short == "Right on" else "bt-bad"
+        self.claim_pane.object = (f'<p role="status" aria-live="polite"><span class="{cls}">{escape(short)}</span> '
+                                  f"(you claimed {escape(claimed)}). {escape(why)}</p>")
+
+    def _show_phrase_error(self, *_events) -> None:
+        error = self.state.phrase_error
+        self.phrase_error.object = (f'<p class="bt-field-error" role="alert">Could not use this phrase: '
+                                    f"{escape(error)}. The last good phrase is still shown.</p>" if error else "")
+
+    def _lock(self, *_events) -> None:
+        locked = not self.state.bet.unlocked
+        for widget in self.controls:
+            widget.disabled = locked
+        self._refresh()
+
+    def __panel__(self):
+        notices = "".join(f'<p class="bt-notice" role="status">{escape(n)}</p>' for n in self.notices)
+        controls = pn.Column(
+            pn.pane.HTML('<h2 class="bt-h2">Controls</h2>', **styled()),
+            self.phrase, self.phrase_error, self.positions, self.tracked, self.reverse, self.causal,
+            self.stage, pn.Row(self.prev, self.next), self.floors,
+            css_classes=["bt-card"], sizing_mode="stretch_width",
+        )
+        mission = pn.Column(
+            pn.pane.HTML(f'<h2 class="bt-h2">Live mission</h2><p>{escape(MISSION)}</p>', **styled()),
+            pn.Row(self.claim, self.never), self.claim_pane,
+            css_classes=["bt-card"], sizing_mode="stretch_width",
+        )
+        left = pn.Column(self.gate, controls, mission, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        orders = pn.FlexBox(*(c.layout for c in self.columns), flex_wrap="wrap", gap="0.75rem",
+                            sizing_mode="stretch_width")
+        right = pn.Column(self.banner, self.settle, orders,
+                          pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
+                                     sizing_mode="stretch_width"),
+                          styles={"flex": "1 1 40rem", "min-width": "0"})
+        head = [] if self.embed else [pn.pane.HTML(
+            f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
+        notice_pane = [pn.pane.HTML(notices, **styled(sizing_mode="stretch_width"))] if notices else []
+        body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")

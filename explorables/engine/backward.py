@@ -1,0 +1,388 @@
+"""The backward pass: how a fixed scalar loss changes with the residual stream entering each block.
+
+Each operation of ops.py has a backward function here, its chain rule on the docstring's
+first line. It takes the gradient of the loss with respect to the op's output (`grad`,
+shaped like the output) and the op's forward inputs, and returns the gradient with respect
+to its input. Forward values come from ops.py and forward.py (recomputed or handed in),
+never re-derived here. Gradients with respect to parameters are not computed: the depth
+plot needs only the gradient flowing down the stream.
+
+The loss. By default L = Σ output ⊙ R, a fixed direction R drawn from a standard normal
+seeded by (config.seed, "loss.direction") and scaled to Frobenius norm 1. So ∂L/∂output = R
+has norm exactly 1 at the top of every stack, whatever the variant; it is never trivially
+zero, and it stays meaningful in post-norm (where ‖output‖ is pinned by the last norm, so a
+loss built from ‖output‖² would barely depend on the input). loss="energy" gives
+L = ½ · mean over rows of ‖output row‖² instead.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ops
+from .config import BlockConfig, ConfigError
+from .forward import COMBINE as COMBINE_FORWARD
+from .forward import PLACEMENTS, Sublayers, check_input
+from .params import Params, check_params, position_vectors
+
+Array = np.ndarray
+Saved = dict[str, Array]  # forward intermediates of one block, under the stages' local keys
+
+# --- operations -----------------------------------------------------------------------------
+
+
+def rms_normalize_backward(grad: Array, x: Array, eps: float) -> Array:
+    """∂x = (∂y − y · mean(∂y ⊙ y)) / sqrt(mean(x²) + eps), with y = x / sqrt(mean(x²) + eps).
+
+    Only the part of ∂y along the row's own direction is removed: scaling x never changes y.
+    # [..., d_model], [..., d_model] -> [..., d_model]
+    """
+    y = ops.rms_normalize(x, eps)
+    inv_rms = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return inv_rms * (grad - y * np.mean(grad * y, axis=-1, keepdims=True))
+
+
+def rms_norm_backward(grad: Array, x: Array, g: Array, eps: float) -> Array:
+    """∂x = rms_normalize_backward(g ⊙ ∂y, x): the gain scales the gradient, then the normalising step.
+
+    # [..., d_model], [..., d_model], [d_model] -> [..., d_model]
+    """
+    return rms_normalize_backward(grad * g, x, eps)
+
+
+def layer_norm_backward(grad: Array, x: Array, g: Array, eps: float) -> Array:
+    """∂x = c − mean(c) with c = rms_normalize_backward(g ⊙ ∂y, x − mean(x)): undo the rescale, then the centring.
+
+    The bias adds a constant, so it does not appear.
+    # [..., d_model], [..., d_model], [d_model] -> [..., d_model]
+    """
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    grad_centred = rms_normalize_backward(grad * g, centred, eps)
+    return grad_centred - np.mean(grad_centred, axis=-1, keepdims=True)
+
+
+def softmax_backward(grad: Array, p: Array) -> Array:
+    """∂x_j = p_j · (∂p_j − Σ_k ∂p_k p_k), with p = softmax(x) over the last axis.
+
+    Masked entries have p = 0, so they get gradient exactly 0.
+    # [..., n], [..., n] -> [..., n]
+    """
+    return p * (grad - np.sum(grad * p, axis=-1, keepdims=True))
+
+
+def attention_backward(
+    grad: Array,
+    x: Array,
+    W_Q: Array,
+    W_K: Array,
+    W_V: Array,
+    W_O: Array,
+    n_heads: int,
+    causal: bool,
+    scale: float = 1.0,
+    saved: Saved | None = None,
+) -> Array:
+    """∂x = ∂q W_Qᵀ + ∂k W_Kᵀ + ∂v W_Vᵀ, back through out = scale · concat_h(softmax(q_h k_hᵀ / √d_head) v_h) W_O.
+
+    `saved` may hold the forward's q, k, v and pattern (as ops.attention returns them, or as
+    a block records them under attn.*); otherwise they are recomputed with ops.attention.
+    # grad [..., pos, d_model], x [..., pos, d_model] -> [..., pos, d_model]
+    """
+    if saved is None:
+        saved = ops.attention(x, W_Q, W_K, W_V, W_O, n_heads, causal)
+    q, k, v, pattern = (saved[name] for name in ("q", "k", "v", "pattern"))  # [..., n_heads, pos, d_head|pos]
+    grad_mixed = ops.split_heads((scale * grad) @ W_O.T, n_heads)  # [..., n_heads, pos, d_head]
+    grad_pattern = grad_mixed @ np.swapaxes(v, -1, -2)  # [..., n_heads, pos, pos]
+    grad_v = np.swapaxes(pattern, -1, -2) @ grad_mixed  # [..., n_heads, pos, d_head]
+    grad_scores = softmax_backward(grad_pattern, pattern) / np.sqrt(q.shape[-1])  # the mask's zeros stay 0
+    grad_q = grad_scores @ k  # [..., n_heads, pos, d_head]
+    grad_k = np.swapaxes(grad_scores, -1, -2) @ q  # [..., n_heads, pos, d_head]
+    return (
+        ops.merge_heads(grad_q) @ W_Q.T + ops.merge_heads(grad_k) @ W_K.T + ops.merge_heads(grad_v) @ W_V.T
+    )
+
+
+def silu_backward(grad: Array, x: Array) -> Array:
+    """∂x = ∂y · σ(x) · (1 + x · (1 − σ(x))), the derivative of x · σ(x).
+
+    # [...], [...] -> [...]
+    """
+    s = ops.sigmoid(x)
+    return grad * s * (1.0 + x * (1.0 - s))
+
+
+def gelu_backward(grad: Array, x: Array) -> Array:
+    """∂x = ∂y · (½(1 + t) + ½ x (1 − t²) √(2/π) (1 + 3 · 0.044715 x²)), t = tanh(√(2/π)(x + 0.044715 x³)).
+
+    # [...], [...] -> [...]
+    """
+    c = np.sqrt(2.0 / np.pi)
+    t = np.tanh(c * (x + 0.044715 * x**3))
+    return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x))
+
+
+def relu_backward(grad: Array, x: Array) -> Array:
+    """∂x = ∂y · [x > 0]: clipped units pass no gradient (at exactly 0 we take the slope 0).
+
+    # [...], [...] -> [...]
+    """
+    return np.where(x > 0.0, grad, 0.0)
+
+
+def swiglu_backward(grad: Array, x: Array, W_gate: Array, W_value: Array, W_down: Array) -> Array:
+    """∂x = (∂h ⊙ value ⊙ SiLU′(gate)) W_gateᵀ + (∂h ⊙ SiLU(gate)) W_valueᵀ, with ∂h = ∂y W_downᵀ.
+
+    # grad [..., d_model], x [..., d_model] -> [..., d_model]
+    """
+    gate, value = x @ W_gate, x @ W_value  # [..., d_mlp] each
+    grad_hidden = grad @ W_down.T  # [..., d_mlp]
+    grad_gate = silu_backward(grad_hidden * value, gate)
+    grad_value = grad_hidden * ops.silu(gate)
+    return grad_gate @ W_gate.T + grad_value @ W_value.T
+
+
+ActivationBackward = Callable[[Array, Array], Array]
+
+
+def dense_mlp_backward(
+    grad: Array, x: Array, W_in: Array, b_in: Array, W_out: Array, activation_backward: ActivationBackward
+) -> Array:
+    """∂x = act′(x W_in + b_in) ⊙ (∂y W_outᵀ), then times W_inᵀ; the biases only shift, so they drop out.
+
+    # grad [..., d_model], x [..., d_model] -> [..., d_model]
+    """
+    pre = x @ W_in + b_in  # [..., d_mlp]
+    return activation_backward(grad @ W_out.T, pre) @ W_in.T
+
+
+def add_backward(grad: Array) -> tuple[Array, Array]:
+    """out = stream + update, so ∂stream = ∂out and ∂update = ∂out: the residual line passes the gradient unchanged.
+
+    # [..., pos, d_model] -> (∂stream, ∂update), each [..., pos, d_model]
+    """
+    return grad, grad
+
+
+def replace_backward(grad: Array) -> tuple[Array, Array]:
+    """out = update, so ∂stream = 0 and ∂update = ∂out: the broken mode cuts the gradient's direct path.
+
+    # [..., pos, d_model] -> (∂stream, ∂update), each [..., pos, d_model]
+    """
+    return np.zeros_like(grad), grad
+
+
+# --- variants, each chosen once from the config (as in forward.py) ---------------------------
+
+
+def _rms(grad: Array, x: Array, params: Params, name: str, eps: float) -> Array:
+    return rms_norm_backward(grad, x, params[f"{name}.g"], eps)
+
+
+def _layer(grad: Array, x: Array, params: Params, name: str, eps: float) -> Array:
+    return layer_norm_backward(grad, x, params[f"{name}.g"], eps)
+
+
+def _swiglu(grad: Array, x: Array, params: Params, prefix: str) -> Array:
+    return swiglu_backward(grad, x, params[prefix + "W_gate"], params[prefix + "W_value"], params[prefix + "W_down"])
+
+
+def _dense(activation_backward: ActivationBackward):
+    def mlp(grad: Array, x: Array, params: Params, prefix: str) -> Array:
+        return dense_mlp_backward(
+            grad, x, params[prefix + "W_in"], params[prefix + "b_in"], params[prefix + "W_out"], activation_backward
+        )
+    return mlp
+
+
+NORMS = {"rmsnorm": _rms, "layernorm": _layer}
+MLPS = {"swiglu": _swiglu, "gelu": _dense(gelu_backward), "relu": _dense(relu_backward)}
+COMBINE = {"add": add_backward, "replace": replace_backward}
+
+
+@dataclass(frozen=True)
+class SublayersBackward:
+    """The backward of each piece of one block, bound to one block's parameters (mirrors forward.Sublayers)."""
+
+    config: BlockConfig
+    params: Params
+    prefix: str  # "blocks.{i}."
+
+    def norm(self, grad: Array, x: Array, which: str) -> Array:
+        return NORMS[self.config.norm](grad, x, self.params, self.prefix + which, self.config.eps)
+
+    def attention(self, grad: Array, x: Array, saved: Saved) -> Array:
+        p, c, a = self.params, self.config, self.prefix + "attn."
+        kept = {name: saved["attn." + name] for name in ("q", "k", "v", "pattern")}
+        return attention_backward(
+            grad, x, p[a + "W_Q"], p[a + "W_K"], p[a + "W_V"], p[a + "W_O"], c.n_heads, c.causal,
+            c.attention_scale, kept,
+        )
+
+    def mlp(self, grad: Array, x: Array) -> Array:
+        return MLPS[self.config.mlp](self.config.mlp_scale * grad, x, self.params, self.prefix + "mlp.")
+
+    def combine(self, grad: Array) -> tuple[Array, Array]:
+        return COMBINE[self.config.residual](grad)
+
+
+def pre_norm_block_backward(grad: Array, saved: Saved, s: SublayersBackward) -> Array:
+    """∂resid_mid = ∂resid_post + Norm′ᵀ MLP′ᵀ ∂resid_post; ∂resid_pre = ∂resid_mid + Norm′ᵀ Attention′ᵀ ∂resid_mid.
+
+    (Add residuals; in replace mode the bare `∂resid_post` and `∂resid_mid` terms are 0.)
+    `saved` is what forward.pre_norm_block records for this block.
+    # [..., pos, d_model] -> [..., pos, d_model]
+    """
+    grad_mid, grad_mlp_out = s.combine(grad)
+    grad_ln2 = s.mlp(grad_mlp_out, saved["ln2.normalized"])
+    grad_mid = grad_mid + s.norm(grad_ln2, saved["resid_mid"], "ln2")
+    grad_pre, grad_attn_out = s.combine(grad_mid)
+    grad_ln1 = s.attention(grad_attn_out, saved["ln1.normalized"], saved)
+    return grad_pre + s.norm(grad_ln1, saved["resid_pre"], "ln1")
+
+
+def post_norm_block_backward(grad: Array, saved: Saved, s: SublayersBackward) -> Array:
+    """∂resid_mid = (I + MLP′ᵀ) Norm′ᵀ ∂resid_post; ∂resid_pre = (I + Attention′ᵀ) Norm′ᵀ ∂resid_mid.
+
+    (Add residuals; in replace mode the identity terms drop out.) Every gradient crosses a
+    norm on its way down, even along the residual line. `saved` is what
+    forward.post_norm_block records for this block.
+    # [..., pos, d_model] -> [..., pos, d_model]
+    """
+    combined = COMBINE_FORWARD[s.config.residual](saved["resid_mid"], saved["mlp_out"])  # ln2's input
+    grad_mid, grad_mlp_out = s.combine(s.norm(grad, combined, "ln2"))
+    grad_mid = grad_mid + s.mlp(grad_mlp_out, saved["resid_mid"])
+    combined = COMBINE_FORWARD[s.config.residual](saved["resid_pre"], saved["attn_out"])  # ln1's input
+    grad_pre, grad_attn_out = s.combine(s.norm(grad_mid, combined, "ln1"))
+    return grad_pre + s.attention(grad_attn_out, saved["resid_pre"], saved)
+
+
+BLOCKS = {"pre": pre_norm_block_backward, "post": post_norm_block_backward}
+
+
+# --- the whole stack -------------------------------------------------------------------------
+
+LOSSES = ("direction", "energy")
+
+
+def loss_direction(config: BlockConfig, shape: Sequence[int]) -> Array:
+    """R: a standard-normal array seeded by (config.seed, "loss.direction"), scaled to ‖R‖_F = 1.
+
+    # -> shape of the output, e.g. [pos, d_model]
+    """
+    rng = np.random.default_rng([config.seed, zlib.crc32(b"loss.direction")])
+    r = rng.standard_normal(tuple(shape))
+    return r / np.linalg.norm(r)
+
+
+@dataclass
+class StreamGradients:
+    """One forward and backward pass: every intermediate, the loss, and ∂L/∂(stream) at each block."""
+
+    config: BlockConfig
+    values: dict[str, Array]  # forward intermediates under the trace's stable keys ("blocks.0.attn.pattern", …)
+    loss: float  # the scalar L
+    grads: dict[str, Array]  # ∂L/∂ embed, every blocks.{i}.resid_pre, and the last blocks.{n-1}.resid_post
+
+    @property
+    def output(self) -> Array:
+        """The last block's output rows. # [..., pos, d_model]"""
+        return self.values[f"blocks.{self.config.n_layers - 1}.resid_post"]
+
+    @property
+    def grad_output(self) -> Array:
+        """∂L/∂output (R itself for the direction loss). # [..., pos, d_model]"""
+        return self.grads[f"blocks.{self.config.n_layers - 1}.resid_post"]
+
+    def stream(self) -> list[Array]:
+        """The stream entering each block, then the stack's output: n_layers + 1 arrays."""
+        n = self.config.n_layers
+        return [self.values[f"blocks.{i}.resid_pre"] for i in range(n)] + [self.output]
+
+    def stream_grads(self) -> list[Array]:
+        """∂L/∂ of each entry of stream(), in the same order: n_layers + 1 arrays."""
+        n = self.config.n_layers
+        return [self.grads[f"blocks.{i}.resid_pre"] for i in range(n)] + [self.grad_output]
+
+
+def grad_wrt_input(
+    config: BlockConfig,
+    params: Params,
+    embed: Array,
+    loss: str | Array = "direction",
+    pos_vectors: Array | None = None,
+) -> StreamGradients:
+    """∂L/∂resid_pre of every block (and of the output), by the chain rule from the top down.
+
+    loss: "direction" (L = Σ output ⊙ R, R from loss_direction), "energy"
+    (L = ½ · mean over rows of ‖output row‖²), or an array R of the output's shape (L = Σ output ⊙ R).
+    The forward pass runs forward.py's own block functions, keeping each block's intermediates.
+    # [pos, d_model] or [batch, pos, d_model] -> StreamGradients
+    """
+    x = check_input(embed, config)
+    check_params(params, config)
+    values: dict[str, Array] = {"embed": x}
+    if config.positions:
+        n_pos = x.shape[-2]
+        pos = position_vectors(n_pos, config.d_model) if pos_vectors is None else np.asarray(pos_vectors, float)
+        if pos.shape != (n_pos, config.d_model):
+            raise ConfigError(f"position vectors have shape {pos.shape}, expected {(n_pos, config.d_model)}")
+        values["pos_embed"] = pos
+        x = x + pos
+
+    block = PLACEMENTS[config.placement]
+    saved: list[Saved] = []
+    stream = x
+    for i in range(config.n_layers):
+        record: Saved = {}
+        stream = block(stream, Sublayers(config, params, f"blocks.{i}."), record.__setitem__)
+        saved.append(record)
+        values.update({f"blocks.{i}.{key}": value for key, value in record.items()})
+
+    if isinstance(loss, str):
+        if loss not in LOSSES:
+            raise ConfigError(f"loss must be one of {', '.join(LOSSES)} or an array; got {loss!r}")
+        if loss == "direction":
+            grad = loss_direction(config, stream.shape)
+            value = float(np.sum(stream * grad))
+        else:
+            n_rows = stream.size // stream.shape[-1]
+            grad = stream / n_rows
+            value = float(0.5 * np.sum(stream * stream) / n_rows)
+    else:
+        grad = np.asarray(loss, dtype=float)
+        if grad.shape != stream.shape:
+            raise ConfigError(f"the loss direction has shape {grad.shape}, but the output has {stream.shape}")
+        value = float(np.sum(stream * grad))
+
+    last = config.n_layers - 1
+    grads = {f"blocks.{last}.resid_post": grad}
+    block_backward = BLOCKS[config.placement]
+    for i in range(last, -1, -1):
+        grad = block_backward(grad, saved[i], SublayersBackward(config, params, f"blocks.{i}."))
+        grads[f"blocks.{i}.resid_pre"] = grad
+    grads["embed"] = grad  # position vectors are added, so they pass the gradient unchanged
+    return StreamGradients(config, values, value, grads)
+
+
+def depth_profile(
+    config: BlockConfig, params: Params, embed: Array, loss: str | Array = "direction"
+) -> dict[str, Array]:
+    """Per depth: the residual stream's RMS and ‖∂L/∂stream‖_F, for the depth plot.
+
+    Both arrays have n_layers + 1 entries: entry i < n_layers is the stream entering block i
+    (blocks.{i}.resid_pre), the last entry is the stack's output. RMS is sqrt(mean(x²)) over
+    every position and feature. With the default loss, grad_norm[-1] is exactly 1.
+    Also returns "loss" (a 0-d array) and "depth" (0 … n_layers).
+    # [pos, d_model] -> {"depth", "resid_rms", "grad_norm": [n_layers + 1], "loss": []}
+    """
+    result = grad_wrt_input(config, params, embed, loss)
+    return {
+        "depth": np.arange(config.n_layers + 1),
+        "resid_rms": np.array([np.sqrt(np.mean(s * s)) for s in result.stream()]),
+        "grad_norm": np.array([np.linalg.norm(g) for g in result.stream_grads()]),
+        "loss": np.asarray(result.loss),
+    }
