@@ -39,6 +39,18 @@ EXPLORABLES: tuple[Entry, ...] = (
             "See why stacking the same floor lets corrections compose",
         ),
     ),
+    Entry(
+        id="decoder-block-lab",
+        title="Decoder block lab",
+        route="/explorables/decoder-block-lab",
+        summary="Follow the [B, T, d] residual stream through a full decoder block: shapes, design choices, "
+                "causal safety, and why pre-norm and residuals let depth grow.",
+        objectives=(
+            "Trace every tensor's shape and count a block's parameters",
+            "Compare RMSNorm with LayerNorm and SwiGLU with GELU",
+            "Test causal safety and see why pre-norm residual stacks train at depth",
+        ),
+    ),
 )
 
 

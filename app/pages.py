@@ -38,6 +38,22 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
                                                                        "padding": "0 0.75rem"})
 
 
+def lesson_cards() -> str:
+    from .lessons import load_lessons
+
+    cards = []
+    for lesson in load_lessons():
+        objectives = "".join(f"<li>{escape(o)}</li>" for o in lesson.objectives)
+        needs = ", ".join(lesson.prerequisites) or "none"
+        cards.append(
+            f'<article class="bt-card"><span class="bt-badge">lesson {lesson.order}</span>'
+            f'<h3><a href="{escape(lesson.route)}">{escape(lesson.title)}</a></h3>'
+            f"<p><strong>You will</strong></p><ul>{objectives}</ul>"
+            f'<p class="bt-muted">Before this: {escape(needs)}</p></article>'
+        )
+    return "".join(cards)
+
+
 def index_page() -> pn.viewable.Viewable:
     cards = []
     for e in EXPLORABLES:
@@ -51,6 +67,9 @@ def index_page() -> pn.viewable.Viewable:
         '<h1 class="bt-title">Explore the Transformer block</h1>'
         '<p class="bt-lead">Predict what a change will do, then change it and read every intermediate. '
         "Each explorable runs on your teacher's server; nothing loads from elsewhere.</p>"
+        '<h2 class="bt-h2">Lessons, in order</h2>'
+        f'<section class="bt-cards" aria-label="Lessons">{lesson_cards()}</section>'
+        '<h2 class="bt-h2">Explorables</h2>'
         f'<section class="bt-cards" aria-label="Explorables">{"".join(cards)}</section>'
     )
     return shell(pn.pane.HTML(html, **styled(sizing_mode="stretch_width")), "Explorables")

@@ -29,7 +29,7 @@ def websocket_origins(args: argparse.Namespace) -> list[str]:
 def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
 
-    from .server import ROUTES, server_kwargs
+    from .server import routes, server_kwargs
 
     if not 1 <= args.port <= 65535 and args.port != 0:
         sys.stderr.write(f"error: port must be between 1 and 65535, got {args.port}\n")
@@ -40,7 +40,7 @@ def run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     print(f"blocktrace: serving on http://{args.address}:{args.port}/  (Ctrl-C to stop)", flush=True)
     pn.serve(
-        ROUTES,
+        routes(),
         port=args.port,
         address=args.address,
         websocket_origin=websocket_origins(args),

@@ -10,7 +10,9 @@ from tornado.web import RequestHandler
 from explorables.components.style import STATIC_DIR
 from explorables.components.url_state import session_query
 
+from . import panel_fixes
 from .pages import index_page, query_flag, shell
+from .registry import EXPLORABLE_SPECS, ExplorableSpec
 
 
 class HealthHandler(RequestHandler):
@@ -22,37 +24,35 @@ class HealthHandler(RequestHandler):
         self.write("ok\n")
 
 
-def transformer_block_trace_page() -> pn.viewable.Viewable:
-    from explorables.transformer_block_trace import TraceExplorable
-    from explorables.transformer_block_trace.view import TITLE
+def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
+    """The route function of one explorable: reads the query, builds a fresh explorable for the session."""
 
-    query = session_query()
-    embed = query_flag(query, "embed", False)
-    predict = query.get("predict", "on") != "off"
-    return shell(TraceExplorable(query=query, embed=embed, predict=predict), TITLE, embed=embed)
+    def page() -> pn.viewable.Viewable:
+        query = session_query()
+        panel_fixes.use_absolute_dist_url(query)
+        embed = query_flag(query, "embed", False)
+        predict = query.get("predict", "on") != "off"
+        explorable = spec.load()(query=query, embed=embed, predict=predict)
+        return shell(explorable, spec.title(), embed=embed)
 
-
-def block_floor_page() -> pn.viewable.Viewable:
-    from explorables.block_floor import FloorExplorable
-    from explorables.block_floor.view import TITLE
-
-    query = session_query()
-    embed = query_flag(query, "embed", False)
-    predict = query.get("predict", "on") != "off"
-    return shell(FloorExplorable(query=query, embed=embed, predict=predict), TITLE, embed=embed)
+    page.__name__ = spec.id.replace("-", "_") + "_page"
+    return page
 
 
-ROUTES: dict[str, Callable[[], pn.viewable.Viewable]] = {
-    "/": index_page,
-    "/explorables/transformer-block-trace": transformer_block_trace_page,
-    "/explorables/block-floor": block_floor_page,
-}
+def routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
+    from .lesson_page import lesson_routes
+
+    panel_fixes.apply()
+
+    out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}
+    out.update({spec.route(): explorable_page(spec) for spec in EXPLORABLE_SPECS.values()})
+    out.update(lesson_routes())
+    return out
 
 
 def server_kwargs() -> dict:
     """What `pn.serve` needs besides the routes: our static files and /health."""
     return {
-        "static_dirs": {"assets": str(STATIC_DIR)},
+        "static_dirs": {"assets": str(STATIC_DIR), panel_fixes.PANEL_DIST_ALIAS: panel_fixes.PANEL_DIST_DIR},
         "extra_patterns": [(r"/health", HealthHandler)],
-        "title": {route: "blocktrace" for route in ROUTES},
     }

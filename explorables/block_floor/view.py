@@ -8,6 +8,7 @@ import numpy as np
 import panel as pn
 
 from explorables.components.checkpoint import CheckpointView
+from explorables.components.embed import EmbedButton
 from explorables.components.heatmap import (
     heatmap_data,
     heatmap_figure,
@@ -124,6 +125,7 @@ class FloorExplorable(pn.viewable.Viewer):
         self.notices = apply_query(state, QUERY_KEYS, query or {})
         state.bet.skipped = not predict
         self.embed = embed
+        self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
         self._build()
         state.param.watch(self._refresh, ["original", "reversed_", "stage", "tracked", "reverse"])
         state.param.watch(self._show_claim, ["claim_result"])
@@ -255,15 +257,17 @@ class FloorExplorable(pn.viewable.Viewer):
             pn.Row(self.claim, self.never), self.claim_pane,
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
-        left = pn.Column(self.gate, controls, mission, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        gate = [self.gate] if self.show_gate else []
+        left = pn.Column(*gate, controls, mission, styles={"flex": "0 1 22rem", "min-width": "18rem"})
         orders = pn.FlexBox(*(c.layout for c in self.columns), flex_wrap="wrap", gap="0.75rem",
                             sizing_mode="stretch_width")
         right = pn.Column(self.banner, self.settle, orders,
                           pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
                                      sizing_mode="stretch_width"),
                           styles={"flex": "1 1 40rem", "min-width": "0"})
+        embed = [] if self.embed else [EmbedButton(self.state, QUERY_KEYS, "/explorables/block-floor", TITLE)]
         head = [] if self.embed else [pn.pane.HTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = [pn.pane.HTML(notices, **styled(sizing_mode="stretch_width"))] if notices else []
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, body, *embed, sizing_mode="stretch_width")

@@ -46,8 +46,8 @@ def apply_query(state: Any, keys: Mapping[str, QueryKey], query: Mapping[str, st
 def sync_to_url(state: Any, keys: Mapping[str, QueryKey]) -> None:
     """Keep the browser's query string in step with the state (server sessions only)."""
     location = pn.state.location
-    if location is None:
-        return
+    if location is None or "bokeh-autoload-element" in (pn.state.session_args or {}):
+        return  # no server, or a script-tag embed, whose location is the host page's: leave it alone
 
     def update(*_: Any) -> None:
         location.update_query(**{name: spec.write(getattr(state, spec.param)) for name, spec in keys.items()})

@@ -69,7 +69,9 @@ class BlockConfig:
         _check_int("seed", self.seed, 0, 2**32 - 1)
 
     def with_(self, **changes: Any) -> BlockConfig:
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again); a new width or head count re-derives d_head."""
+        if ("d_model" in changes or "n_heads" in changes) and "d_head" not in changes:
+            changes["d_head"] = None
         return replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from html import escape
 import numpy as np
 import panel as pn
 
+from explorables.components.embed import EmbedButton
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
@@ -16,6 +17,7 @@ from . import describe, plots
 from .state import CONSTANT_INPUT, CORRECT_PREDICTION, QUERY_KEYS, ROW_KEYS, TraceState
 
 TITLE = "Pre-norm Transformer block trace"
+ROUTE = "/explorables/transformer-block-trace"
 QUESTION = ("If both attention and the MLP produce all-zero updates, what should a correct residual block "
             "return? And what happens if each sublayer replaces its input instead of adding to it?")
 HINT = "Say whether the original signs and magnitudes should still be there at the output."
@@ -77,6 +79,7 @@ class TraceExplorable(pn.viewable.Viewer):
         self.notices = apply_query(state, QUERY_KEYS, query or {})
         state.prediction.skipped = not predict
         self.embed = embed
+        self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
         self._build_widgets()
         self._build_views()
         state.param.watch(self._refresh, ["trace", "inspect"])
@@ -191,7 +194,8 @@ class TraceExplorable(pn.viewable.Viewer):
             self.scale, self.mlp_scale, self.replace, self.norm, self.inspect,
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
-        left = pn.Column(self.gate, controls, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        gate = [self.gate] if self.show_gate else []
+        left = pn.Column(*gate, controls, styles={"flex": "0 1 22rem", "min-width": "18rem"})
         right = pn.Column(
             self.live, self.stage_table,
             pn.pane.Bokeh(self.norm_fig, sizing_mode="stretch_width"), self.norm_alt,
@@ -203,8 +207,9 @@ class TraceExplorable(pn.viewable.Viewer):
             self.baseline_table,
             styles={"flex": "1 1 36rem", "min-width": "0"},
         )
+        embed = [] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]
         head = [] if self.embed else [pn.pane.HTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = [pn.pane.HTML(notices, **styled(sizing_mode="stretch_width"))] if notices else []
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, body, *embed, sizing_mode="stretch_width")

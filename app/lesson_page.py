@@ -1,0 +1,171 @@
+"""A lesson as a page: its Markdown, the live explorables, checkpoints and a progress strip."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+from typing import Any
+
+import panel as pn
+import param
+
+from explorables.components.checkpoint import Checkpoint, CheckpointView, Option
+from explorables.components.style import styled
+from explorables.components.url_state import session_query
+
+from .lessons import Directive, Lesson, load_lessons
+from .markdown import render
+from .pages import shell
+from .registry import EXPLORABLE_SPECS
+
+MAX_EXPLANATION = 2000
+STEPS = (("predict", "Predict"), ("experiment", "Experiment"), ("implement", "Implement"), ("explain", "Explain"))
+
+
+class LessonProgress(param.Parameterized):
+    """The four checkpoints of a lesson."""
+
+    predict = param.Boolean(default=False, doc="A prediction was committed.")
+    experiment = param.Boolean(default=False, doc="A control of the explorable was changed after predicting.")
+    implement = param.Boolean(default=False, doc="The exercise's test result was reported.")
+    explain = param.Boolean(default=False, doc="A written explanation was submitted.")
+
+    def done(self) -> int:
+        return sum(getattr(self, name) for name, _ in STEPS)
+
+
+def progress_html(progress: LessonProgress) -> str:
+    items = []
+    for name, label in STEPS:
+        done = getattr(progress, name)
+        mark = "✓" if done else "○"
+        state = "done" if done else "to do"
+        items.append(f'<li class="{"done" if done else "todo"}"><span aria-hidden="true">{mark}</span> '
+                     f'{label}<span class="bt-sr-only"> ({state})</span></li>')
+    return (f'<nav aria-label="Lesson checkpoints"><ol class="bt-progress">{"".join(items)}</ol>'
+            f'<p class="bt-muted bt-sr-live" aria-live="polite">{progress.done()} of 4 checkpoints done</p></nav>')
+
+
+class LessonView(pn.viewable.Viewer):
+    """One session's lesson page."""
+
+    def __init__(self, lesson: Lesson, on_event: Callable[[str, dict[str, Any]], None] | None = None):
+        super().__init__()
+        self.lesson = lesson
+        self.progress = LessonProgress()
+        self._on_event = on_event or (lambda kind, payload: None)
+        self.explorables: dict[str, Any] = {}
+        predicted = {d.attrs["explorable"] for d in lesson.directives("predict")}
+        for d in lesson.directives("explorable"):
+            eid = d.attrs["id"]
+            query = {str(k): str(v) for k, v in (d.attrs.get("state") or {}).items()}
+            explorable = EXPLORABLE_SPECS[eid].load()(query=query, embed=True, predict=True)
+            explorable.show_gate = eid not in predicted
+            self.explorables[eid] = explorable
+            self._watch_explorable(eid, explorable)
+        self.strip = pn.pane.HTML(progress_html(self.progress), **styled(sizing_mode="stretch_width"))
+        self.progress.param.watch(lambda *_: setattr(self.strip, "object", progress_html(self.progress)),
+                                  [name for name, _ in STEPS])
+        self.parts = [self._part(block) for block in lesson.blocks]
+
+    # --- live parts -------------------------------------------------------------------------
+
+    def _watch_explorable(self, eid: str, explorable: Any) -> None:
+        gate = explorable.gate.prediction
+
+        def predicted(event) -> None:
+            if event.new:
+                self.progress.predict = True
+                self._on_event("prediction", {"explorable": eid, "choice": gate.choice, "note": gate.note})
+
+        gate.param.watch(predicted, "committed")
+        names = sorted({k.param for k in EXPLORABLE_SPECS[eid].query_keys().values()})
+
+        def changed(*events) -> None:
+            if gate.unlocked:
+                self.progress.experiment = True
+                self._on_event("parameter", {"explorable": eid, **{e.name: e.new for e in events}})
+
+        explorable.state.param.watch(changed, names)
+
+    def _part(self, block: str | Directive) -> pn.viewable.Viewable:
+        if isinstance(block, str):
+            return pn.pane.HTML(f'<div class="bt-prose">{render(block)}</div>', **styled(sizing_mode="stretch_width"))
+        return getattr(self, f"_directive_{block.name}")(block.attrs)
+
+    def _directive_explorable(self, attrs: dict) -> pn.viewable.Viewable:
+        explorable = self.explorables[attrs["id"]]
+        title = EXPLORABLE_SPECS[attrs["id"]].title()
+        return pn.Column(pn.pane.HTML(f'<h2 class="bt-h2">Explorable: {escape(title)}</h2>', **styled()),
+                         explorable, css_classes=["bt-explorable"], sizing_mode="stretch_width")
+
+    def _directive_predict(self, attrs: dict) -> pn.viewable.Viewable:
+        return self.explorables[attrs["explorable"]].gate
+
+    def _directive_checkpoint(self, attrs: dict) -> pn.viewable.Viewable:
+        checkpoint = Checkpoint(attrs["id"], attrs["question"], [
+            Option(str(o["text"]), bool(o.get("correct")), str(o["feedback"])) for o in attrs["options"]])
+        return CheckpointView(checkpoint, on_check=lambda c: self._on_event(
+            "checkpoint", {"id": c.qid, "answer": c.answer, "correct": c.correct}))
+
+    def _directive_exercise(self, attrs: dict) -> pn.viewable.Viewable:
+        result = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        passed = pn.widgets.Button(name="My tests pass", button_type="success")
+        failed = pn.widgets.Button(name="Some tests still fail")
+
+        def report(ok: bool) -> None:
+            self.progress.implement = True
+            self._on_event("exercise", {"id": attrs.get("id"), "passed": ok})
+            result.object = ('<p class="bt-ok" role="status">Reported: all tests pass.</p>' if ok else
+                             '<p class="bt-muted" role="status">Reported: some tests fail. Read the first failing '
+                             "test's message: it says which mistake it found.</p>")
+
+        passed.on_click(lambda _: report(True))
+        failed.on_click(lambda _: report(False))
+        html = (f'<h2 class="bt-h2">Exercise: {escape(str(attrs.get("title", "")))}</h2>'
+                f'<p>{escape(str(attrs.get("about", "")))}</p>'
+                f'<p>Edit <code>{escape(str(attrs["path"]))}/{escape(str(attrs.get("file", "")))}</code>, then run:</p>'
+                f'<pre class="bt-command"><code>{escape(str(attrs["command"]))}</code></pre>')
+        return pn.Column(pn.pane.HTML(html, **styled(sizing_mode="stretch_width")), pn.Row(passed, failed), result,
+                         css_classes=["bt-card"], sizing_mode="stretch_width")
+
+    def _directive_explain(self, attrs: dict) -> pn.viewable.Viewable:
+        text = pn.widgets.TextAreaInput(label="Your explanation", max_length=MAX_EXPLANATION, rows=4,
+                                        sizing_mode="stretch_width", placeholder="A few sentences")
+        submit = pn.widgets.Button(name="Submit explanation", button_type="primary")
+        echo = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+
+        def send(_event) -> None:
+            words = (text.value or "").strip()
+            if len(words) < 20:
+                echo.object = '<p class="bt-field-error" role="alert">Write at least a sentence (20 characters).</p>'
+                return
+            self.progress.explain = True
+            self._on_event("explanation", {"text": words})
+            echo.object = f'<p class="bt-ok" role="status">Submitted.</p><blockquote>{escape(words)}</blockquote>'
+
+        submit.on_click(send)
+        return pn.Column(pn.pane.HTML(f'<h2 class="bt-h2">Explain</h2><p>{escape(str(attrs["prompt"]))}</p>',
+                                      **styled(sizing_mode="stretch_width")),
+                         text, submit, echo, css_classes=["bt-card"], sizing_mode="stretch_width")
+
+    def __panel__(self):
+        lesson = self.lesson
+        objectives = "".join(f"<li>{escape(o)}</li>" for o in lesson.objectives)
+        head = pn.pane.HTML(
+            f'<h1 class="bt-title">{escape(lesson.title)}</h1>'
+            f'<p class="bt-muted">You will:</p><ul class="bt-objectives">{objectives}</ul>',
+            **styled(sizing_mode="stretch_width"))
+        return pn.Column(head, self.strip, *self.parts, sizing_mode="stretch_width",
+                         styles={"max-width": "70rem"})
+
+
+def lesson_routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
+    def page_for(lesson: Lesson) -> Callable[[], pn.viewable.Viewable]:
+        def page() -> pn.viewable.Viewable:
+            session_query()  # lessons take no state of their own yet
+            return shell(LessonView(lesson), lesson.title)
+        page.__name__ = lesson.id.replace("-", "_") + "_lesson"
+        return page
+
+    return {lesson.route: page_for(lesson) for lesson in load_lessons()}

@@ -1,0 +1,124 @@
+"""Lessons are data: a Markdown file with front matter and directives that place live parts.
+
+    ---
+    id: transformer-block          (front matter, YAML)
+    title: …
+    order: 1
+    objectives: [...]
+    prerequisites: [...]
+    explorables: [transformer-block-trace]
+    stages: [blocks.0.resid_pre, …]
+    ---
+    Markdown …
+    :::explorable                  (a directive: a YAML mapping between ":::name" and ":::")
+    id: transformer-block-trace
+    state: {attention_scale: "0"}
+    height: 780
+    :::
+
+Directives: explorable (id, state, height), predict (explorable), checkpoint (id, question, options
+[{text, correct, feedback}]), exercise (id, title, path, command), explain (prompt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LESSONS_DIR = Path(__file__).resolve().parents[1] / "lessons"
+DIRECTIVES = ("explorable", "predict", "checkpoint", "exercise", "explain")
+FRONT_FIELDS = ("id", "title", "order", "objectives", "prerequisites", "explorables", "stages")
+
+
+class LessonError(ValueError):
+    """A lesson file that cannot be read, with the file and line."""
+
+
+@dataclass(frozen=True)
+class Directive:
+    name: str
+    attrs: dict[str, Any]
+    line: int
+
+
+@dataclass(frozen=True)
+class Lesson:
+    id: str
+    title: str
+    order: int
+    objectives: list[str]
+    prerequisites: list[str]
+    explorables: list[str]
+    stages: list[str]
+    summary: str
+    blocks: list[str | Directive] = field(default_factory=list)  # Markdown text or a directive
+    path: Path | None = None
+
+    @property
+    def route(self) -> str:
+        return f"/lessons/{self.id}"
+
+    def directives(self, name: str | None = None) -> list[Directive]:
+        return [b for b in self.blocks if isinstance(b, Directive) and (name is None or b.name == name)]
+
+
+def parse_lesson(text: str, path: Path | None = None) -> Lesson:
+    where = str(path) if path else "lesson"
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise LessonError(f"{where}: a lesson starts with front matter between --- lines")
+    try:
+        end = lines.index("---", 1)
+    except ValueError:
+        raise LessonError(f"{where}: front matter is not closed with ---") from None
+    front = yaml.safe_load("\n".join(lines[1:end])) or {}
+    missing = [f for f in FRONT_FIELDS if f not in front]
+    if missing:
+        raise LessonError(f"{where}: front matter lacks {', '.join(missing)}")
+    blocks: list[str | Directive] = []
+    markdown: list[str] = []
+    i = end + 1
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(":::") and line.strip() != ":::":
+            name = line[3:].strip()
+            if name not in DIRECTIVES:
+                raise LessonError(f"{where}:{i + 1}: unknown directive {name!r}")
+            try:
+                close = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == ":::")
+            except StopIteration:
+                raise LessonError(f"{where}:{i + 1}: directive {name!r} is not closed with :::") from None
+            attrs = yaml.safe_load("\n".join(lines[i + 1:close])) or {}
+            if not isinstance(attrs, dict):
+                raise LessonError(f"{where}:{i + 1}: directive {name!r} needs key: value lines")
+            if markdown:
+                blocks.append("\n".join(markdown))
+                markdown = []
+            blocks.append(Directive(name, attrs, i + 1))
+            i = close + 1
+            continue
+        markdown.append(line)
+        i += 1
+    if markdown:
+        blocks.append("\n".join(markdown))
+    return Lesson(
+        id=str(front["id"]), title=str(front["title"]), order=int(front["order"]),
+        objectives=list(front["objectives"]), prerequisites=list(front["prerequisites"] or []),
+        explorables=list(front["explorables"]), stages=list(front["stages"]),
+        summary=str(front.get("summary", "")), blocks=blocks, path=path,
+    )
+
+
+@cache
+def load_lessons(directory: Path = LESSONS_DIR) -> tuple[Lesson, ...]:
+    """Every lessons/<id>/lesson.md, in lesson order."""
+    lessons = [parse_lesson(p.read_text(encoding="utf-8"), p) for p in sorted(directory.glob("*/lesson.md"))]
+    return tuple(sorted(lessons, key=lambda lesson: lesson.order))
+
+
+def lesson(lesson_id: str) -> Lesson:
+    return next(x for x in load_lessons() if x.id == lesson_id)

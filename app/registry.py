@@ -1,0 +1,38 @@
+"""Explorables by id: where each one's class lives and which URL-state keys it reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ExplorableSpec:
+    id: str
+    module: str  # package holding the explorable
+    class_name: str  # its pn.viewable.Viewer class, called as Class(query=..., embed=..., predict=...)
+
+    def load(self) -> type:
+        return getattr(import_module(self.module), self.class_name)
+
+    def title(self) -> str:
+        return import_module(self.module + ".view").TITLE
+
+    def query_keys(self) -> dict[str, Any]:
+        """The URL-state keys the explorable accepts, besides embed and predict."""
+        return dict(import_module(self.module + ".state").QUERY_KEYS)
+
+    def route(self) -> str:
+        return f"/explorables/{self.id}"
+
+
+EXPLORABLE_SPECS: dict[str, ExplorableSpec] = {
+    s.id: s
+    for s in (
+        ExplorableSpec("transformer-block-trace", "explorables.transformer_block_trace", "TraceExplorable"),
+        ExplorableSpec("block-floor", "explorables.block_floor", "FloorExplorable"),
+        ExplorableSpec("decoder-block-lab", "explorables.decoder_block_lab", "DecoderLabExplorable"),
+    )
+}
+COMMON_KEYS = ("embed", "predict")
