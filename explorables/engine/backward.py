@@ -41,9 +41,11 @@ def rms_normalize_backward(grad: Array, x: Array, eps: float) -> Array:
     Only the part of ∂y along the row's own direction is removed: scaling x never changes y.
     # [..., d_model], [..., d_model] -> [..., d_model]
     """
-    y = ops.rms_normalize(x, eps)
-    inv_rms = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
-    return inv_rms * (grad - y * np.mean(grad * y, axis=-1, keepdims=True))
+    d = x.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0 on a zero row: NaN, as in the forward
+        inv_rms = 1.0 / np.sqrt((x * x).sum(axis=-1, keepdims=True) / d + eps)
+        y = x * inv_rms  # ops.rms_normalize(x, eps), from the factor needed anyway
+        return inv_rms * (grad - y * ((grad * y).sum(axis=-1, keepdims=True) / d))
 
 
 def rms_norm_backward(grad: Array, x: Array, g: Array, eps: float) -> Array:
@@ -133,12 +135,17 @@ def relu_backward(grad: Array, x: Array) -> Array:
     return np.where(x > 0.0, grad, 0.0)
 
 
-def swiglu_backward(grad: Array, x: Array, W_gate: Array, W_value: Array, W_down: Array) -> Array:
+def swiglu_backward(
+    grad: Array, x: Array, W_gate: Array, W_value: Array, W_down: Array, saved: Saved | None = None
+) -> Array:
     """∂x = (∂h ⊙ value ⊙ SiLU′(gate)) W_gateᵀ + (∂h ⊙ SiLU(gate)) W_valueᵀ, with ∂h = ∂y W_downᵀ.
 
+    `saved` may hold the forward's gate and value; otherwise ops.swiglu recomputes them.
     # grad [..., d_model], x [..., d_model] -> [..., d_model]
     """
-    gate, value = x @ W_gate, x @ W_value  # [..., d_mlp] each
+    if saved is None:
+        saved = ops.swiglu(x, W_gate, W_value, W_down)
+    gate, value = saved["gate"], saved["value"]  # [..., d_mlp] each
     grad_hidden = grad @ W_down.T  # [..., d_mlp]
     grad_gate = silu_backward(grad_hidden * value, gate)
     grad_value = grad_hidden * ops.silu(gate)
@@ -149,13 +156,21 @@ ActivationBackward = Callable[[Array, Array], Array]
 
 
 def dense_mlp_backward(
-    grad: Array, x: Array, W_in: Array, b_in: Array, W_out: Array, activation_backward: ActivationBackward
+    grad: Array,
+    x: Array,
+    W_in: Array,
+    b_in: Array,
+    W_out: Array,
+    activation_backward: ActivationBackward,
+    saved: Saved | None = None,
 ) -> Array:
     """∂x = act′(x W_in + b_in) ⊙ (∂y W_outᵀ), then times W_inᵀ; the biases only shift, so they drop out.
 
+    `saved` may hold the forward's pre-activation as "gate" (as ops.dense_mlp reports it);
+    otherwise it is recomputed.
     # grad [..., d_model], x [..., d_model] -> [..., d_model]
     """
-    pre = x @ W_in + b_in  # [..., d_mlp]
+    pre = x @ W_in + b_in if saved is None else saved["gate"]  # [..., d_mlp]
     return activation_backward(grad @ W_out.T, pre) @ W_in.T
 
 
@@ -186,14 +201,17 @@ def _layer(grad: Array, x: Array, params: Params, name: str, eps: float) -> Arra
     return layer_norm_backward(grad, x, params[f"{name}.g"], eps)
 
 
-def _swiglu(grad: Array, x: Array, params: Params, prefix: str) -> Array:
-    return swiglu_backward(grad, x, params[prefix + "W_gate"], params[prefix + "W_value"], params[prefix + "W_down"])
+def _swiglu(grad: Array, x: Array, params: Params, prefix: str, saved: Saved) -> Array:
+    return swiglu_backward(
+        grad, x, params[prefix + "W_gate"], params[prefix + "W_value"], params[prefix + "W_down"], saved
+    )
 
 
 def _dense(activation_backward: ActivationBackward):
-    def mlp(grad: Array, x: Array, params: Params, prefix: str) -> Array:
+    def mlp(grad: Array, x: Array, params: Params, prefix: str, saved: Saved) -> Array:
         return dense_mlp_backward(
-            grad, x, params[prefix + "W_in"], params[prefix + "b_in"], params[prefix + "W_out"], activation_backward
+            grad, x, params[prefix + "W_in"], params[prefix + "b_in"], params[prefix + "W_out"], activation_backward,
+            saved,
         )
     return mlp
 
@@ -222,8 +240,9 @@ class SublayersBackward:
             c.attention_scale, kept,
         )
 
-    def mlp(self, grad: Array, x: Array) -> Array:
-        return MLPS[self.config.mlp](self.config.mlp_scale * grad, x, self.params, self.prefix + "mlp.")
+    def mlp(self, grad: Array, x: Array, saved: Saved) -> Array:
+        kept = {name: saved["mlp." + name] for name in ("gate", "value") if "mlp." + name in saved}
+        return MLPS[self.config.mlp](self.config.mlp_scale * grad, x, self.params, self.prefix + "mlp.", kept)
 
     def combine(self, grad: Array) -> tuple[Array, Array]:
         return COMBINE[self.config.residual](grad)
@@ -237,7 +256,7 @@ def pre_norm_block_backward(grad: Array, saved: Saved, s: SublayersBackward) -> 
     # [..., pos, d_model] -> [..., pos, d_model]
     """
     grad_mid, grad_mlp_out = s.combine(grad)
-    grad_ln2 = s.mlp(grad_mlp_out, saved["ln2.normalized"])
+    grad_ln2 = s.mlp(grad_mlp_out, saved["ln2.normalized"], saved)
     grad_mid = grad_mid + s.norm(grad_ln2, saved["resid_mid"], "ln2")
     grad_pre, grad_attn_out = s.combine(grad_mid)
     grad_ln1 = s.attention(grad_attn_out, saved["ln1.normalized"], saved)
@@ -254,7 +273,7 @@ def post_norm_block_backward(grad: Array, saved: Saved, s: SublayersBackward) ->
     """
     combined = COMBINE_FORWARD[s.config.residual](saved["resid_mid"], saved["mlp_out"])  # ln2's input
     grad_mid, grad_mlp_out = s.combine(s.norm(grad, combined, "ln2"))
-    grad_mid = grad_mid + s.mlp(grad_mlp_out, saved["resid_mid"])
+    grad_mid = grad_mid + s.mlp(grad_mlp_out, saved["resid_mid"], saved)
     combined = COMBINE_FORWARD[s.config.residual](saved["resid_pre"], saved["attn_out"])  # ln1's input
     grad_pre, grad_attn_out = s.combine(s.norm(grad_mid, combined, "ln1"))
     return grad_pre + s.attention(grad_attn_out, saved["resid_pre"], saved)
