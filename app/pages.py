@@ -38,9 +38,11 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
                                                                        "padding": "0 0.75rem"})
 
 
-def lesson_cards() -> str:
+def lesson_cards(flat: bool = False) -> str:
     from .lessons import load_lessons
 
+    if flat:
+        return '<p class="bt-muted">Lessons are served by <code>blocktrace serve</code>.</p>'
     cards = []
     for lesson in load_lessons():
         objectives = "".join(f"<li>{escape(o)}</li>" for o in lesson.objectives)
@@ -54,13 +56,15 @@ def lesson_cards() -> str:
     return "".join(cards)
 
 
-def index_page() -> pn.viewable.Viewable:
+def index_page(flat: bool = False) -> pn.viewable.Viewable:
+    """The index; flat=True links explorables as /<id>, as plain `panel serve app/apps/*.py` routes them."""
     cards = []
     for e in EXPLORABLES:
+        route = f"/{e.id}" if flat else e.route
         objectives = "".join(f"<li>{escape(o)}</li>" for o in e.objectives)
         cards.append(
             f'<article class="bt-card"><span class="bt-badge">{escape(e.kind)}</span>'
-            f'<h3><a href="{escape(e.route)}">{escape(e.title)}</a></h3>'
+            f'<h3><a href="{escape(route)}">{escape(e.title)}</a></h3>'
             f"<p>{escape(e.summary)}</p><p><strong>You will</strong></p><ul>{objectives}</ul></article>"
         )
     html = (
@@ -68,7 +72,7 @@ def index_page() -> pn.viewable.Viewable:
         '<p class="bt-lead">Predict what a change will do, then change it and read every intermediate. '
         "Each explorable runs on your teacher's server; nothing loads from elsewhere.</p>"
         '<h2 class="bt-h2">Lessons, in order</h2>'
-        f'<section class="bt-cards" aria-label="Lessons">{lesson_cards()}</section>'
+        f'<section class="bt-cards" aria-label="Lessons">{lesson_cards(flat)}</section>'
         '<h2 class="bt-h2">Explorables</h2>'
         f'<section class="bt-cards" aria-label="Explorables">{"".join(cards)}</section>'
     )

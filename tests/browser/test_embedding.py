@@ -1,0 +1,98 @@
+"""Embedding in other pages: an iframe and Bokeh's server_document script tag, from a page on another port."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+from bokeh.embed import server_document
+from playwright.sync_api import Browser, expect
+
+from explorables.components.embed import iframe_snippet
+from tests.conftest import free_port, start_server, stop_server
+
+pytestmark = pytest.mark.browser
+ROUTE = "/explorables/transformer-block-trace"
+
+
+@pytest.fixture(scope="module")
+def host_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def embed_server(tmp_path_factory, host_port: int):
+    """Our server, told to accept websockets from the host page's origin."""
+    server = start_server(tmp_path_factory.mktemp("embed") / "server.log",
+                          "--allow-websocket-origin", f"localhost:{host_port}")
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture(scope="module")
+def host_page(tmp_path_factory, host_port: int, embed_server) -> Iterator[str]:
+    """A plain HTML page served from another port, embedding the explorable both ways."""
+    folder: Path = tmp_path_factory.mktemp("host")
+    base = f"http://localhost:{embed_server.port}"
+    state = {"attention_scale": "0"}
+    (folder / "iframe.html").write_text(
+        '<!doctype html><html><head><title>Host</title><link rel="icon" href="data:,"></head><body>'
+        f"<h1>Course page</h1>{iframe_snippet(base, ROUTE, state, 'Block trace')}</body></html>")
+    script = server_document(url=f"{base}{ROUTE}", arguments={**state, "embed": "1", "predict": "off"})
+    (folder / "script.html").write_text(
+        '<!doctype html><html><head><title>Host</title><link rel="icon" href="data:,"></head><body>'
+        f'<h1>Course page</h1><div id="embedded">{script}</div></body></html>')
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", host_port), partial(_QuietHandler, directory=str(folder)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://localhost:{host_port}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def _watch(page):
+    errors, outside = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: outside.append(r.url)
+            if not r.url.startswith(("http://localhost", "http://127.0.0.1", "ws://", "data:", "blob:")) else None)
+    return errors, outside
+
+
+def test_iframe_embed_renders_and_responds(browser: Browser, host_page: str) -> None:
+    """The iframe snippet shows the explorable with the link's state, and a control still works inside it."""
+    page = browser.new_page()
+    errors, outside = _watch(page)
+    page.goto(f"{host_page}/iframe.html")
+    frame = page.frame_locator("iframe")
+    table = frame.locator("table.stage-table")
+    expect(table.locator("tr", has_text="Attention update").locator("td.num").first).to_have_text("0.000")
+    frame.get_by_role("button", name="Constant 2, 2, 2, 2").click()
+    expect(table.locator("tr", has_text="Input residual stream").locator("td.num").first).to_have_text("+2.000")
+    assert errors == [] and outside == []
+    page.close()
+
+
+def test_script_tag_embed_renders_and_responds(browser: Browser, host_page: str) -> None:
+    """The server_document snippet renders inside the host page itself, loads only from our server, and responds."""
+    page = browser.new_page()
+    errors, outside = _watch(page)
+    page.goto(f"{host_page}/script.html")
+    embedded = page.locator("#embedded")
+    table = embedded.locator("table.stage-table")
+    expect(table.locator("tr", has_text="Attention update").locator("td.num").first).to_have_text("0.000")
+    embedded.get_by_role("button", name="Constant 2, 2, 2, 2").click()
+    expect(table.locator("tr", has_text="Input residual stream").locator("td.num").first).to_have_text("+2.000")
+    assert page.url == f"{host_page}/script.html", "the embed must not rewrite the host page's address"
+    assert errors == [] and outside == []
+    page.close()
