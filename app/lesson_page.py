@@ -13,10 +13,12 @@ from explorables.components.checkpoint import Checkpoint, CheckpointView, Option
 from explorables.components.style import styled
 from explorables.components.url_state import session_query
 
+from .learner import SessionRecorder
 from .lessons import Directive, Lesson, load_lessons
 from .markdown import render
 from .pages import shell
 from .registry import EXPLORABLE_SPECS
+from .session_setup import attach_explorable, learner_bar, start_session
 
 MAX_EXPLANATION = 2000
 STEPS = (("predict", "Predict"), ("experiment", "Experiment"), ("implement", "Implement"), ("explain", "Explain"))
@@ -49,11 +51,13 @@ def progress_html(progress: LessonProgress) -> str:
 class LessonView(pn.viewable.Viewer):
     """One session's lesson page."""
 
-    def __init__(self, lesson: Lesson, on_event: Callable[[str, dict[str, Any]], None] | None = None):
+    def __init__(self, lesson: Lesson, on_event: Callable[[str, dict[str, Any]], None] | None = None,
+                 recorder: SessionRecorder | None = None):
         super().__init__()
         self.lesson = lesson
         self.progress = LessonProgress()
-        self._on_event = on_event or (lambda kind, payload: None)
+        self.recorder = recorder
+        self._on_event = on_event or (recorder.emit if recorder is not None else (lambda kind, payload: None))
         self.explorables: dict[str, Any] = {}
         predicted = {d.attrs["explorable"] for d in lesson.directives("predict")}
         for d in lesson.directives("explorable"):
@@ -62,6 +66,8 @@ class LessonView(pn.viewable.Viewer):
             explorable = EXPLORABLE_SPECS[eid].load()(query=query, embed=True, predict=True)
             explorable.show_gate = eid not in predicted
             self.explorables[eid] = explorable
+            if recorder is not None:
+                attach_explorable(explorable, eid, recorder)
             self._watch_explorable(eid, explorable)
         self.strip = pn.pane.HTML(progress_html(self.progress), **styled(sizing_mode="stretch_width"))
         self.progress.param.watch(lambda *_: setattr(self.strip, "object", progress_html(self.progress)),
@@ -76,15 +82,14 @@ class LessonView(pn.viewable.Viewer):
         def predicted(event) -> None:
             if event.new:
                 self.progress.predict = True
-                self._on_event("prediction", {"explorable": eid, "choice": gate.choice, "note": gate.note})
 
         gate.param.watch(predicted, "committed")
+        self.progress.predict = self.progress.predict or gate.committed
         names = sorted({k.param for k in EXPLORABLE_SPECS[eid].query_keys().values()})
 
         def changed(*events) -> None:
             if gate.unlocked:
-                self.progress.experiment = True
-                self._on_event("parameter", {"explorable": eid, **{e.name: e.new for e in events}})
+                self.progress.experiment = True  # the recorder (attach_explorable) stores the change itself
 
         explorable.state.param.watch(changed, names)
 
@@ -106,7 +111,7 @@ class LessonView(pn.viewable.Viewer):
         checkpoint = Checkpoint(attrs["id"], attrs["question"], [
             Option(str(o["text"]), bool(o.get("correct")), str(o["feedback"])) for o in attrs["options"]])
         return CheckpointView(checkpoint, on_check=lambda c: self._on_event(
-            "checkpoint", {"id": c.qid, "answer": c.answer, "correct": c.correct}))
+            "checkpoint", {"checkpoint": c.qid, "answer": c.answer, "correct": c.correct}))
 
     def _directive_exercise(self, attrs: dict) -> pn.viewable.Viewable:
         result = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
@@ -156,15 +161,16 @@ class LessonView(pn.viewable.Viewer):
             f'<h1 class="bt-title">{escape(lesson.title)}</h1>'
             f'<p class="bt-muted">You will:</p><ul class="bt-objectives">{objectives}</ul>',
             **styled(sizing_mode="stretch_width"))
-        return pn.Column(head, self.strip, *self.parts, sizing_mode="stretch_width",
-                         styles={"max-width": "70rem"})
+        bar = learner_bar(self.recorder) if self.recorder is not None else None
+        return pn.Column(*([bar] if bar is not None else []), head, self.strip, *self.parts,
+                         sizing_mode="stretch_width", styles={"max-width": "70rem"})
 
 
 def lesson_routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
     def page_for(lesson: Lesson) -> Callable[[], pn.viewable.Viewable]:
         def page() -> pn.viewable.Viewable:
-            session_query()  # lessons take no state of their own yet
-            return shell(LessonView(lesson), lesson.title)
+            recorder = start_session(session_query(), lesson=lesson.id)
+            return shell(LessonView(lesson, recorder=recorder), lesson.title)
         page.__name__ = lesson.id.replace("-", "_") + "_lesson"
         return page
 

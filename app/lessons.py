@@ -122,3 +122,8 @@ def load_lessons(directory: Path = LESSONS_DIR) -> tuple[Lesson, ...]:
 
 def lesson(lesson_id: str) -> Lesson:
     return next(x for x in load_lessons() if x.id == lesson_id)
+
+
+def lesson_for_explorable(explorable_id: str) -> str | None:
+    """The first lesson (in order) that uses an explorable: where its standalone page's events belong."""
+    return next((x.id for x in load_lessons() if explorable_id in x.explorables), None)

@@ -23,6 +23,10 @@ class ExplorableSpec:
         """The URL-state keys the explorable accepts, besides embed and predict."""
         return dict(import_module(self.module + ".state").QUERY_KEYS)
 
+    def choices(self) -> dict[str, str]:
+        """The answers of the explorable's prediction (or bet), key -> label."""
+        return dict(import_module(self.module + ".state").PREDICTION_CHOICES)
+
     def route(self) -> str:
         return f"/explorables/{self.id}"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
@@ -16,6 +17,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                              "repeat for several")
     parser.add_argument("--num-procs", type=int, default=1, metavar="N",
                         help="worker processes sharing the port (default 1)")
+    parser.add_argument("--data-dir", default=None, metavar="DIR",
+                        help=f"where the class database and cookie secret live (default ./{DATA_DIR_NAME})")
+    parser.add_argument("--db", default=None, metavar="URL",
+                        help="database URL, e.g. postgresql+psycopg://user:pw@host/db "
+                             "(default: SQLite in the data dir)")
+    parser.add_argument("--teacher-password", default=None, metavar="PW",
+                        help=f"password of /teacher (or set {PASSWORD_ENV}); generated and printed when the server "
+                             "listens beyond this machine and none is given")
+    parser.add_argument("--no-classroom", action="store_true", help="record nothing (no database, no /teacher)")
 
 
 def websocket_origins(args: argparse.Namespace) -> list[str]:
@@ -24,6 +34,35 @@ def websocket_origins(args: argparse.Namespace) -> list[str]:
     if args.address not in ("127.0.0.1", "localhost", "0.0.0.0", "::"):
         origins.append(f"{args.address}:{args.port}")
     return origins + list(args.allow_websocket_origin)
+
+
+DATA_DIR_NAME = "blocktrace-data"
+PASSWORD_ENV = "BLOCKTRACE_TEACHER_PASSWORD"
+SECRET_ENV = "BLOCKTRACE_SECRET"  # the same value on every machine behind one load balancer
+
+
+def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None]:
+    """Configure the store and /teacher; returns the extra routes and a password to print (if generated)."""
+    from pathlib import Path
+
+    from .classroom.identity import load_or_create_secret
+    from .classroom.store import default_url
+    from .learner import ClassroomSettings, configure
+    from .teacher import Guard, generate_password, teacher_patterns
+
+    if args.no_classroom:
+        configure(None)
+        return [], None
+    data_dir = Path(args.data_dir or DATA_DIR_NAME).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    secret_text = os.environ.get(SECRET_ENV)
+    secret = secret_text.encode("utf-8") if secret_text else load_or_create_secret(data_dir)
+    configure(ClassroomSettings(db_url=args.db or default_url(data_dir), secret=secret))
+    password = args.teacher_password or os.environ.get(PASSWORD_ENV)
+    generated = None
+    if not password:  # also on localhost: a classroom server is often restarted with --address later
+        password = generated = generate_password()
+    return teacher_patterns(Guard(password)), generated
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -38,7 +77,12 @@ def run_serve(args: argparse.Namespace) -> int:
         sys.stderr.write("error: --num-procs must be at least 1\n")
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    teacher_routes, generated = classroom_setup(args)
     print(f"blocktrace: serving on http://{args.address}:{args.port}/  (Ctrl-C to stop)", flush=True)
+    if generated:
+        print(f"blocktrace: teacher page http://{args.address}:{args.port}/teacher  password: {generated}", flush=True)
+    kwargs = server_kwargs()
+    kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
     pn.serve(
         routes(),
         port=args.port,
@@ -47,6 +91,6 @@ def run_serve(args: argparse.Namespace) -> int:
         num_procs=args.num_procs,
         show=False,
         start=True,
-        **server_kwargs(),
+        **kwargs,
     )
     return 0

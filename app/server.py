@@ -11,8 +11,10 @@ from explorables.components.style import STATIC_DIR
 from explorables.components.url_state import session_query
 
 from . import panel_fixes
+from .lessons import lesson_for_explorable
 from .pages import index_page, query_flag, shell
 from .registry import EXPLORABLE_SPECS, ExplorableSpec
+from .session_setup import attach_explorable, learner_bar, start_session
 
 
 class HealthHandler(RequestHandler):
@@ -33,7 +35,11 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
         embed = query_flag(query, "embed", False)
         predict = query.get("predict", "on") != "off"
         explorable = spec.load()(query=query, embed=embed, predict=predict)
-        return shell(explorable, spec.title(), embed=embed)
+        recorder = start_session(query, lesson=lesson_for_explorable(spec.id))
+        attach_explorable(explorable, spec.id, recorder)
+        bar = None if embed else learner_bar(recorder)
+        body = explorable if bar is None else pn.Column(bar, explorable, sizing_mode="stretch_width")
+        return shell(body, spec.title(), embed=embed)
 
     page.__name__ = spec.id.replace("-", "_") + "_page"
     return page

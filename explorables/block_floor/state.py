@@ -133,3 +133,5 @@ class FloorState(param.Parameterized):
         if self.reverse:
             out.append(("Reversed order", self.reversed_, self.mirror))
         return out
+
+PREDICTION_CHOICES = BET_CHOICES  # the name every explorable's choices go by (teacher view, store)

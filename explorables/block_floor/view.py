@@ -126,6 +126,7 @@ class FloorExplorable(pn.viewable.Viewer):
         state.bet.skipped = not predict
         self.embed = embed
         self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
+        self.emit = lambda kind, payload: None  # the page connects this to the classroom store
         self._build()
         state.param.watch(self._refresh, ["original", "reversed_", "stage", "tracked", "reverse"])
         state.param.watch(self._show_claim, ["claim_result"])
@@ -156,17 +157,27 @@ class FloorExplorable(pn.viewable.Viewer):
         self.floors = pn.widgets.IntSlider.from_param(s.param.floors, label="Floors", sizing_mode="stretch_width")
         self.claim = pn.widgets.Button(name="This is the first divergence", button_type="primary")
         self.never = pn.widgets.Button(name="They never diverge")
-        self.claim.on_click(lambda _: s.claim(s.stage))
-        self.never.on_click(lambda _: s.claim(None))
+        self.claim.on_click(lambda _: self._claim(s.stage))
+        self.never.on_click(lambda _: self._claim(None))
         self.claim_pane = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
         self.banner = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
         self.settle = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
         limit = plots.plane_limit(s)
         self.columns = [OrderColumn(s, title, trace, pos, limit) for title, trace, pos in
                         (("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror))]
-        self.checkpoint_views = [CheckpointView(c) for c in s.checkpoints]
+        self.checkpoint_views = [CheckpointView(c, on_check=self._checked) for c in s.checkpoints]
         self.controls = [self.phrase, self.positions, self.tracked, self.reverse, self.causal, self.stage,
                          self.prev, self.next, self.floors, self.claim, self.never]
+
+    def _claim(self, stage: int | None) -> None:
+        short, _ = self.state.claim(stage)
+        self.emit("claim", {"explorable": "block-floor", "stage": stage, "verdict": short.lower().replace(" ", "_"),
+                            "tracked": self.state.words[self.state.tracked], "positions": self.state.positions,
+                            "causal": self.state.causal})
+
+    def _checked(self, checkpoint) -> None:
+        self.emit("checkpoint", {"explorable": "block-floor", "checkpoint": checkpoint.qid, "answer": checkpoint.answer,
+                                 "correct": checkpoint.correct})
 
     # --- updating ---------------------------------------------------------------------------
 

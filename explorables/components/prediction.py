@@ -53,7 +53,7 @@ class PredictionGate(pn.viewable.Viewer):
     ):
         super().__init__()
         self.prediction = prediction
-        self._on_commit = on_commit
+        self.on_commit = on_commit  # the page may set it later, e.g. to store the commit on the server
         self._commit_label = commit_label
         # Panel's radio groups always select something, so the first option is an explicit "no answer".
         labels = {NOT_CHOSEN: None, **{label: key for key, label in prediction.choices.items()}}
@@ -65,6 +65,7 @@ class PredictionGate(pn.viewable.Viewer):
         self._button = pn.widgets.Button(name=commit_label, button_type="primary")
         self._message = pn.pane.HTML("", css_classes=["bt-field-error"])
         self._button.on_click(self._commit)
+        self._extra = ""
         self._summary = pn.pane.HTML(self._summary_html(), sizing_mode="stretch_width")
         self._form = pn.Column(self._choice, self._note, pn.Row(self._button, self._message))
         self._layout = pn.Column(
@@ -83,8 +84,13 @@ class PredictionGate(pn.viewable.Viewer):
         key = self._labels.get(self._choice.value)
         error = self.prediction.commit(key, self._note.value or "")
         self._message.object = f'<span role="alert">{escape(error)}</span>' if error else ""
-        if error is None and self._on_commit is not None:
-            self._on_commit(self.prediction)
+        if error is None and self.on_commit is not None:
+            self.on_commit(self.prediction)
+
+    def show_message(self, html_text: str) -> None:
+        """A note under the committed answer (already escaped by the caller), e.g. the class's answers."""
+        self._extra = html_text
+        self._summary.object = self._summary_html()
 
     def _summary_html(self) -> str:
         p = self.prediction
@@ -94,7 +100,7 @@ class PredictionGate(pn.viewable.Viewer):
             return '<p class="bt-muted" aria-live="polite">The controls unlock once you commit.</p>'
         note = f'<br><span class="bt-muted">Your reasoning: {escape(p.note)}</span>' if p.note else ""
         return (f'<p class="bt-committed" aria-live="polite"><strong>Your prediction (final):</strong> '
-                f'{escape(p.choices[p.choice])}{note}</p>')
+                f'{escape(p.choices[p.choice])}{note}</p>{self._extra}')
 
     def _sync(self) -> None:
         p = self.prediction

@@ -7,6 +7,7 @@ Labels may mention the configured norm or MLP, so they are built from the config
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -72,8 +73,9 @@ class Stage:
         return ("batch", *axes) if self.values.ndim == len(axes) + 1 else axes
 
 
+@lru_cache(maxsize=4096)
 def describe(local_key: str, config: BlockConfig) -> tuple[str, str]:
-    """(label, description) of a stage under this configuration."""
+    """(label, description) of a stage under this configuration (cached: configs are frozen)."""
     norm = "RMSNorm" if config.norm == "rmsnorm" else "LayerNorm"
     norm_does = "rescaled by its root mean square" if config.norm == "rmsnorm" else "mean-centred, then rescaled"
     post = config.placement == "post"

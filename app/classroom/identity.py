@@ -1,0 +1,125 @@
+"""Anonymous learner identity: a random id in a signed cookie, plus checks on names and class codes.
+
+A learner is a uuid4 hex id. The browser keeps it in a cookie whose value is
+``<id>.<HMAC-SHA256(secret, id) in hex>``, so a reload or a dropped connection keeps the
+learner's progress, and a learner cannot pose as another by editing the cookie. The secret
+lives in a file in the data directory (mode 0600), shared by every app process on that
+directory; several machines behind a balancer need the same file.
+
+Nothing here escapes text for HTML: names are stored as given and escaped where rendered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import unicodedata
+import uuid
+from pathlib import Path
+
+COOKIE_NAME = "blocktrace_learner"
+SECRET_FILE = "learner-cookie.key"
+SECRET_BYTES = 32
+MAX_NAME = 40
+
+_LEARNER_ID = re.compile(r"[0-9a-f]{32}")
+_CLASS_CODE = re.compile(r"[A-Za-z0-9_-]{1,24}")
+_DOMAIN = b"blocktrace learner id\x00"  # keeps these signatures apart from any other use of the secret
+# Bidirectional formatting characters can make a name display backwards on the teacher's screen.
+_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def new_learner_id() -> str:
+    """A fresh anonymous learner id: 32 lowercase hex digits (uuid4)."""
+    return uuid.uuid4().hex
+
+
+def valid_learner_id(text: object) -> bool:
+    """True for a learner id as ``new_learner_id`` makes them."""
+    return isinstance(text, str) and _LEARNER_ID.fullmatch(text) is not None
+
+
+def _mac(learner_id: str, secret: bytes) -> str:
+    if len(secret) < 16:
+        raise ValueError("the cookie secret must be at least 16 bytes")
+    return hmac.new(secret, _DOMAIN + learner_id.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def sign(learner_id: str, secret: bytes) -> str:
+    """The cookie value for a learner: ``<id>.<hex HMAC-SHA256 of the id>``."""
+    if not valid_learner_id(learner_id):
+        raise ValueError(f"not a learner id: {learner_id!r}")
+    return f"{learner_id}.{_mac(learner_id, secret)}"
+
+
+def verify(cookie_value: object, secret: bytes) -> str | None:
+    """The learner id in a cookie value signed with ``secret``, or None if it is missing, malformed or forged."""
+    if not isinstance(cookie_value, str):
+        return None
+    learner_id, dot, mac = cookie_value.partition(".")
+    if not dot or not valid_learner_id(learner_id):
+        return None
+    # compare_digest on ASCII bytes: its time does not depend on where the first difference is.
+    if not hmac.compare_digest(mac.encode("ascii", "replace"), _mac(learner_id, secret).encode("ascii")):
+        return None
+    return learner_id
+
+
+def load_or_create_secret(data_dir: Path) -> bytes:
+    """The cookie secret kept in ``data_dir``; made (32 random bytes, file mode 0600) on first use.
+
+    Safe when several processes start at once: the file appears complete or not at all
+    (written aside, then hard-linked into place), and every process reads the one that won.
+    """
+    data_dir = Path(data_dir)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = data_dir / SECRET_FILE
+    if not path.exists():
+        aside = data_dir / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # whatever the umask
+            os.write(fd, (secrets.token_hex(SECRET_BYTES) + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass  # another process made it first; use theirs
+        finally:
+            os.unlink(aside)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)  # a copied or restored file may have come with looser permissions
+    try:
+        secret = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{path} does not hold a hex secret; delete it to make a new one") from error
+    if len(secret) < 16:
+        raise ValueError(f"{path} holds a secret shorter than 16 bytes; delete it to make a new one")
+    return secret
+
+
+def clean_display_name(text: object) -> str | None:
+    """A display name tidied for storage, or None if there is none or it is refused.
+
+    Unicode NFC, whitespace collapsed to single spaces and stripped; refused (None) when
+    empty, longer than 40 characters, or holding control, surrogate or bidirectional
+    formatting characters. Markup such as ``<b>`` is kept as typed: escaping is the page's job.
+    """
+    if not isinstance(text, str):
+        return None
+    name = " ".join(unicodedata.normalize("NFC", text).split())
+    if not name or len(name) > MAX_NAME:
+        return None
+    if any(unicodedata.category(ch) in ("Cc", "Cs") or ch in _BIDI for ch in name):
+        return None
+    return name
+
+
+def valid_class_code(text: object) -> bool:
+    """True for a class code: 1 to 24 ASCII letters, digits, '_' or '-'."""
+    return isinstance(text, str) and _CLASS_CODE.fullmatch(text) is not None

@@ -1,0 +1,118 @@
+"""Writes waiting for the store: kept in memory while the database is unavailable, delivered in order later.
+
+One ``Outbox`` per app process, shared by its sessions::
+
+    outbox = Outbox(store)
+    stored = outbox.record(event_id, class_code, learner_id, "param", {...}, lesson, explorable)
+    if stored is None:            # queued: show "your progress is not being saved right now"
+        ...
+    # and, every few seconds (e.g. a periodic callback):
+    outbox.flush()                # 0 once everything queued has been delivered
+
+Arguments are checked before anything is queued, so a bad call fails at once, not at flush.
+Exactly-once holds through the event ids: a write whose first try did land (the connection
+failed after the commit) comes back from the store as "already stored", and a prediction
+refused because one already exists is an answer, not an error. The queue lives in memory:
+writes still queued when the process ends are lost, and the page has said so all along.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .store import EventStore, StoreUnavailable, check_prediction, check_record
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING = 100_000  # about 100 learners x 15 minutes of events; past it a write is refused, not queued
+
+
+@dataclass
+class PendingWrite:
+    """One queued call of an ``EventStore`` write method, and its answer once delivered."""
+
+    method: str  # "record" or "commit_prediction"
+    kwargs: dict[str, Any]
+    result: bool | None = None  # the store's answer once delivered
+
+
+class Outbox:
+    """An in-memory, thread-safe, ordered queue of writes in front of an ``EventStore``.
+
+    While nothing is queued a write goes straight to the store. Once one has failed, later
+    writes queue behind it (keeping their order) without touching the database, until
+    ``flush`` delivers the queue.
+    """
+
+    def __init__(self, store: EventStore, max_pending: int = MAX_PENDING):
+        self.store = store
+        self.max_pending = max_pending
+        self.failed: list[tuple[PendingWrite, Exception]] = []  # writes the store rejected for a bug, not an outage
+        self._queue: deque[PendingWrite] = deque()
+        self._lock = threading.Lock()  # guards _queue
+        self._flushing = threading.Lock()  # one flush at a time, so the queue is delivered in order
+
+    @property
+    def pending(self) -> int:
+        """How many writes wait for the store."""
+        with self._lock:
+            return len(self._queue)
+
+    def record(self, event_id: str, class_code: str, learner_id: str, kind: str, payload: Mapping[str, Any],
+               lesson: str | None = None, explorable: str | None = None) -> bool | None:
+        """``EventStore.record`` now if the store answers (True/False), else queue it and return None."""
+        kwargs = check_record(event_id, class_code, learner_id, kind, payload, lesson, explorable)
+        kwargs["payload"] = json.loads(kwargs["payload"])  # a copy: the caller may change its dict later
+        return self._submit(PendingWrite("record", kwargs))
+
+    def commit_prediction(self, event_id: str, class_code: str, learner_id: str, question: str, choice: str,
+                          note: str | None, lesson: str | None, explorable: str | None) -> bool | None:
+        """``EventStore.commit_prediction`` now if the store answers (True/False), else queue it and return None.
+
+        While queued the prediction is not final on the server yet: the page keeps it locked
+        locally, and a flush may still answer False if another commit for the question landed first.
+        """
+        kwargs = check_prediction(event_id, class_code, learner_id, question, choice, note, lesson, explorable)
+        return self._submit(PendingWrite("commit_prediction", kwargs))
+
+    def _submit(self, write: PendingWrite) -> bool | None:
+        with self._lock:
+            if self._queue:
+                self._enqueue(write)
+                return None
+        try:
+            write.result = getattr(self.store, write.method)(**write.kwargs)
+        except StoreUnavailable:
+            with self._lock:
+                self._enqueue(write)
+            return None
+        return write.result
+
+    def _enqueue(self, write: PendingWrite) -> None:
+        if len(self._queue) >= self.max_pending:
+            raise StoreUnavailable(f"the store has been unavailable for {self.max_pending} writes; this one is lost")
+        self._queue.append(write)
+
+    def flush(self) -> int:
+        """Deliver queued writes in order until the store fails again; return how many are still pending."""
+        with self._flushing:
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        return 0
+                    head = self._queue[0]
+                try:
+                    head.result = getattr(self.store, head.method)(**head.kwargs)
+                except StoreUnavailable:
+                    return self.pending
+                except Exception as error:  # a bug must not block every write behind it
+                    log.exception("dropping a queued %s that the store rejected", head.method)
+                    self.failed.append((head, error))
+                with self._lock:
+                    self._queue.popleft()

@@ -1,0 +1,187 @@
+"""The classroom tables and the forward-only migrations that create and upgrade them.
+
+Every database records which migrations it has had in ``schema_version`` (one row per
+version). ``upgrade`` runs the missing ones in order, inside one transaction that holds a
+lock, so two app processes starting together upgrade once and a failed step leaves the
+database as it was (SQLite and PostgreSQL both have transactional DDL).
+
+Adding a version: append ``(N, function)`` to ``MIGRATIONS`` and change the ``Table``
+definitions below to the new shape. Never edit a migration that has shipped: a database
+created today runs migration 1 and then every later one, exactly like an old database.
+Version 1 builds its tables from ``_v1_tables`` (a frozen copy of the shape at version 1);
+when a later migration changes a table's columns, give the module-level tables their own
+definitions and leave ``_v1_tables`` as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    DateTime,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    inspect,
+    select,
+    text,
+)
+
+# Column widths, enforced in Python too (SQLite ignores VARCHAR lengths, PostgreSQL refuses).
+CODE_LEN = 24  # class code
+ID_LEN = 64  # learner id, event id
+NAME_LEN = 40  # display name
+KEY_LEN = 80  # lesson, explorable, question, choice, kind
+
+# Any fixed 64-bit number: the PostgreSQL advisory lock that serialises concurrent upgrades.
+_UPGRADE_LOCK = 0x626C6F636B747261  # "blocktra"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _v1_tables(metadata: MetaData) -> dict[str, Table]:
+    """The tables as they were at schema version 1 (frozen: see the module docstring)."""
+    classes = Table(
+        "classes", metadata,
+        Column("code", String(CODE_LEN), primary_key=True),
+        Column("epoch", Integer, nullable=False),  # the current epoch; archive() starts the next one
+        Column("created_at", DateTime(timezone=True), nullable=False),
+    )
+    class_epochs = Table(
+        "class_epochs", metadata,  # one row per epoch: the archive history of a class
+        Column("class_code", String(CODE_LEN), ForeignKey("classes.code"), nullable=False),
+        Column("epoch", Integer, nullable=False),
+        Column("started_at", DateTime(timezone=True), nullable=False),
+        Column("archived_at", DateTime(timezone=True), nullable=True),  # NULL while current
+        PrimaryKeyConstraint("class_code", "epoch"),
+    )
+    learners = Table(
+        "learners", metadata,  # who joined a class in an epoch, and the name they gave
+        Column("class_code", String(CODE_LEN), nullable=False),
+        Column("epoch", Integer, nullable=False),
+        Column("id", String(ID_LEN), nullable=False),
+        Column("display_name", String(NAME_LEN), nullable=True),  # as given; escaped by whoever renders it
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("class_code", "epoch", "id"),
+        ForeignKeyConstraint(["class_code", "epoch"], ["class_epochs.class_code", "class_epochs.epoch"]),
+    )
+    events = Table(
+        "events", metadata,
+        Column("id", String(ID_LEN), primary_key=True),  # a UUID chosen by the client: the idempotency key
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("class_code", String(CODE_LEN), nullable=False),
+        Column("epoch", Integer, nullable=False),
+        Column("learner_id", String(ID_LEN), nullable=False),
+        Column("lesson", String(KEY_LEN), nullable=True),
+        Column("explorable", String(KEY_LEN), nullable=True),
+        Column("kind", String(KEY_LEN), nullable=False),
+        Column("payload", Text, nullable=False),  # JSON text
+        ForeignKeyConstraint(["class_code", "epoch"], ["class_epochs.class_code", "class_epochs.epoch"]),
+    )
+    predictions = Table(
+        "predictions", metadata,
+        Column("class_code", String(CODE_LEN), nullable=False),
+        Column("epoch", Integer, nullable=False),
+        Column("learner_id", String(ID_LEN), nullable=False),
+        Column("question", String(KEY_LEN), nullable=False),
+        Column("choice", String(KEY_LEN), nullable=False),
+        Column("note", Text, nullable=True),
+        Column("event_id", String(ID_LEN), ForeignKey("events.id"), primary_key=True),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        # The rule "a committed prediction is final" lives in the database, whatever route writes.
+        UniqueConstraint("class_code", "epoch", "learner_id", "question", name="uq_predictions_once"),
+    )
+    reveals = Table(
+        "reveals", metadata,
+        Column("class_code", String(CODE_LEN), nullable=False),
+        Column("epoch", Integer, nullable=False),
+        Column("question", String(KEY_LEN), nullable=False),
+        Column("revealed_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("class_code", "epoch", "question"),
+        ForeignKeyConstraint(["class_code", "epoch"], ["class_epochs.class_code", "class_epochs.epoch"]),
+    )
+    return {t.name: t for t in (classes, class_epochs, learners, events, predictions, reveals)}
+
+
+metadata = MetaData()
+schema_version = Table(
+    "schema_version", metadata,
+    Column("version", Integer, primary_key=True),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+)  # never changes shape: every version of blocktrace reads it
+_tables = _v1_tables(metadata)
+classes = _tables["classes"]
+class_epochs = _tables["class_epochs"]
+learners = _tables["learners"]
+events = _tables["events"]
+predictions = _tables["predictions"]
+reveals = _tables["reveals"]
+
+
+def _create_v1(conn: Connection) -> None:
+    """Version 1: the six classroom tables."""
+    frozen = MetaData()
+    _v1_tables(frozen)
+    frozen.create_all(conn)
+
+
+def _add_dashboard_indexes(conn: Connection) -> None:
+    """Version 2: indexes for the teacher dashboard's per-lesson and per-question queries."""
+    # Plain DDL, identical in SQLite and PostgreSQL, so this step never changes with the models.
+    conn.execute(text("CREATE INDEX ix_events_lesson ON events (class_code, epoch, lesson, kind)"))
+    conn.execute(text("CREATE INDEX ix_predictions_question ON predictions (class_code, epoch, question)"))
+
+
+Migration = Callable[[Connection], None]
+MIGRATIONS: list[tuple[int, Migration]] = [
+    (1, _create_v1),
+    (2, _add_dashboard_indexes),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was upgraded by a newer blocktrace than this one; refusing to touch it."""
+
+
+def current_version(conn: Connection) -> int:
+    """The highest migration applied to this database, 0 for an empty database."""
+    if not inspect(conn).has_table(schema_version.name):
+        return 0
+    return conn.execute(select(func.max(schema_version.c.version))).scalar_one() or 0
+
+
+def upgrade(conn: Connection, target: int = SCHEMA_VERSION, migrations: list[tuple[int, Migration]] | None = None) -> int:
+    """Apply the missing migrations up to ``target`` in order, in the caller's transaction; return the version.
+
+    The caller's transaction must be a write transaction (BEGIN IMMEDIATE on SQLite), which
+    serialises concurrent upgrades there; on PostgreSQL an advisory lock does the same.
+    """
+    steps = MIGRATIONS if migrations is None else migrations
+    if [v for v, _ in steps] != list(range(1, len(steps) + 1)):
+        raise ValueError("migrations must be numbered 1, 2, 3, ... in order")
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _UPGRADE_LOCK})
+    schema_version.create(conn, checkfirst=True)
+    version = current_version(conn)
+    known = steps[-1][0]
+    if version > known:
+        raise SchemaTooNew(f"the database is at schema version {version}; this blocktrace knows up to {known}")
+    for number, step in steps:
+        if version < number <= target:
+            step(conn)
+            conn.execute(schema_version.insert().values(version=number, applied_at=_now()))
+            version = number
+    return version

@@ -1,0 +1,637 @@
+"""The classroom event store: learners, events, final predictions and reveals, on SQLite or PostgreSQL.
+
+One code path (SQLAlchemy Core) for both engines::
+
+    store = EventStore(default_url(data_dir))         # or "postgresql+psycopg://user@host:5432/db"
+    store.upgrade()                                   # optional: any first call upgrades the schema
+    store.join("physics-3", learner_id, "Ada")
+    store.record(new_event_id(), "physics-3", learner_id, "param", {"name": "mlp_scale", "value": 0.5},
+                 lesson="transformer-block", explorable="transformer-block-trace")
+    store.commit_prediction(new_event_id(), "physics-3", learner_id, "transformer-block-trace/prediction",
+                            "keep-erase", "the update is zero", "transformer-block", "transformer-block-trace")
+
+Rules the store keeps, whatever calls it:
+
+- Every write is identified by an event id (a UUID the page makes once per user action and
+  reuses on every retry). A write returns only after a durable commit, and a retried event
+  id is stored once: ``record`` returns True when it stored the event, False when that id
+  was already stored.
+- A committed prediction is final: the ``predictions`` table has a UNIQUE constraint on
+  (class, epoch, learner, question), so the database itself refuses a second one.
+- A class has epochs. ``archive`` starts the next one: the class's live view (joined
+  learners, predictions, reveals, summaries) starts empty, while every event stays in the
+  ``events`` table and in ``export_csv``.
+- When the database cannot be reached or written (down, locked for too long, disk full,
+  read-only), calls raise ``StoreUnavailable``. Keep exploring, show a notice, and hand the
+  writes to an ``Outbox``, which delivers them in order once the store is back.
+
+Event kinds and the payload keys the teacher's summary reads (other keys are kept as given):
+
+========== ===================================================================
+kind       payload
+========== ===================================================================
+prediction written by ``commit_prediction`` only: {"question", "choice", "note"}
+bet        free-form; a bet that must be final goes through ``commit_prediction``
+param      {"name", "value"}: one event per burst (the page coalesces a drag)
+claim      {"verdict": "too_early" | "too_late" | "right_on", ...}
+checkpoint {"checkpoint": id, "correct": bool, ...}
+exercise   free-form (what the exercise runner reported)
+explanation {"text": what the learner wrote}
+========== ===================================================================
+
+Question ids are global (e.g. ``"transformer-block-trace/prediction"``), so
+``distribution`` needs no lesson. Text comes back exactly as stored: escape it when rendering.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sqlite3
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypedDict
+
+from sqlalchemy import URL, Connection, Engine, and_, create_engine, event, exc, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+
+from . import schema
+from .identity import clean_display_name, valid_class_code
+from .schema import class_epochs, classes, events, learners, predictions, reveals
+
+DB_FILE = "blocktrace.db"
+BUSY_TIMEOUT_MS = 10_000  # how long an SQLite writer waits for another's lock before giving up
+POOL_TIMEOUT_S = 15  # how long a thread waits for a free pooled connection
+CONNECT_TIMEOUT_S = 5  # PostgreSQL: an unreachable host fails after this, not after minutes
+MAX_PAYLOAD = 64_000  # characters of JSON per event
+MAX_NOTE = 2_000
+PREDICTION = "prediction"
+
+# question -> (the choice that names a misconception, its name for the teacher).
+MISCONCEPTIONS: dict[str, tuple[str, str]] = {
+    "transformer-block-trace/prediction": ("keep-both", "Replacing the residual stream is harmless"),
+}
+
+_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,80}")  # lesson, explorable, question, kind
+_LEARNER = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_WRITE = "blocktrace_write"  # execution option: this transaction will write (BEGIN IMMEDIATE on SQLite)
+CSV_COLUMNS = ("event_id", "created_at", "class_code", "epoch", "learner_id", "display_name",
+               "lesson", "explorable", "kind", "payload")
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be reached or written just now: down, locked too long, full or read-only.
+
+    The write that raised it may or may not have been committed (a connection can fail after
+    the commit and before its acknowledgement): retry later with the same event id, as the
+    ``Outbox`` does, and it is stored exactly once. The SQLAlchemy error is ``__cause__``.
+    """
+
+
+@dataclass(frozen=True)
+class StoredPrediction:
+    """A learner's committed (final) answer to one question in the current epoch."""
+
+    question: str
+    choice: str
+    note: str | None
+    event_id: str
+    created_at: datetime  # UTC
+
+
+class Misconception(TypedDict):
+    name: str  # e.g. "Replacing the residual stream is harmless"
+    question: str
+    choice: str
+    learners: list[str]  # display names (or learner ids), sorted
+
+
+class Summary(TypedDict):
+    class_code: str
+    epoch: int | None  # None for a class nobody has joined yet
+    lesson: str
+    joined: int  # learners who joined the class this epoch
+    committed: int  # learners who committed at least one prediction in this lesson
+    distributions: dict[str, dict[str, int]]  # question -> choice -> count, this lesson
+    revealed: list[str]  # questions revealed to the class this epoch
+    claims: dict[str, int]  # divergence-claim verdict -> count
+    checkpoints: dict[str, int]  # {"correct": n, "incorrect": m}
+    explanations: list[tuple[str, str]]  # (display name or learner id, text), oldest first
+    misconceptions: list[Misconception]  # for questions of this lesson that have predictions
+
+
+def new_event_id() -> str:
+    """A fresh event id (UUID text). Make one per user action and reuse it on every retry."""
+    return str(uuid.uuid4())
+
+
+def default_url(data_dir: Path) -> str:
+    """The app's default store: an SQLite file in ``data_dir`` (created, mode 0700, if missing)."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return f"sqlite:///{(data_dir / DB_FILE).resolve()}"
+
+
+# Validation, shared by the store and the Outbox (which checks before it queues anything) ---------
+
+def _event_id(value: object) -> str:
+    if isinstance(value, str):
+        try:
+            return str(uuid.UUID(value))  # one spelling per id, so a retry matches its first try
+        except ValueError:
+            pass
+    raise ValueError(f"an event id must be a UUID, not {value!r}")
+
+
+def _class_code(value: object) -> str:
+    if not valid_class_code(value):
+        raise ValueError(f"not a class code (1-24 of A-Z a-z 0-9 _ -): {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _learner_id(value: object) -> str:
+    if not (isinstance(value, str) and _LEARNER.fullmatch(value)):
+        raise ValueError(f"not a learner id (1-64 of A-Z a-z 0-9 _ -): {value!r}")
+    return value
+
+
+def _key(value: object, what: str, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not (isinstance(value, str) and _KEY.fullmatch(value)):
+        raise ValueError(f"not a {what} (1-80 of A-Z a-z 0-9 _ . : / -): {value!r}")
+    return value
+
+
+def _text(value: object, what: str, max_len: int, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value or len(value) > max_len or "\x00" in value:
+        raise ValueError(f"{what} must be 1-{max_len} characters of text without NUL")
+    return value
+
+
+def _payload(value: object) -> str:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"an event payload must be a mapping, not {type(value).__name__}")
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    if len(text) > MAX_PAYLOAD:
+        raise ValueError(f"an event payload must be at most {MAX_PAYLOAD} characters of JSON")
+    return text
+
+
+def check_record(event_id: str, class_code: str, learner_id: str, kind: str, payload: Mapping[str, Any],
+                 lesson: str | None = None, explorable: str | None = None) -> dict[str, Any]:
+    """The arguments of ``EventStore.record`` validated and normalised; ValueError/TypeError if unusable."""
+    if kind == PREDICTION:
+        raise ValueError("predictions are final: store them with commit_prediction, not record")
+    return dict(event_id=_event_id(event_id), class_code=_class_code(class_code), learner_id=_learner_id(learner_id),
+                kind=_key(kind, "kind"), payload=_payload(payload), lesson=_key(lesson, "lesson", True),
+                explorable=_key(explorable, "explorable", True))
+
+
+def check_prediction(event_id: str, class_code: str, learner_id: str, question: str, choice: str,
+                     note: str | None, lesson: str | None, explorable: str | None) -> dict[str, Any]:
+    """The arguments of ``EventStore.commit_prediction`` validated; ValueError if unusable."""
+    return dict(event_id=_event_id(event_id), class_code=_class_code(class_code), learner_id=_learner_id(learner_id),
+                question=_key(question, "question"), choice=_text(choice, "a choice", schema.KEY_LEN),
+                note=_text(note or None, "a note", MAX_NOTE, True), lesson=_key(lesson, "lesson", True),
+                explorable=_key(explorable, "explorable", True))
+
+
+# Engines -------------------------------------------------------------------------------------
+
+def _sqlite_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+    # SQLAlchemy emits BEGIN itself (see _sqlite_begin): sqlite3's own transaction handling
+    # would leave SELECTs and DDL outside transactions.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"SQLite could not use write-ahead logging here (journal mode {mode})")
+        cursor.execute("PRAGMA synchronous = FULL")  # a commit is on disk before it returns
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # A writer takes the write lock at BEGIN, where busy_timeout applies; a deferred BEGIN that
+    # reads and then writes can fail at once with SQLITE_BUSY when another writer got in between.
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+
+def make_engine(url: str | URL, pool_size: int = 5, max_overflow: int = 10) -> Engine:
+    """A pooled, thread-safe engine for an SQLite file or PostgreSQL (psycopg 3) URL."""
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")  # `--db postgresql://...` means psycopg 3
+    pool = dict(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=POOL_TIMEOUT_S, pool_pre_ping=True)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
+            raise ValueError("the classroom store needs an SQLite file, not an in-memory database")
+        engine = create_engine(parsed, **pool)
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    if backend == "postgresql":
+        return create_engine(parsed, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}, **pool)
+    raise ValueError(f"the classroom store supports sqlite and postgresql URLs, not {parsed.drivername}")
+
+
+_UNAVAILABLE = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError)
+
+
+@contextmanager
+def _available(action: str) -> Iterator[None]:
+    """Turn "the database is not there or cannot write" into StoreUnavailable; let bugs through."""
+    try:
+        yield
+    except _UNAVAILABLE as error:
+        raise StoreUnavailable(f"could not {action}: {getattr(error, 'orig', None) or error}") from error
+    except exc.DBAPIError as error:
+        if error.connection_invalidated:
+            raise StoreUnavailable(f"could not {action}: the connection was lost ({error.orig})") from error
+        raise
+
+
+class _Refused(Exception):
+    """Raised inside a write transaction to roll it back and report False."""
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _csv_cell(value: object) -> object:
+    # A spreadsheet would run a cell starting with = + - @ as a formula (CSV injection).
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+class EventStore:
+    """Learners, events, final predictions and reveals of every class, in one database.
+
+    Safe to share between threads (a pooled engine; each call runs in its own transaction)
+    and between processes or machines on the same database. Every method may raise
+    ``StoreUnavailable``; argument errors raise ValueError or TypeError.
+    """
+
+    def __init__(self, url: str | URL, *, pool_size: int = 5, max_overflow: int = 10):
+        self.engine = make_engine(url, pool_size=pool_size, max_overflow=max_overflow)
+        self._writer = self.engine.execution_options(**{_WRITE: True})
+        self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        self._schema_lock = threading.Lock()
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"EventStore({self.engine.url.render_as_string(hide_password=True)!r})"
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pooled connections (a later call opens new ones)."""
+        self.engine.dispose()
+
+    # Schema and transactions ------------------------------------------------------------------
+
+    def upgrade(self, target: int = schema.SCHEMA_VERSION) -> int:
+        """Create the schema, or upgrade it forward to ``target``; return the version now in force.
+
+        Any other method calls this once first, so calling it is only needed to fail fast at start.
+        Raises ``schema.SchemaTooNew`` for a database from a newer blocktrace.
+        """
+        with _available("upgrade the database schema"), self._writer.begin() as conn:
+            version = schema.upgrade(conn, target)
+        self._ready = version == schema.SCHEMA_VERSION
+        return version
+
+    def schema_version(self) -> int:
+        """The schema version of the database (0 if it is empty)."""
+        with self._read("read the schema version", ensure_schema=False) as conn:
+            return schema.current_version(conn)
+
+    def _ensure_schema(self) -> None:
+        if not self._ready:
+            with self._schema_lock:
+                if not self._ready:
+                    self.upgrade()
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[Connection]:
+        self._ensure_schema()
+        with _available(action), self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self, action: str, ensure_schema: bool = True) -> Iterator[Connection]:
+        if ensure_schema:
+            self._ensure_schema()
+        with _available(action), self.engine.connect() as conn:
+            yield conn
+
+    def _epoch(self, conn: Connection, class_code: str) -> int | None:
+        return conn.execute(select(classes.c.epoch).where(classes.c.code == class_code)).scalar()
+
+    def _epoch_for_write(self, conn: Connection, class_code: str) -> int:
+        """The class's current epoch, creating the class at epoch 1 if it is new.
+
+        On PostgreSQL the class row is share-locked until commit, so an ``archive`` waits for
+        writes in flight and no write lands in an epoch that has just been archived.
+        """
+        current = select(classes.c.epoch).where(classes.c.code == class_code).with_for_update(read=True)
+        epoch = conn.execute(current).scalar()
+        if epoch is None:
+            now = _now()
+            conn.execute(self._insert(classes).values(code=class_code, epoch=1, created_at=now)
+                         .on_conflict_do_nothing(index_elements=["code"]))
+            conn.execute(self._insert(class_epochs).values(class_code=class_code, epoch=1, started_at=now)
+                         .on_conflict_do_nothing(index_elements=["class_code", "epoch"]))
+            epoch = conn.execute(current).scalar_one()
+        return epoch
+
+    def _join(self, conn: Connection, class_code: str, epoch: int, learner_id: str, name: str | None) -> None:
+        stmt = self._insert(learners).values(class_code=class_code, epoch=epoch, id=learner_id,
+                                             display_name=name, created_at=_now())
+        keys = ["class_code", "epoch", "id"]
+        if name is None:
+            conn.execute(stmt.on_conflict_do_nothing(index_elements=keys))
+        else:
+            conn.execute(stmt.on_conflict_do_update(index_elements=keys,
+                                                    set_={"display_name": stmt.excluded.display_name}))
+
+    def _insert_event(self, conn: Connection, epoch: int, args: Mapping[str, Any], kind: str, payload: str) -> bool:
+        stmt = self._insert(events).values(
+            id=args["event_id"], created_at=_now(), class_code=args["class_code"], epoch=epoch,
+            learner_id=args["learner_id"], lesson=args["lesson"], explorable=args["explorable"],
+            kind=kind, payload=payload,
+        ).on_conflict_do_nothing(index_elements=["id"])
+        return conn.execute(stmt).rowcount == 1
+
+    # Learners and events ----------------------------------------------------------------------
+
+    def join(self, class_code: str, learner_id: str, display_name: str | None = None) -> None:
+        """Add a learner to the class's current epoch; a name given replaces the one stored.
+
+        ``display_name`` must already be clean (``identity.clean_display_name``); it is stored
+        as given, not escaped.
+        """
+        _class_code(class_code)
+        _learner_id(learner_id)
+        if display_name is not None and clean_display_name(display_name) != display_name:
+            raise ValueError("pass the display name through identity.clean_display_name first")
+        with self._write("join the class") as conn:
+            epoch = self._epoch_for_write(conn, class_code)
+            self._join(conn, class_code, epoch, learner_id, display_name)
+
+    def display_name(self, class_code: str, learner_id: str) -> str | None:
+        """The name the learner gave in this class's current epoch, if any."""
+        with self._read("read a display name") as conn:
+            epoch = self._epoch(conn, class_code)
+            return conn.execute(select(learners.c.display_name).where(
+                learners.c.class_code == class_code, learners.c.epoch == epoch, learners.c.id == learner_id,
+            )).scalar()
+
+    def record(self, event_id: str, class_code: str, learner_id: str, kind: str, payload: Mapping[str, Any],
+               lesson: str | None = None, explorable: str | None = None) -> bool:
+        """Store one learner event durably; True if stored now, False if this event id was already stored.
+
+        Returns only after the commit is durable. The learner is joined to the class if needed.
+        Predictions go through ``commit_prediction`` instead (ValueError here).
+        """
+        args = check_record(event_id, class_code, learner_id, kind, payload, lesson, explorable)
+        with self._write("record an event") as conn:
+            epoch = self._epoch_for_write(conn, args["class_code"])
+            self._join(conn, args["class_code"], epoch, args["learner_id"], None)
+            return self._insert_event(conn, epoch, args, args["kind"], args["payload"])
+
+    # Predictions and reveals ------------------------------------------------------------------
+
+    def commit_prediction(self, event_id: str, class_code: str, learner_id: str, question: str, choice: str,
+                          note: str | None, lesson: str | None, explorable: str | None) -> bool:
+        """Commit a learner's final answer to a question, with its 'prediction' event, in one transaction.
+
+        True if stored now. False if refused: the learner already has a prediction for this
+        question in this epoch (the UNIQUE constraint decides, also between processes), or
+        this event id was already stored (a retry). ``prediction()`` tells which answer stands.
+        """
+        args = check_prediction(event_id, class_code, learner_id, question, choice, note, lesson, explorable)
+        payload = _payload({"question": args["question"], "choice": args["choice"], "note": args["note"]})
+        try:
+            with self._write("commit a prediction") as conn:
+                epoch = self._epoch_for_write(conn, args["class_code"])
+                self._join(conn, args["class_code"], epoch, args["learner_id"], None)
+                if not self._insert_event(conn, epoch, args, PREDICTION, payload):
+                    raise _Refused
+                stored = conn.execute(self._insert(predictions).values(
+                    class_code=args["class_code"], epoch=epoch, learner_id=args["learner_id"],
+                    question=args["question"], choice=args["choice"], note=args["note"],
+                    event_id=args["event_id"], created_at=_now(),
+                ).on_conflict_do_nothing(index_elements=["class_code", "epoch", "learner_id", "question"]))
+                if stored.rowcount != 1:
+                    raise _Refused  # rolls back the event inserted above
+        except _Refused:
+            return False
+        return True
+
+    def prediction(self, class_code: str, learner_id: str, question: str) -> StoredPrediction | None:
+        """The learner's committed prediction for a question in the current epoch, or None."""
+        with self._read("read a prediction") as conn:
+            row = conn.execute(select(predictions).where(
+                predictions.c.class_code == class_code, predictions.c.epoch == self._epoch(conn, class_code),
+                predictions.c.learner_id == learner_id, predictions.c.question == question,
+            )).one_or_none()
+        if row is None:
+            return None
+        return StoredPrediction(row.question, row.choice, row.note, row.event_id, _utc(row.created_at))
+
+    def reveal(self, class_code: str, question: str) -> None:
+        """Reveal a question's class distribution to the learners who committed (idempotent)."""
+        _class_code(class_code)
+        _key(question, "question")
+        with self._write("reveal a question") as conn:
+            epoch = self._epoch_for_write(conn, class_code)
+            conn.execute(self._insert(reveals).values(
+                class_code=class_code, epoch=epoch, question=question, revealed_at=_now(),
+            ).on_conflict_do_nothing(index_elements=["class_code", "epoch", "question"]))
+
+    def is_revealed(self, class_code: str, question: str) -> bool:
+        """True once the teacher has revealed the question in the class's current epoch."""
+        with self._read("read a reveal") as conn:
+            return self._is_revealed(conn, class_code, self._epoch(conn, class_code), question)
+
+    def _is_revealed(self, conn: Connection, class_code: str, epoch: int | None, question: str) -> bool:
+        return conn.execute(select(func.count()).select_from(reveals).where(
+            reveals.c.class_code == class_code, reveals.c.epoch == epoch, reveals.c.question == question,
+        )).scalar_one() > 0
+
+    def distribution(self, class_code: str, question: str) -> dict[str, int]:
+        """How many learners committed each choice for a question in the current epoch (largest first).
+
+        For the teacher. A learner's page shows ``visible_distribution`` instead.
+        """
+        with self._read("read a distribution") as conn:
+            return self._distribution(conn, class_code, self._epoch(conn, class_code), question)
+
+    def _distribution(self, conn: Connection, class_code: str, epoch: int | None, question: str) -> dict[str, int]:
+        rows = conn.execute(select(predictions.c.choice, func.count()).where(
+            predictions.c.class_code == class_code, predictions.c.epoch == epoch, predictions.c.question == question,
+        ).group_by(predictions.c.choice)).all()
+        return dict(sorted(((choice, count) for choice, count in rows), key=lambda item: (-item[1], item[0])))
+
+    def visible_distribution(self, class_code: str, learner_id: str, question: str) -> dict[str, int] | None:
+        """The class distribution as this learner may see it: only once revealed and they have committed."""
+        with self._read("read a distribution") as conn:
+            epoch = self._epoch(conn, class_code)
+            committed = conn.execute(select(func.count()).select_from(predictions).where(
+                predictions.c.class_code == class_code, predictions.c.epoch == epoch,
+                predictions.c.learner_id == learner_id, predictions.c.question == question,
+            )).scalar_one() > 0
+            if not (committed and self._is_revealed(conn, class_code, epoch, question)):
+                return None
+            return self._distribution(conn, class_code, epoch, question)
+
+    # The teacher ------------------------------------------------------------------------------
+
+    def class_codes(self) -> list[str]:
+        """Every class the store knows, sorted."""
+        with self._read("list the classes") as conn:
+            return list(conn.execute(select(classes.c.code).order_by(classes.c.code)).scalars())
+
+    def epoch(self, class_code: str) -> int | None:
+        """The class's current epoch (1 until the first archive), or None for an unknown class."""
+        with self._read("read a class") as conn:
+            return self._epoch(conn, class_code)
+
+    def summary(self, class_code: str, lesson: str,
+                misconceptions: Mapping[str, tuple[str, str]] | None = None) -> Summary:
+        """What the teacher's dashboard shows for one lesson of a class, current epoch only.
+
+        ``misconceptions`` maps question -> (choice, name); by default ``MISCONCEPTIONS``.
+        Each is listed for questions of this lesson that have predictions, with the learners
+        whose committed choice is that one.
+        """
+        named = MISCONCEPTIONS if misconceptions is None else misconceptions
+        with self._read("read the class summary") as conn:
+            epoch = self._epoch(conn, class_code)
+            names = {learner: name or learner for learner, name in conn.execute(
+                select(learners.c.id, learners.c.display_name).where(
+                    learners.c.class_code == class_code, learners.c.epoch == epoch))}
+            answers = conn.execute(
+                select(predictions.c.learner_id, predictions.c.question, predictions.c.choice)
+                .join(events, events.c.id == predictions.c.event_id)
+                .where(predictions.c.class_code == class_code, predictions.c.epoch == epoch, events.c.lesson == lesson)
+            ).all()
+            revealed = sorted(conn.execute(select(reveals.c.question).where(
+                reveals.c.class_code == class_code, reveals.c.epoch == epoch)).scalars())
+            discussed = conn.execute(
+                select(events.c.learner_id, events.c.kind, events.c.payload)
+                .where(events.c.class_code == class_code, events.c.epoch == epoch, events.c.lesson == lesson,
+                       events.c.kind.in_(("claim", "checkpoint", "explanation")))
+                .order_by(events.c.created_at, events.c.id)
+            ).all()
+
+        distributions: dict[str, Counter[str]] = {}
+        for _learner, question, choice in answers:
+            distributions.setdefault(question, Counter())[choice] += 1
+        claims: Counter[str] = Counter()
+        checkpoints = {"correct": 0, "incorrect": 0}
+        explanations: list[tuple[str, str]] = []
+        for learner, kind, payload_text in discussed:
+            try:
+                payload = json.loads(payload_text)
+            except ValueError:
+                continue  # not written by this store; nothing to count
+            if not isinstance(payload, dict):
+                continue
+            if kind == "claim" and isinstance(payload.get("verdict"), str):
+                claims[payload["verdict"]] += 1
+            elif kind == "checkpoint" and isinstance(payload.get("correct"), bool):
+                checkpoints["correct" if payload["correct"] else "incorrect"] += 1
+            elif kind == "explanation" and isinstance(payload.get("text"), str) and payload["text"].strip():
+                explanations.append((names.get(learner, learner), payload["text"]))
+        found: list[Misconception] = [
+            Misconception(name=name, question=question, choice=choice, learners=sorted(
+                names.get(learner, learner) for learner, q, c in answers if q == question and c == choice))
+            for question, (choice, name) in named.items() if question in distributions
+        ]
+        return Summary(
+            class_code=class_code, epoch=epoch, lesson=lesson, joined=len(names),
+            committed=len({learner for learner, _q, _c in answers}),
+            distributions={q: dict(sorted(c.items(), key=lambda item: (-item[1], item[0])))
+                           for q, c in sorted(distributions.items())},
+            revealed=revealed, claims=dict(sorted(claims.items())), checkpoints=checkpoints,
+            explanations=explanations, misconceptions=found,
+        )
+
+    def export_csv(self, class_code: str | None = None) -> str:
+        """Every event of every epoch (of one class, or of all), oldest first, as CSV text.
+
+        Columns: ``CSV_COLUMNS``. Cells that a spreadsheet would run as a formula start with "'".
+        """
+        query = (
+            select(events.c.id, events.c.created_at, events.c.class_code, events.c.epoch, events.c.learner_id,
+                   learners.c.display_name, events.c.lesson, events.c.explorable, events.c.kind, events.c.payload)
+            .select_from(events.outerjoin(learners, and_(
+                learners.c.class_code == events.c.class_code, learners.c.epoch == events.c.epoch,
+                learners.c.id == events.c.learner_id)))
+            .order_by(events.c.created_at, events.c.id)
+        )
+        if class_code is not None:
+            query = query.where(events.c.class_code == class_code)
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(CSV_COLUMNS)
+        with self._read("export the events") as conn:
+            for row in conn.execute(query):
+                cells = list(row)
+                cells[1] = _utc(cells[1]).isoformat()
+                writer.writerow([_csv_cell(cell) for cell in cells])
+        return out.getvalue()
+
+    def archive(self, class_code: str) -> int:
+        """Start the class's next epoch and return it: its live view empties, its history stays.
+
+        Raises LookupError for a class the store does not know.
+        """
+        _class_code(class_code)
+        with self._write("archive the class") as conn:
+            now = _now()
+            epoch = conn.execute(update(classes).where(classes.c.code == class_code)
+                                 .values(epoch=classes.c.epoch + 1).returning(classes.c.epoch)).scalar()
+            if epoch is None:
+                raise LookupError(f"no class {class_code!r} to archive")
+            conn.execute(update(class_epochs).where(class_epochs.c.class_code == class_code,
+                                                    class_epochs.c.epoch == epoch - 1).values(archived_at=now))
+            conn.execute(class_epochs.insert().values(class_code=class_code, epoch=epoch, started_at=now))
+        return epoch
+
+    def health(self) -> bool:
+        """True if the database answers a query now (it says nothing about free disk space)."""
+        try:
+            with self._read("check the database") as conn:
+                conn.execute(select(1)).scalar_one()
+        except StoreUnavailable:
+            return False
+        return True

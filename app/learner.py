@@ -1,0 +1,240 @@
+"""Who is on the other end of a session, and what their session sends to the classroom store.
+
+A learner is an anonymous id kept in a signed cookie (set from the page on the first visit, so a
+reload or a dropped connection keeps their progress), an optional display name, and a class code
+(`?class=CODE`, remembered in a cookie). Everything a learner commits goes through `SessionRecorder`:
+predictions are final on the server; parameter changes are coalesced (a slider drag is one event);
+when the database cannot be reached, events wait in the process's outbox and a notice says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+import panel as pn
+from bokeh.models import CustomJS
+
+from .classroom.identity import clean_display_name, new_learner_id, sign, valid_class_code, verify
+from .classroom.outbox import Outbox
+from .classroom.store import EventStore, StoreUnavailable, new_event_id
+
+log = logging.getLogger("blocktrace.classroom")
+LEARNER_COOKIE = "bt_learner"
+CLASS_COOKIE = "bt_class"
+COOKIE_DAYS = 180
+COALESCE_MS = 1000  # parameter changes closer together than this are one event
+DEFAULT_CLASS = "default"
+
+
+@dataclass
+class Classroom:
+    """The process-wide store, its outbox and the cookie secret (set up once by `blocktrace serve`)."""
+
+    store: EventStore
+    secret: bytes
+    outbox: Outbox = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outbox = Outbox(self.store)
+
+
+@dataclass(frozen=True)
+class ClassroomSettings:
+    db_url: str
+    secret: bytes
+
+
+_settings: ClassroomSettings | None = None
+_classroom: Classroom | None = None
+_pid: int | None = None
+_lock = threading.Lock()
+
+
+def configure(settings: ClassroomSettings | None) -> None:
+    """Remember how to reach the store; each worker process opens its own on first use (after the fork)."""
+    global _settings, _classroom, _pid
+    with _lock:
+        _settings, _classroom, _pid = settings, None, None
+
+
+def current() -> Classroom | None:
+    global _classroom, _pid
+    if _settings is None:
+        return None
+    with _lock:
+        if _classroom is None or _pid != os.getpid():
+            store = EventStore(_settings.db_url)
+            try:
+                store.upgrade()
+            except StoreUnavailable as err:  # students keep exploring; writes wait in the outbox
+                log.warning("the classroom store is unavailable at start: %s", err)
+            _classroom, _pid = Classroom(store, _settings.secret), os.getpid()
+        return _classroom
+
+
+@dataclass
+class Learner:
+    id: str
+    class_code: str
+    new: bool  # the cookie must be set in the browser
+    class_from_link: bool
+
+
+def identify(cookies: dict[str, str], query: dict[str, str], secret: bytes) -> Learner:
+    """The learner behind this session: from the signed cookie, or a fresh anonymous id."""
+    learner_id = verify(cookies.get(LEARNER_COOKIE, ""), secret)
+    new = learner_id is None
+    if learner_id is None:
+        learner_id = new_learner_id()
+    linked = query.get("class")
+    code = linked if linked and valid_class_code(linked) else cookies.get(CLASS_COOKIE) or DEFAULT_CLASS
+    if not valid_class_code(code):
+        code = DEFAULT_CLASS
+    return Learner(learner_id, code, new, bool(linked and valid_class_code(linked)))
+
+
+def cookie_script(learner: Learner, secret: bytes) -> CustomJS:
+    """Sets the learner and class cookies from the page (Lax, a half-year, the whole site)."""
+    age = COOKIE_DAYS * 24 * 3600
+    return CustomJS(args={"learner": sign(learner.id, secret), "klass": learner.class_code, "age": age}, code="""
+        const opts = `; path=/; max-age=${age}; SameSite=Lax`;
+        document.cookie = `bt_learner=${learner}` + opts;
+        document.cookie = `bt_class=${encodeURIComponent(klass)}` + opts;
+    """)
+
+
+class SessionRecorder:
+    """One session's link to the store. With no classroom configured, it records nothing."""
+
+    def __init__(self, classroom: Classroom | None, learner: Learner | None, lesson: str | None = None):
+        self.classroom, self.learner, self.lesson = classroom, learner, lesson
+        self.notice = pn.pane.HTML("", sizing_mode="stretch_width", visible=False)
+        self._pending_params: dict[tuple[str, str], Any] = {}
+        self._generation = 0
+
+    @property
+    def active(self) -> bool:
+        return self.classroom is not None and self.learner is not None
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def _deliver(self, result: bool | None) -> bool | None:
+        """Show or clear the "not being saved" notice from the outbox's answer (None: queued)."""
+        self._show_unsaved(result is None)
+        return result
+
+    def retry_pending(self) -> None:
+        """Try the outbox again (called every few seconds); clears the notice once everything is saved."""
+        if not self.active:
+            return
+        try:
+            pending = self.classroom.outbox.flush()
+        except StoreUnavailable:
+            return
+        if pending == 0 and self.notice.visible:
+            self._show_unsaved(False)
+
+    def _show_unsaved(self, unsaved: bool) -> None:
+        self.notice.object = ('<p class="bt-notice" role="status">Your progress is not being saved right now '
+                              "(the class database cannot be reached). Keep exploring: it will be saved as soon "
+                              "as the connection is back.</p>") if unsaved else ""
+        self.notice.visible = unsaved
+
+    def emit(self, kind: str, payload: dict[str, Any], explorable: str | None = None) -> None:
+        if not self.active:
+            return
+        try:
+            result = self.classroom.outbox.record(
+                new_event_id(), self.learner.class_code, self.learner.id, kind, payload,
+                lesson=self.lesson, explorable=explorable or payload.get("explorable"))
+        except StoreUnavailable:  # the outbox itself is full: this event is lost, and the page says so
+            result = None
+        self._deliver(result)
+
+    def join(self, display_name: str | None = None) -> str | None:
+        """Register the learner (and a display name); returns an error message for a refused name."""
+        if not self.active:
+            return None
+        store, learner = self.classroom.store, self.learner
+        try:
+            if display_name:
+                name = clean_display_name(display_name)
+                if name is None:
+                    return "Names are 1 to 40 ordinary characters."
+            else:  # joining again (a new page) keeps the name given before
+                name = store.display_name(learner.class_code, learner.id)
+            store.join(learner.class_code, learner.id, name)
+            self._show_unsaved(False)
+        except StoreUnavailable:
+            self._show_unsaved(True)
+        return None
+
+    def commit_prediction(self, question: str, choice: str, note: str, explorable: str) -> tuple[str, Any]:
+        """("stored", None), ("refused", the stored row) or ("pending", None) when the store is away."""
+        if not self.active:
+            return "stored", None
+        try:
+            result = self.classroom.outbox.commit_prediction(
+                new_event_id(), self.learner.class_code, self.learner.id, question, choice, note or None,
+                self.lesson, explorable)
+        except StoreUnavailable:
+            result = None
+        if self._deliver(result) is None:
+            return "pending", None
+        if result:
+            return "stored", None
+        return "refused", self.stored_prediction(question)
+
+    def stored_prediction(self, question: str) -> Any:
+        if not self.active:
+            return None
+        try:
+            return self.classroom.store.prediction(self.learner.class_code, self.learner.id, question)
+        except StoreUnavailable:
+            self._show_unsaved(True)
+            return None
+
+    def parameter_changed(self, explorable: str, name: str, value: Any) -> None:
+        """Coalesce: only the last value of a burst is recorded, COALESCE_MS after the burst ends."""
+        if not self.active:
+            return
+        self._pending_params[(explorable, name)] = value
+        self._generation += 1
+        generation = self._generation
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None:
+            self.flush_parameters()
+            return
+        doc.add_timeout_callback(lambda: self.flush_parameters() if generation == self._generation else None,
+                                 COALESCE_MS)
+
+    def flush_parameters(self) -> None:
+        pending, self._pending_params = self._pending_params, {}
+        for (explorable, name), value in pending.items():
+            self.emit("param", {"name": name, "value": value}, explorable)
+
+    # --- reading for the learner ------------------------------------------------------------
+
+    def class_answers_html(self, question: str, choices: dict[str, str]) -> str:
+        """The class's distribution, once the teacher has revealed it (callers show it only after a commit)."""
+        if not self.active:
+            return ""
+        try:
+            if not self.classroom.store.is_revealed(self.learner.class_code, question):
+                return ""
+            counts = self.classroom.store.distribution(self.learner.class_code, question)
+        except StoreUnavailable:
+            return ""
+        total = sum(counts.values()) or 1
+        rows = "".join(
+            f"<tr><th scope=\"row\">{escape(label)}</th><td class=\"num norm\">{counts.get(key, 0)}</td>"
+            f"<td class=\"num norm\">{100 * counts.get(key, 0) / total:.0f}%</td></tr>"
+            for key, label in choices.items())
+        return ('<table class="bt-table"><caption>The class answered (revealed by your teacher)</caption>'
+                '<thead><tr><th scope="col">Answer</th><th scope="col">Learners</th><th scope="col">Share</th>'
+                f"</tr></thead><tbody>{rows}</tbody></table>")

@@ -1,0 +1,96 @@
+"""Connect one page session to the classroom: identify the learner, restore and record their work."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+import panel as pn
+
+from explorables.components.style import styled
+
+from . import learner as learners
+from .learner import Learner, SessionRecorder
+from .registry import EXPLORABLE_SPECS
+
+REVEAL_POLL_MS = 4000
+
+
+def question_id(explorable_id: str) -> str:
+    """The stored question of an explorable's prediction gate (one per explorable)."""
+    return f"{explorable_id}/prediction"
+
+
+def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRecorder:
+    """The recorder for this session; sets the learner's cookies in the browser when they are new."""
+    classroom = learners.current()
+    if classroom is None:
+        return SessionRecorder(None, None, lesson)
+    cookies = dict(pn.state.cookies or {})
+    learner = learners.identify(cookies, query, classroom.secret)
+    recorder = SessionRecorder(classroom, learner, lesson)
+    doc = pn.state.curdoc
+    if doc is not None and (learner.new or learner.class_from_link):
+        doc.js_on_event("document_ready", learners.cookie_script(learner, classroom.secret))
+    recorder.join()
+    return recorder
+
+
+def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionRecorder) -> None:
+    """Restore a committed prediction, store new commits (final on the server), record what changes."""
+    if not recorder.active:
+        return
+    gate = explorable.gate
+    prediction = gate.prediction
+    question = question_id(explorable_id)
+    stored = recorder.stored_prediction(question)
+    if stored is not None and stored.choice in prediction.choices and not prediction.committed:
+        prediction.param.update(choice=stored.choice, note=stored.note or "", committed=True)
+
+    def committed(p) -> None:
+        status, row = recorder.commit_prediction(question, p.choice, p.note, explorable_id)
+        if status == "refused" and row is not None and row.choice in p.choices:
+            p.param.update(choice=row.choice, note=row.note or "")
+            gate.show_message('<p class="bt-muted">You had already committed an answer earlier; it stands.</p>')
+
+    gate.on_commit = committed
+    explorable.emit = lambda kind, payload: recorder.emit(kind, payload, explorable_id)
+    keys = EXPLORABLE_SPECS[explorable_id].query_keys()
+    names = sorted({k.param for k in keys.values()})
+
+    def changed(*events) -> None:
+        if prediction.unlocked:
+            for e in events:
+                recorder.parameter_changed(explorable_id, e.name, e.new)
+
+    explorable.state.param.watch(changed, names)
+
+    def poll() -> None:
+        recorder.retry_pending()
+        if prediction.committed:
+            gate.show_message(recorder.class_answers_html(question, prediction.choices))
+
+    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        pn.state.add_periodic_callback(poll, period=REVEAL_POLL_MS)
+
+
+def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
+    """"Your name (optional)" and the class code, for pages in a classroom."""
+    if not recorder.active:
+        return None
+    learner: Learner = recorder.learner
+    name = pn.widgets.TextInput(label="Your name (optional)", max_length=40, placeholder="Shown to your teacher",
+                                width=240)
+    save = pn.widgets.Button(name="Save name")
+    message = pn.pane.HTML("", **styled())
+
+    def saved(_event) -> None:
+        error = recorder.join(name.value)
+        message.object = (f'<span class="bt-field-error" role="alert">{escape(error)}</span>' if error
+                          else '<span class="bt-ok" role="status">Saved.</span>')
+
+    save.on_click(saved)
+    info = pn.pane.HTML(f'<p class="bt-muted">Class <strong>{escape(learner.class_code)}</strong> · your work is '
+                        "saved on your teacher's server</p>", **styled())
+    return pn.Row(info, name, save, message, recorder.notice, sizing_mode="stretch_width",
+                  css_classes=["bt-learner-bar"])

@@ -1,0 +1,234 @@
+"""The teacher's pages: a live view of what the class predicted, reveal, export and archive.
+
+Plain Tornado handlers rendering escaped HTML on the server (no Panel session per refresh), behind
+HTTP Basic authentication: the password is compared in constant time, and repeated failures from
+one address are refused for a minute. Students without the password get 401, or 429 when guessing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import secrets
+import threading
+import time
+from collections import defaultdict, deque
+from html import escape
+from urllib.parse import quote
+
+from tornado.web import RequestHandler
+
+from .classroom.store import StoreUnavailable
+from .learner import DEFAULT_CLASS
+from .learner import current as current_classroom
+from .lessons import load_lessons
+from .registry import EXPLORABLE_SPECS
+from .session_setup import question_id
+
+REFRESH_SECONDS = 5
+MAX_FAILURES = 5  # per address per window
+FAILURE_WINDOW = 60.0
+
+
+def generate_password() -> str:
+    return secrets.token_urlsafe(9)
+
+
+class Guard:
+    """The teacher password and the failed-attempt counter (shared by the handlers of one process)."""
+
+    def __init__(self, password: str):
+        self.password = password.encode("utf-8")
+        self._failures: dict[str, deque[float]] = defaultdict(deque)
+        self._lock = threading.Lock()
+
+    def blocked(self, address: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            times = self._failures[address]
+            while times and now - times[0] > FAILURE_WINDOW:
+                times.popleft()
+            return len(times) >= MAX_FAILURES
+
+    def check(self, header: str | None, address: str) -> bool:
+        given = b""
+        if header and header.startswith("Basic "):
+            try:
+                given = base64.b64decode(header[6:], validate=True).split(b":", 1)[-1]
+            except ValueError:
+                given = b""
+        ok = hmac.compare_digest(given, self.password)
+        if not ok and header:
+            with self._lock:
+                self._failures[address].append(time.monotonic())
+        return ok
+
+    def form_token(self) -> str:
+        """A token the teacher's forms carry, so another site cannot make the teacher's browser post."""
+        return hmac.new(self.password, b"blocktrace-teacher-form", "sha256").hexdigest()
+
+
+class TeacherHandler(RequestHandler):
+    def initialize(self, guard: Guard) -> None:
+        self.guard = guard
+
+    def prepare(self) -> None:
+        address = self.request.remote_ip or "?"
+        if self.guard.blocked(address):
+            self.set_status(429)
+            self.set_header("Retry-After", str(int(FAILURE_WINDOW)))
+            self.finish("Too many wrong passwords from this address; wait a minute.\n")
+            return
+        if not self.guard.check(self.request.headers.get("Authorization"), address):
+            self.set_status(401)
+            self.set_header("WWW-Authenticate", 'Basic realm="blocktrace teacher", charset="UTF-8"')
+            self.finish("The teacher's pages need the teacher password.\n")
+            return
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Frame-Options", "DENY")
+        self.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
+
+    def class_code(self) -> str:
+        return self.get_argument("class", DEFAULT_CLASS)[:24]
+
+    def check_form(self) -> bool:
+        if not hmac.compare_digest(self.get_body_argument("token", ""), self.guard.form_token()):
+            self.set_status(403)
+            self.finish("This form did not come from the teacher's page.\n")
+            return False
+        return True
+
+
+def _bars(counts: dict[str, int], labels: dict[str, str], caption: str) -> str:
+    total = sum(counts.values())
+    rows = []
+    for key, label in labels.items():
+        n = counts.get(key, 0)
+        share = 100 * n / total if total else 0
+        rows.append(f'<tr><th scope="row">{escape(label)}</th><td class="num norm">{n}</td>'
+                    f'<td class="bar-cell"><progress max="100" value="{share:.0f}"></progress>'
+                    f" {share:.0f}%</td></tr>")
+    return (f'<table class="bt-table teacher-bars"><caption>{escape(caption)} ({total} answers)</caption>'
+            '<thead><tr><th scope="col">Answer</th><th scope="col">Learners</th><th scope="col">Share</th></tr>'
+            f'</thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+class DashboardHandler(TeacherHandler):
+    """GET /teacher?class=CODE: everything the class did, per lesson, refreshed every few seconds."""
+
+    def get(self) -> None:
+        classroom = current_classroom()
+        code = self.class_code()
+        if classroom is None:
+            self.finish(self._page(code, "<p>The classroom store is off for this server.</p>", refresh=False))
+            return
+        try:
+            body = self._body(classroom.store, code)
+        except StoreUnavailable:
+            body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
+        self.finish(self._page(code, body))
+
+    def _body(self, store, code: str) -> str:
+        token = escape(self.guard.form_token())
+        codes = sorted(set(store.class_codes()) | {code})
+        links = " · ".join(f'<a href="/teacher?class={quote(c)}"{" aria-current=page" if c == code else ""}>'
+                           f"{escape(c)}</a>" for c in codes)
+        parts = [f'<p>Classes: {links} · <a href="/teacher/events.csv?class={quote(code)}">Export this class '
+                 f'(CSV)</a> · <a href="/teacher/events.csv">Export everything (CSV)</a></p>']
+        questions = {question_id(eid): (spec.title(), spec.choices()) for eid, spec in EXPLORABLE_SPECS.items()}
+        for lesson in load_lessons():
+            s = store.summary(code, lesson.id)
+            parts.append(f'<section class="bt-card"><h2 class="bt-h2">{escape(lesson.title)}</h2>'
+                         f"<p><strong>{s['joined']}</strong> joined the class · <strong>{s['committed']}</strong> "
+                         "committed a prediction in this lesson</p>")
+            for question, (title, labels) in questions.items():
+                counts = s["distributions"].get(question)
+                if not counts:
+                    continue
+                parts.append(_bars(counts, labels, f"Predictions in “{title}”"))
+                if question in s["revealed"]:
+                    parts.append('<p class="bt-ok">Revealed to the class: learners who committed see these '
+                                 "answers beside their own.</p>")
+                else:
+                    parts.append(f'<form method="post" action="/teacher/reveal"><input type="hidden" name="token" '
+                                 f'value="{token}"><input type="hidden" name="class" value="{escape(code)}">'
+                                 f'<input type="hidden" name="question" value="{escape(question)}">'
+                                 '<button type="submit">Reveal to class</button></form>')
+            if sum(s["claims"].values()):
+                labels = {"too_early": "Too early", "right_on": "Right on", "too_late": "Too late"}
+                parts.append(_bars(s["claims"], labels, "Divergence claims"))
+            if sum(s["checkpoints"].values()):
+                parts.append(_bars(s["checkpoints"], {"correct": "Correct", "incorrect": "Not yet correct"},
+                                   "Checkpoint answers"))
+            for m in s["misconceptions"]:
+                who = ", ".join(escape(n) for n in m["learners"]) or "nobody yet"
+                parts.append(f'<p><strong>Misconception to discuss — “{escape(m["name"])}”:</strong> {who}</p>')
+            if s["explanations"]:
+                items = "".join(f"<li><strong>{escape(who)}:</strong> {escape(text)}</li>"
+                                for who, text in s["explanations"])
+                parts.append(f'<h3 class="bt-h3">Written explanations</h3><ul class="explanations">{items}</ul>')
+            parts.append("</section>")
+        parts.append(f'<form method="post" action="/teacher/archive"><input type="hidden" name="token" value="{token}">'
+                     f'<input type="hidden" name="class" value="{escape(code)}">'
+                     f'<button type="submit">Archive and reset class “{escape(code)}”</button> '
+                     '<span class="bt-muted">(the history stays in the CSV export)</span></form>')
+        return "".join(parts)
+
+    def _page(self, code: str, body: str, refresh: bool = True) -> str:
+        meta = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if refresh else ""
+        return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}'
+                '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                f"<title>Teacher · {escape(code)} · blocktrace</title>"
+                '<link rel="icon" href="data:,"><link rel="stylesheet" href="/assets/css/blocktrace.css"></head>'
+                '<body class="teacher"><header class="bt-header"><a class="bt-home" href="/">blocktrace</a>'
+                f'<span class="bt-tagline">teacher view · class {escape(code)} · refreshes every '
+                f"{REFRESH_SECONDS} s</span></header><main>{body}</main></body></html>")
+
+
+class RevealHandler(TeacherHandler):
+    """POST /teacher/reveal: learners who committed now see the class's answers to that question."""
+
+    def post(self) -> None:
+        if not self.check_form():
+            return
+        classroom = current_classroom()
+        code = self.get_body_argument("class", DEFAULT_CLASS)
+        if classroom is not None:
+            classroom.store.reveal(code, self.get_body_argument("question"))
+        self.redirect(f"/teacher?class={quote(code)}", status=303)
+
+
+class ArchiveHandler(TeacherHandler):
+    """POST /teacher/archive: start the class afresh; its history stays in the store and the export."""
+
+    def post(self) -> None:
+        if not self.check_form():
+            return
+        classroom = current_classroom()
+        code = self.get_body_argument("class", DEFAULT_CLASS)
+        if classroom is not None:
+            classroom.store.archive(code)
+        self.redirect(f"/teacher?class={quote(code)}", status=303)
+
+
+class ExportHandler(TeacherHandler):
+    """GET /teacher/events.csv[?class=CODE]: every event, every epoch."""
+
+    def get(self) -> None:
+        classroom = current_classroom()
+        code = self.get_argument("class", None)
+        text = classroom.store.export_csv(code) if classroom is not None else ""
+        name = f"blocktrace-events-{code or 'all'}.csv"
+        self.set_header("Content-Type", "text/csv; charset=utf-8")
+        self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+        self.finish(text)
+
+
+def teacher_patterns(guard: Guard) -> list[tuple]:
+    args = {"guard": guard}
+    return [
+        (r"/teacher/?", DashboardHandler, args),
+        (r"/teacher/reveal", RevealHandler, args),
+        (r"/teacher/archive", ArchiveHandler, args),
+        (r"/teacher/events\.csv", ExportHandler, args),
+    ]
