@@ -1,0 +1,118 @@
+"""The classroom through real browsers: identity across reloads, final predictions, reveal, the teacher's page."""
+
+from __future__ import annotations
+
+import base64
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from tests.conftest import start_server, stop_server
+
+pytestmark = pytest.mark.browser
+PASSWORD = "correct horse"
+TRACE = "/explorables/transformer-block-trace"
+XSS = '<img src=x onerror="window.__pwned=1">'
+
+
+@pytest.fixture(scope="module")
+def classroom(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("classroom")
+    server = start_server(folder / "server.log", "--data-dir", str(folder / "data"), "--teacher-password", PASSWORD)
+    yield server
+    stop_server(server)
+    assert "Traceback" not in server.log()
+
+
+def _get(url: str, password: str | None = None, data: dict | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=urllib.parse.urlencode(data).encode() if data else None)
+    if password is not None:
+        token = base64.b64encode(f"teacher:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def _commit(page, answer: str, note: str = "") -> None:
+    page.get_by_text(answer).click()
+    if note:
+        page.get_by_label("Why? (optional)").fill(note)
+    page.get_by_role("button", name="Commit prediction").click()
+    expect(page.get_by_text("Your prediction (final)")).to_be_visible()
+
+
+def test_prediction_survives_reload_and_is_final(browser: Browser, classroom) -> None:
+    """A reload keeps the learner (signed cookie) and their committed answer; a second tab cannot change it."""
+    context = browser.new_context()
+    first = context.new_page()
+    first.goto(classroom.url(TRACE + "?class=period1"))
+    first.wait_for_function("document.cookie.includes('bt_learner=')")
+    second = context.new_page()  # same learner, opened before the first commits
+    second.goto(classroom.url(TRACE + "?class=period1"))
+    _commit(first, "Zero updates return the input unchanged")
+    _commit(second, "The input comes out unchanged either way")
+    expect(second.get_by_text("You had already committed an answer earlier")).to_be_visible()
+    expect(second.locator(".bt-committed")).to_contain_text("Zero updates return the input unchanged")
+    first.reload()
+    expect(first.locator(".bt-committed")).to_contain_text("Zero updates return the input unchanged")
+    status, page = _get(classroom.url("/teacher?class=period1"), PASSWORD)
+    assert status == 200 and "<strong>1</strong> committed a prediction" in page
+    context.close()
+
+
+def test_reveal_shows_the_class_only_to_those_who_committed(browser: Browser, classroom) -> None:
+    """After the teacher reveals, a committed learner sees the distribution; one who has not committed does not."""
+    committed = browser.new_context().new_page()
+    committed.goto(classroom.url(TRACE + "?class=period2"))
+    _commit(committed, "Zero updates return a zero vector")
+    waiting = browser.new_context().new_page()
+    waiting.goto(classroom.url(TRACE + "?class=period2"))
+    expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()
+    status, dashboard = _get(classroom.url("/teacher?class=period2"), PASSWORD)
+    token = dashboard.split('name="token" value="', 1)[1].split('"', 1)[0]
+    status, _ = _get(classroom.url("/teacher/reveal"), PASSWORD,
+                     {"token": token, "class": "period2", "question": "transformer-block-trace/prediction"})
+    assert status == 200  # followed the redirect back to the dashboard
+    expect(committed.get_by_text("The class answered (revealed by your teacher)")).to_be_visible(timeout=20_000)
+    waiting.reload()
+    expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()
+    assert waiting.get_by_text("The class answered").count() == 0
+    committed.context.close()
+    waiting.context.close()
+
+
+def test_names_and_explanations_are_text_on_every_page(browser: Browser, classroom) -> None:
+    """HTML typed as a name is shown as text to the teacher and never runs, in the teacher's browser too."""
+    page = browser.new_context().new_page()
+    page.goto(classroom.url(TRACE + "?class=period3"))
+    page.get_by_label("Your name (optional)").fill(XSS[:40])
+    page.get_by_role("button", name="Save name").click()
+    expect(page.get_by_text("Saved.")).to_be_visible()
+    _commit(page, "The input comes out unchanged either way", note=XSS)
+    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
+    teacher.goto(classroom.url("/teacher?class=period3"))
+    expect(teacher.get_by_text("Replacing the residual stream is harmless")).to_be_visible()
+    expect(teacher.locator("main")).to_contain_text(XSS[:40])
+    assert teacher.evaluate("window.__pwned") is None
+    assert teacher.locator("main img").count() == 0
+    page.context.close()
+    teacher.context.close()
+
+
+def test_teacher_pages_refuse_students(classroom) -> None:
+    """No password: 401; wrong password: 401; a post without the page's token: 403; guessing: 429."""
+    assert _get(classroom.url("/teacher"))[0] == 401
+    assert _get(classroom.url("/teacher/events.csv"))[0] == 401
+    assert _get(classroom.url("/teacher/reveal"), None, {"class": "x", "question": "q"})[0] == 401
+    assert _get(classroom.url("/teacher/reveal"), PASSWORD, {"class": "x", "question": "q"})[0] == 403
+    status, csv_text = _get(classroom.url("/teacher/events.csv"), PASSWORD)
+    assert status == 200 and csv_text.startswith("event_id,")
+    statuses = [_get(classroom.url("/teacher"), "wrong")[0] for _ in range(6)]
+    assert statuses[:5] == [401] * 5 and statuses[5] == 429
+    assert _get(classroom.url("/teacher"), PASSWORD)[0] == 429  # the address is refused for a while
