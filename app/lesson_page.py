@@ -16,7 +16,7 @@ from explorables.components.url_state import session_query
 from .learner import SessionRecorder
 from .lessons import Directive, Lesson, load_lessons
 from .markdown import render
-from .pages import shell
+from .pages import apply_theme, shell
 from .registry import EXPLORABLE_SPECS
 from .session_setup import attach_explorable, learner_bar, start_session
 
@@ -115,8 +115,8 @@ class LessonView(pn.viewable.Viewer):
 
     def _directive_exercise(self, attrs: dict) -> pn.viewable.Viewable:
         result = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
-        passed = pn.widgets.Button(name="My tests pass", button_type="success")
-        failed = pn.widgets.Button(name="Some tests still fail")
+        passed = pn.widgets.Button(label="My tests pass", color="success")
+        failed = pn.widgets.Button(label="Some tests still fail")
 
         def report(ok: bool) -> None:
             self.progress.implement = True
@@ -137,7 +137,7 @@ class LessonView(pn.viewable.Viewer):
     def _directive_explain(self, attrs: dict) -> pn.viewable.Viewable:
         text = pn.widgets.TextAreaInput(label="Your explanation", max_length=MAX_EXPLANATION, rows=4,
                                         sizing_mode="stretch_width", placeholder="A few sentences")
-        submit = pn.widgets.Button(name="Submit explanation", button_type="primary")
+        submit = pn.widgets.Button(label="Submit explanation", color="primary")
         echo = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
 
         def send(_event) -> None:
@@ -169,7 +169,9 @@ class LessonView(pn.viewable.Viewer):
 def lesson_routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
     def page_for(lesson: Lesson) -> Callable[[], pn.viewable.Viewable]:
         def page() -> pn.viewable.Viewable:
-            recorder = start_session(session_query(), lesson=lesson.id)
+            query = session_query()
+            apply_theme(query)
+            recorder = start_session(query, lesson=lesson.id)
             return shell(LessonView(lesson, recorder=recorder), lesson.title)
         page.__name__ = lesson.id.replace("-", "_") + "_lesson"
         return page

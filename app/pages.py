@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from html import escape
+from urllib.parse import urlencode
 
 import panel as pn
 
-from explorables.components.style import styled
+from explorables.components.style import dark, styled
 
 from .catalogue import EXPLORABLES
 
@@ -22,6 +23,23 @@ def query_flag(query: Mapping[str, str], key: str, default: bool) -> bool:
     return value.lower() not in ("0", "off", "false", "no")
 
 
+def apply_theme(query: Mapping[str, str]) -> str:
+    """Light unless the link says ?theme=dark; sets Panel's and Bokeh's theme for this session only."""
+    theme = "dark" if query.get("theme") == "dark" else "light"
+    if theme == "dark":
+        pn.config.theme = "dark"
+        if pn.state.curdoc is not None:
+            pn.state.curdoc.theme = "dark_minimal"
+    return theme
+
+
+def theme_link(query: Mapping[str, str]) -> str:
+    other = "light" if query.get("theme") == "dark" else "dark"
+    rest = {k: v for k, v in query.items() if k != "theme" and not k.startswith("bokeh-")}
+    href = "?" + urlencode({**rest, "theme": other})
+    return f'<a class="bt-theme" href="{escape(href)}">{"Light" if other == "light" else "Dark"} theme</a>'
+
+
 def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.viewable.Viewable:
     """Header with the home link around a page's body; the body alone when embedded."""
     if pn.state.curdoc is not None:
@@ -29,13 +47,17 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
     if embed:
         return pn.Column(body, sizing_mode="stretch_width", height=780, scroll=True,
                          styles={"padding": "0.25rem"})
+    from explorables.components.url_state import session_query
+
     header = pn.pane.HTML(
         f'<header class="bt-header"><a class="bt-home" href="/">{SITE}</a>'
-        f'<span class="bt-tagline">{escape(TAGLINE)}</span></header>',
+        f'<span class="bt-tagline">{escape(TAGLINE)}</span>{theme_link(session_query())}</header>',
         **styled(sizing_mode="stretch_width"),
     )
-    return pn.Column(header, body, sizing_mode="stretch_width", styles={"max-width": "1400px", "margin": "0 auto",
-                                                                       "padding": "0 0.75rem"})
+    styles = {"max-width": "1400px", "margin": "0 auto", "padding": "0 0.75rem"}
+    if dark():
+        styles.update({"background": "#0d1117", "color": "#e6edf3"})
+    return pn.Column(header, body, sizing_mode="stretch_width", styles=styles)
 
 
 def lesson_cards(flat: bool = False) -> str:
@@ -58,6 +80,9 @@ def lesson_cards(flat: bool = False) -> str:
 
 def index_page(flat: bool = False) -> pn.viewable.Viewable:
     """The index; flat=True links explorables as /<id>, as plain `panel serve app/apps/*.py` routes them."""
+    from explorables.components.url_state import session_query
+
+    apply_theme(session_query())
     cards = []
     for e in EXPLORABLES:
         route = f"/{e.id}" if flat else e.route

@@ -12,7 +12,7 @@ from explorables.components.url_state import session_query
 
 from . import panel_fixes
 from .lessons import lesson_for_explorable
-from .pages import index_page, query_flag, shell
+from .pages import apply_theme, index_page, query_flag, shell
 from .registry import EXPLORABLE_SPECS, ExplorableSpec
 from .session_setup import attach_explorable, learner_bar, start_session
 
@@ -31,6 +31,7 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
 
     def page() -> pn.viewable.Viewable:
         query = session_query()
+        apply_theme(query)
         panel_fixes.use_absolute_dist_url(query)
         embed = query_flag(query, "embed", False)
         predict = query.get("predict", "on") != "off"

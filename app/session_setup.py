@@ -81,7 +81,7 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
     learner: Learner = recorder.learner
     name = pn.widgets.TextInput(label="Your name (optional)", max_length=40, placeholder="Shown to your teacher",
                                 width=240)
-    save = pn.widgets.Button(name="Save name")
+    save = pn.widgets.Button(label="Save name")
     message = pn.pane.HTML("", **styled())
 
     def saved(_event) -> None:

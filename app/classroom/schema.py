@@ -163,7 +163,8 @@ def current_version(conn: Connection) -> int:
     return conn.execute(select(func.max(schema_version.c.version))).scalar_one() or 0
 
 
-def upgrade(conn: Connection, target: int = SCHEMA_VERSION, migrations: list[tuple[int, Migration]] | None = None) -> int:
+def upgrade(conn: Connection, target: int = SCHEMA_VERSION,
+            migrations: list[tuple[int, Migration]] | None = None) -> int:
     """Apply the missing migrations up to ``target`` in order, in the caller's transaction; return the version.
 
     The caller's transaction must be a write transaction (BEGIN IMMEDIATE on SQLite), which

@@ -27,17 +27,17 @@ Rules the store keeps, whatever calls it:
 
 Event kinds and the payload keys the teacher's summary reads (other keys are kept as given):
 
-========== ===================================================================
-kind       payload
-========== ===================================================================
-prediction written by ``commit_prediction`` only: {"question", "choice", "note"}
-bet        free-form; a bet that must be final goes through ``commit_prediction``
-param      {"name", "value"}: one event per burst (the page coalesces a drag)
-claim      {"verdict": "too_early" | "too_late" | "right_on", ...}
-checkpoint {"checkpoint": id, "correct": bool, ...}
-exercise   free-form (what the exercise runner reported)
+=========== ===================================================================
+kind        payload
+=========== ===================================================================
+prediction  written by ``commit_prediction`` only: {"question", "choice", "note"}
+bet         free-form; a bet that must be final goes through ``commit_prediction``
+param       {"name", "value"}: one event per burst (the page coalesces a drag)
+claim       {"verdict": "too_early" | "too_late" | "right_on", ...}
+checkpoint  {"checkpoint": id, "correct": bool, ...}
+exercise    free-form (what the exercise runner reported)
 explanation {"text": what the learner wrote}
-========== ===================================================================
+=========== ===================================================================
 
 Question ids are global (e.g. ``"transformer-block-trace/prediction"``), so
 ``distribution`` needs no lesson. Text comes back exactly as stored: escape it when rendering.
@@ -252,6 +252,16 @@ def make_engine(url: str | URL, pool_size: int = 5, max_overflow: int = 10) -> E
 
 
 _UNAVAILABLE = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError)
+# sqlite3 raises OperationalError for a typo in SQL too; only these primary result codes mean
+# the database is unavailable: BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT, FULL, CANTOPEN,
+# PROTOCOL, NOLFS, NOTADB. (psycopg already keeps SQL mistakes out of OperationalError.)
+_SQLITE_OUTAGES = {5, 6, 7, 8, 10, 11, 13, 14, 15, 22, 26}
+
+
+def _is_outage(error: Exception) -> bool:
+    orig = getattr(error, "orig", None)
+    code = getattr(orig, "sqlite_errorcode", None)
+    return code is None or code & 0xFF in _SQLITE_OUTAGES
 
 
 @contextmanager
@@ -260,6 +270,8 @@ def _available(action: str) -> Iterator[None]:
     try:
         yield
     except _UNAVAILABLE as error:
+        if not _is_outage(error):
+            raise
         raise StoreUnavailable(f"could not {action}: {getattr(error, 'orig', None) or error}") from error
     except exc.DBAPIError as error:
         if error.connection_invalidated:
@@ -291,7 +303,8 @@ class EventStore:
 
     Safe to share between threads (a pooled engine; each call runs in its own transaction)
     and between processes or machines on the same database. Every method may raise
-    ``StoreUnavailable``; argument errors raise ValueError or TypeError.
+    ``StoreUnavailable``; argument errors raise ValueError or TypeError. ``engine`` is the
+    SQLAlchemy engine, for tests and maintenance scripts.
     """
 
     def __init__(self, url: str | URL, *, pool_size: int = 5, max_overflow: int = 10):
@@ -363,13 +376,17 @@ class EventStore:
         current = select(classes.c.epoch).where(classes.c.code == class_code).with_for_update(read=True)
         epoch = conn.execute(current).scalar()
         if epoch is None:
-            now = _now()
-            conn.execute(self._insert(classes).values(code=class_code, epoch=1, created_at=now)
-                         .on_conflict_do_nothing(index_elements=["code"]))
-            conn.execute(self._insert(class_epochs).values(class_code=class_code, epoch=1, started_at=now)
-                         .on_conflict_do_nothing(index_elements=["class_code", "epoch"]))
+            self._create_class(conn, class_code)
             epoch = conn.execute(current).scalar_one()
         return epoch
+
+    def _create_class(self, conn: Connection, class_code: str) -> None:
+        """Create the class at epoch 1 unless it exists (also when another transaction creates it meanwhile)."""
+        now = _now()
+        conn.execute(self._insert(classes).values(code=class_code, epoch=1, created_at=now)
+                     .on_conflict_do_nothing(index_elements=["code"]))
+        conn.execute(self._insert(class_epochs).values(class_code=class_code, epoch=1, started_at=now)
+                     .on_conflict_do_nothing(index_elements=["class_code", "epoch"]))
 
     def _join(self, conn: Connection, class_code: str, epoch: int, learner_id: str, name: str | None) -> None:
         stmt = self._insert(learners).values(class_code=class_code, epoch=epoch, id=learner_id,
@@ -386,8 +403,8 @@ class EventStore:
             id=args["event_id"], created_at=_now(), class_code=args["class_code"], epoch=epoch,
             learner_id=args["learner_id"], lesson=args["lesson"], explorable=args["explorable"],
             kind=kind, payload=payload,
-        ).on_conflict_do_nothing(index_elements=["id"])
-        return conn.execute(stmt).rowcount == 1
+        ).on_conflict_do_nothing(index_elements=["id"]).returning(events.c.id)
+        return conn.execute(stmt).first() is not None  # RETURNING yields no row when the id was already there
 
     # Learners and events ----------------------------------------------------------------------
 
@@ -448,8 +465,9 @@ class EventStore:
                     class_code=args["class_code"], epoch=epoch, learner_id=args["learner_id"],
                     question=args["question"], choice=args["choice"], note=args["note"],
                     event_id=args["event_id"], created_at=_now(),
-                ).on_conflict_do_nothing(index_elements=["class_code", "epoch", "learner_id", "question"]))
-                if stored.rowcount != 1:
+                ).on_conflict_do_nothing(index_elements=["class_code", "epoch", "learner_id", "question"])
+                  .returning(predictions.c.event_id))
+                if stored.first() is None:
                     raise _Refused  # rolls back the event inserted above
         except _Refused:
             return False
@@ -613,15 +631,15 @@ class EventStore:
     def archive(self, class_code: str) -> int:
         """Start the class's next epoch and return it: its live view empties, its history stays.
 
-        Raises LookupError for a class the store does not know.
+        A class nobody has joined yet is created and archived too, so this always starts a new epoch.
         """
         _class_code(class_code)
         with self._write("archive the class") as conn:
+            # No share lock first (as _epoch_for_write takes): two archives at once would deadlock.
+            self._create_class(conn, class_code)
             now = _now()
             epoch = conn.execute(update(classes).where(classes.c.code == class_code)
-                                 .values(epoch=classes.c.epoch + 1).returning(classes.c.epoch)).scalar()
-            if epoch is None:
-                raise LookupError(f"no class {class_code!r} to archive")
+                                 .values(epoch=classes.c.epoch + 1).returning(classes.c.epoch)).scalar_one()
             conn.execute(update(class_epochs).where(class_epochs.c.class_code == class_code,
                                                     class_epochs.c.epoch == epoch - 1).values(archived_at=now))
             conn.execute(class_epochs.insert().values(class_code=class_code, epoch=epoch, started_at=now))

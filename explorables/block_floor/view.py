@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from html import escape
+from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
 
 from explorables.components.checkpoint import CheckpointView
-from explorables.components.embed import EmbedButton
+from explorables.components.downloads import Downloads, worksheet_html
+from explorables.components.embed import EmbedButton, server_base, state_query
 from explorables.components.heatmap import (
     heatmap_data,
     heatmap_figure,
@@ -26,6 +28,7 @@ from .divergence import STAGE_KEYS, agree, floor_rows, stage_labels
 from .state import CORRECT_BET, MAX_WORDS, QUERY_KEYS, FloorState
 
 TITLE = "One floor, two word orders"
+ROUTE = "/explorables/block-floor"
 INTRO = (
     "Step one word through the eight stages of one Transformer floor, for the phrase and for the same phrase "
     "reversed. Every vector has two components, so each number can be read and drawn. Find the first stage where "
@@ -150,13 +153,13 @@ class FloorExplorable(pn.viewable.Viewer):
         self.reverse = pn.widgets.Checkbox.from_param(s.param.reverse, label="Reverse order")
         self.causal = pn.widgets.Checkbox.from_param(s.param.causal, label="Causal mask")
         self.stage = pn.widgets.IntSlider.from_param(s.param.stage, label="Stage", sizing_mode="stretch_width")
-        self.prev = pn.widgets.Button(name="◀ Previous stage")
-        self.next = pn.widgets.Button(name="Next stage ▶")
+        self.prev = pn.widgets.Button(label="◀ Previous stage")
+        self.next = pn.widgets.Button(label="Next stage ▶")
         self.prev.on_click(lambda _: s.step(-1))
         self.next.on_click(lambda _: s.step(1))
         self.floors = pn.widgets.IntSlider.from_param(s.param.floors, label="Floors", sizing_mode="stretch_width")
-        self.claim = pn.widgets.Button(name="This is the first divergence", button_type="primary")
-        self.never = pn.widgets.Button(name="They never diverge")
+        self.claim = pn.widgets.Button(label="This is the first divergence", color="primary")
+        self.never = pn.widgets.Button(label="They never diverge")
         self.claim.on_click(lambda _: self._claim(s.stage))
         self.never.on_click(lambda _: self._claim(None))
         self.claim_pane = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
@@ -166,8 +169,16 @@ class FloorExplorable(pn.viewable.Viewer):
         self.columns = [OrderColumn(s, title, trace, pos, limit) for title, trace, pos in
                         (("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror))]
         self.checkpoint_views = [CheckpointView(c, on_check=self._checked) for c in s.checkpoints]
+        self.downloads = Downloads("block-floor", lambda: s.original, self._worksheet)
         self.controls = [self.phrase, self.positions, self.tracked, self.reverse, self.causal, self.stage,
                          self.prev, self.next, self.floors, self.claim, self.never]
+
+    def _worksheet(self) -> str:
+        s = self.state
+        link = server_base() + ROUTE + "?" + urlencode(state_query(s, QUERY_KEYS))
+        tables = [floor_table_html(s, title, trace, pos, None) for title, trace, pos in s.traces()]
+        return worksheet_html(TITLE, link, s.bet, tables,
+                              "Where did the two orders first differ, and why there? What did each + keep?")
 
     def _claim(self, stage: int | None) -> None:
         short, _ = self.state.claim(stage)
@@ -269,16 +280,20 @@ class FloorExplorable(pn.viewable.Viewer):
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
         gate = [self.gate] if self.show_gate else []
-        left = pn.Column(*gate, controls, mission, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        share = pn.Column(
+            pn.pane.HTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
+            *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]),
+            css_classes=["bt-card"], sizing_mode="stretch_width",
+        )
+        left = pn.Column(*gate, controls, mission, share, styles={"flex": "0 1 22rem", "min-width": "18rem"})
         orders = pn.FlexBox(*(c.layout for c in self.columns), flex_wrap="wrap", gap="0.75rem",
                             sizing_mode="stretch_width")
         right = pn.Column(self.banner, self.settle, orders,
                           pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
                                      sizing_mode="stretch_width"),
                           styles={"flex": "1 1 40rem", "min-width": "0"})
-        embed = [] if self.embed else [EmbedButton(self.state, QUERY_KEYS, "/explorables/block-floor", TITLE)]
         head = [] if self.embed else [pn.pane.HTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = [pn.pane.HTML(notices, **styled(sizing_mode="stretch_width"))] if notices else []
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, body, *embed, sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")

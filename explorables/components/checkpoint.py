@@ -51,8 +51,8 @@ class CheckpointView(pn.viewable.Viewer):
         self._on_check = on_check
         self._labels = {NOT_CHOSEN: None, **{o.label: i for i, o in enumerate(checkpoint.options)}}
         self.choice = pn.widgets.RadioBoxGroup(options=list(self._labels), value=NOT_CHOSEN, inline=False,
-                                               name=checkpoint.question)
-        self.button = pn.widgets.Button(name="Check answer", button_type="primary")
+                                               label=checkpoint.question)
+        self.button = pn.widgets.Button(label="Check answer", color="primary")
         self.feedback = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
         self.button.on_click(self._check)
 

@@ -47,7 +47,7 @@ class EmbedButton(pn.viewable.Viewer):
     def __init__(self, state: Any, keys: Mapping[str, QueryKey], route: str, title: str):
         super().__init__()
         self._state, self._keys, self._route, self._title = state, keys, route, title
-        self.button = pn.widgets.Button(name="Embed", description="Snippets to put this explorable in another page")
+        self.button = pn.widgets.Button(label="Embed", description="Snippets to put this explorable in another page")
         self.snippets = pn.pane.HTML("", visible=False, **styled(sizing_mode="stretch_width"))
         self.button.on_click(self._toggle)
 

@@ -59,10 +59,10 @@ class PredictionGate(pn.viewable.Viewer):
         labels = {NOT_CHOSEN: None, **{label: key for key, label in prediction.choices.items()}}
         self._labels = labels
         self._choice = pn.widgets.RadioBoxGroup(options=list(labels), value=NOT_CHOSEN, inline=False,
-                                               name="Your answer", css_classes=["bt-choices"])
+                                               label="Your answer", css_classes=["bt-choices"])
         self._note = pn.widgets.TextAreaInput(label="Why? (optional)", max_length=MAX_NOTE, rows=2,
                                               placeholder="A sentence on your reasoning", sizing_mode="stretch_width")
-        self._button = pn.widgets.Button(name=commit_label, button_type="primary")
+        self._button = pn.widgets.Button(label=commit_label, color="primary")
         self._message = pn.pane.HTML("", css_classes=["bt-field-error"])
         self._button.on_click(self._commit)
         self._extra = ""

@@ -9,8 +9,20 @@ STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
 
 
 @cache
+def _read(name: str) -> str:
+    return (STATIC_DIR / "css" / name).read_text(encoding="utf-8")
+
+
+def dark() -> bool:
+    """True in a session opened with ?theme=dark (Panel's config is per session inside a server)."""
+    import panel as pn
+
+    return pn.config.theme == "dark"
+
+
 def stylesheet() -> str:
-    return (STATIC_DIR / "css" / "blocktrace.css").read_text(encoding="utf-8")
+    """Our CSS for this session: the light sheet, plus the dark overrides in a dark session."""
+    return _read("blocktrace.css") + (_read("dark.css") if dark() else "")
 
 
 def styled(**params) -> dict:

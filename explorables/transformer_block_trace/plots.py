@@ -98,7 +98,7 @@ def component_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
     fig = _base_figure("Components of the selected stage", x_range=FactorRange(*data["component"]))
     fig.vbar(x="component", top="value", width=0.7, color="colour", source=src)
     fig.text(x="component", y="label_y", text="label", source=src, text_align="center",
-             text_baseline="baseline", text_font_size="11px")
+             text_baseline="baseline", text_font_size="11px", text_color="#777777")
     fig.add_layout(Span(location=0, dimension="width", line_color="#444444", line_width=1))
     fig.add_tools(HoverTool(tooltips=[("component", "@component"), ("value", "@label")]))
     fig.yaxis.axis_label = "value (orange > 0, blue < 0)"

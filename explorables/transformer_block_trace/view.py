@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from html import escape
+from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
 
-from explorables.components.embed import EmbedButton
+from explorables.components.downloads import Downloads, worksheet_html
+from explorables.components.embed import EmbedButton, server_base, state_query
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
@@ -80,6 +82,7 @@ class TraceExplorable(pn.viewable.Viewer):
         state.prediction.skipped = not predict
         self.embed = embed
         self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
+        self.emit = lambda kind, payload: None  # the page connects this to the classroom store
         self._build_widgets()
         self._build_views()
         state.param.watch(self._refresh, ["trace", "inspect"])
@@ -108,9 +111,9 @@ class TraceExplorable(pn.viewable.Viewer):
         self.inspect = pn.widgets.Select.from_param(
             s.param.inspect, label="Stage to inspect",
             options={s.trace.stage(k).label: k for k in ROW_KEYS}, sizing_mode="stretch_width")
-        self.constant = pn.widgets.Button(name="Constant 2, 2, 2, 2")
-        self.zero = pn.widgets.Button(name="Zero updates")
-        self.reset = pn.widgets.Button(name="Reset", button_type="light")
+        self.constant = pn.widgets.Button(label="Constant 2, 2, 2, 2")
+        self.zero = pn.widgets.Button(label="Zero updates")
+        self.reset = pn.widgets.Button(label="Reset", color="light")
         self.constant.on_click(lambda _: setattr(s, "input_text", CONSTANT_INPUT))
         self.zero.on_click(lambda _: s.zero_updates())
         self.reset.on_click(lambda _: s.reset())
@@ -133,6 +136,12 @@ class TraceExplorable(pn.viewable.Viewer):
         self.swiglu_table = pn.pane.HTML(swiglu_table_html(s), **styled(sizing_mode="stretch_width"))
         self.baseline_table = pn.pane.HTML(baseline_table_html(s), **styled(sizing_mode="stretch_width"))
         self.live = pn.pane.HTML(self._live_html(), **styled(sizing_mode="stretch_width"))
+        self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet)
+
+    def _worksheet(self) -> str:
+        link = server_base() + ROUTE + "?" + urlencode(state_query(self.state, QUERY_KEYS))
+        return worksheet_html(TITLE, link, self.state.prediction, [stage_table_html(self.state)],
+                              "What happened to the input at each residual step, and why? Name one failure mode.")
 
     def _live_html(self) -> str:
         text = describe.announcement(self.state)
@@ -195,7 +204,12 @@ class TraceExplorable(pn.viewable.Viewer):
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
         gate = [self.gate] if self.show_gate else []
-        left = pn.Column(*gate, controls, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        share = pn.Column(
+            pn.pane.HTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
+            *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]),
+            css_classes=["bt-card"], sizing_mode="stretch_width",
+        )
+        left = pn.Column(*gate, controls, share, styles={"flex": "0 1 22rem", "min-width": "18rem"})
         right = pn.Column(
             self.live, self.stage_table,
             pn.pane.Bokeh(self.norm_fig, sizing_mode="stretch_width"), self.norm_alt,
@@ -207,9 +221,8 @@ class TraceExplorable(pn.viewable.Viewer):
             self.baseline_table,
             styles={"flex": "1 1 36rem", "min-width": "0"},
         )
-        embed = [] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]
         head = [] if self.embed else [pn.pane.HTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = [pn.pane.HTML(notices, **styled(sizing_mode="stretch_width"))] if notices else []
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, body, *embed, sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")

@@ -1,0 +1,202 @@
+"""The lessons' exercises: their tests fail on the starter code, naming each mistake, and pass on the reference.
+
+Each exercise's tests run in a subprocess exactly as a student runs them (python -m pytest <folder>), with
+BLOCKTRACE_SOLUTION pointing at another implementation where the test says so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTIONS = ROOT / "tests" / "exercise_solutions"
+ENV_VAR = "BLOCKTRACE_SOLUTION"
+
+RESIDUAL = "lessons/transformer-block/exercise"
+DECODER = "lessons/decoder-block/exercise"
+
+MEAN_CENTRING = "your RMSNorm subtracts the mean"
+IDENTITY_LOST = "the identity path is lost"
+CENTRING_TESTS = {"test_constant_vector_survives", "test_vector_with_a_mean_matches_the_formula"}
+REPLACEMENT_TESTS = {"test_zero_update_returns_the_input", "test_update_is_added_to_the_untouched_input",
+                     "test_a_sequence_keeps_its_shape"}
+DECODER_FUNCTIONS = ("rms_norm", "swiglu", "swiglu_param_count", "layer_norm", "gelu_mlp")
+
+
+def run_exercise(folder: str, implementation: Path | None = None) -> subprocess.CompletedProcess:
+    """The exercise's tests, run the way its README says, against the student file or `implementation`."""
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave no __pycache__ in the student's folder
+    if implementation is not None:
+        env[ENV_VAR] = str(implementation)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", folder, "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )
+
+
+def failed_tests(result: subprocess.CompletedProcess) -> set[str]:
+    return set(re.findall(r"^FAILED \S+::(\w+)", result.stdout, flags=re.MULTILINE))
+
+
+def passed_count(result: subprocess.CompletedProcess) -> int:
+    match = re.search(r"(\d+) passed", result.stdout)
+    return int(match.group(1)) if match else 0
+
+
+def loader_header(path: Path, name: str) -> str:
+    """Source lines that load a module from a file path under `name`."""
+    return (
+        "import importlib.util\n"
+        f"_spec = importlib.util.spec_from_file_location({name!r}, {str(path)!r})\n"
+        f"{name} = importlib.util.module_from_spec(_spec)\n"
+        f"_spec.loader.exec_module({name})\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def residual_starter() -> subprocess.CompletedProcess:
+    return run_exercise(RESIDUAL)
+
+
+@pytest.fixture(scope="module")
+def decoder_starter() -> subprocess.CompletedProcess:
+    return run_exercise(DECODER)
+
+
+# --- transformer-block: RMSNorm and a residual sublayer ---------------------------------------------
+
+def test_residual_starter_fails_and_names_both_mistakes(residual_starter):
+    """On the starter code the tests fail, and the output names mean-centring and the lost identity path."""
+    out = residual_starter.stdout
+    assert residual_starter.returncode == 1, out + residual_starter.stderr
+    assert MEAN_CENTRING in out
+    assert IDENTITY_LOST in out
+    assert failed_tests(residual_starter) == CENTRING_TESTS | REPLACEMENT_TESTS
+
+
+def test_residual_starter_passes_the_checks_it_gets_right(residual_starter):
+    """The starter's gain, eps, row-wise normalisation and pre-norm reading are right, so those tests pass."""
+    assert passed_count(residual_starter) == 7, residual_starter.stdout
+
+
+@pytest.mark.parametrize(("fixed", "still_failing", "named", "not_named"), [
+    ("rms_norm", REPLACEMENT_TESTS, IDENTITY_LOST, MEAN_CENTRING),
+    ("residual_sublayer", CENTRING_TESTS, MEAN_CENTRING, IDENTITY_LOST),
+])
+def test_each_residual_mistake_is_exposed_on_its_own(tmp_path, fixed, still_failing, named, not_named):
+    """Fixing one of the two mistakes leaves exactly the tests (and the message) of the other."""
+    starter = ROOT / RESIDUAL / "residual.py"
+    reference = SOLUTIONS / "transformer_block.py"
+    module = tmp_path / "half_fixed.py"
+    if fixed == "rms_norm":  # the starter's residual_sublayer, calling the correct rms_norm
+        body = "_starter.rms_norm = _reference.rms_norm\nrms_norm = _reference.rms_norm\n"
+    else:  # the correct residual_sublayer, calling the starter's mean-centring rms_norm
+        body = "_reference.rms_norm = _starter.rms_norm\nrms_norm = _starter.rms_norm\n"
+    owner = "_starter" if fixed == "rms_norm" else "_reference"
+    module.write_text(loader_header(starter, "_starter") + loader_header(reference, "_reference") + body
+                      + f"residual_sublayer = {owner}.residual_sublayer\n", encoding="utf-8")
+    result = run_exercise(RESIDUAL, module)
+    assert failed_tests(result) == still_failing, result.stdout
+    assert named in result.stdout
+    assert not_named not in result.stdout
+
+
+def test_residual_reference_solution_passes():
+    """With BLOCKTRACE_SOLUTION at the reference solution, every test of the exercise passes."""
+    result = run_exercise(RESIDUAL, SOLUTIONS / "transformer_block.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert passed_count(result) == 12
+
+
+# --- decoder-block: norms and MLPs from scratch -------------------------------------------------------
+
+def test_decoder_starter_fails_naming_each_function(decoder_starter):
+    """Every function of the starter is still to write, and the output says so function by function."""
+    out = decoder_starter.stdout
+    assert decoder_starter.returncode == 1, out + decoder_starter.stderr
+    for name in DECODER_FUNCTIONS:
+        assert f"{name} is not written yet" in out
+    assert passed_count(decoder_starter) == 0
+
+
+MUTANTS = {
+    "gate and value swapped": (
+        "def swiglu(x, W, W_out):\n"
+        "    value, gate = np.split(x @ W, 2, axis=-1)\n"
+        "    return (gate * 0.5 * (1.0 + np.tanh(0.5 * gate)) * value) @ W_out\n",
+        "gate and value are swapped",
+        {"test_swiglu_matches_the_engine", "test_rmsnorm_swiglu_block_matches_the_engine"},
+    ),
+    "exact GELU": (
+        "import math\n"
+        "def gelu_mlp(x, W_in, b_in, W_out, b_out):\n"
+        "    z = x @ W_in + b_in\n"
+        "    return (z * 0.5 * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))) @ W_out + b_out\n",
+        "exact (erf) GELU", {"test_gelu_mlp_matches_the_engine", "test_layernorm_gelu_block_matches_the_engine"},
+    ),
+    "RMSNorm without eps": (
+        "def rms_norm(x, gain, eps=1e-6):\n"
+        "    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) * gain\n",
+        "RMSNorm without eps divides by zero",
+        {"test_rms_norm_of_a_zero_vector_is_finite", "test_rms_norm_matches_the_engine",
+         "test_rmsnorm_swiglu_block_matches_the_engine"},
+    ),
+    "RMSNorm that centres": (
+        "def rms_norm(x, gain, eps=1e-6):\n"
+        "    return _reference.layer_norm(x, gain, 0.0 * gain, eps)\n",
+        "subtracts the mean", {"test_rms_norm_matches_the_engine", "test_rms_norm_keeps_a_constant_vector",
+                               "test_rmsnorm_swiglu_block_matches_the_engine"},
+    ),
+    "wrong parameter count": (
+        "def swiglu_param_count(d):\n"
+        "    return 8 * d * d\n",
+        "count W [d, 4d] and W_out [2d, d]", {"test_swiglu_param_count"},
+    ),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MUTANTS))
+def test_decoder_mistakes_are_named(tmp_path, mistake):
+    """One planted mistake in an otherwise correct solution fails only its own tests, with a message naming it."""
+    code, message, failing = MUTANTS[mistake]
+    module = tmp_path / "mutant.py"
+    module.write_text(
+        "import numpy as np\n" + loader_header(SOLUTIONS / "decoder_block.py", "_reference")
+        + "".join(f"{name} = _reference.{name}\n" for name in DECODER_FUNCTIONS) + code, encoding="utf-8")
+    result = run_exercise(DECODER, module)
+    assert failed_tests(result) == failing, result.stdout
+    assert message in result.stdout
+
+
+def test_decoder_reference_solution_passes():
+    """With BLOCKTRACE_SOLUTION at the reference solution, every test of the exercise passes."""
+    result = run_exercise(DECODER, SOLUTIONS / "decoder_block.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert passed_count(result) == 11
+
+
+# --- the folders ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("folder", "student_file"), [(RESIDUAL, "residual.py"), (DECODER, "decoder.py")])
+def test_exercise_folder_holds_what_a_student_needs(folder, student_file):
+    """Starter file, tests, conftest and a README giving the one command; no reference solution inside."""
+    path = ROOT / folder
+    names = {p.name for p in path.iterdir() if p.is_file()}
+    assert {student_file, "conftest.py", "README.md"} <= names
+    assert any(n.startswith("test_") and n.endswith(".py") for n in names)
+    assert f"python -m pytest {folder}" in (path / "README.md").read_text(encoding="utf-8")
+    for reference in SOLUTIONS.glob("*.py"):
+        assert reference.read_text(encoding="utf-8") not in {(path / n).read_text(encoding="utf-8") for n in names}
+
+
+def test_main_suite_does_not_collect_the_exercises():
+    """pyproject's testpaths stays ["tests"]: the starter's failing tests are never part of the main suite."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^testpaths = \["tests"\]$', text, flags=re.MULTILINE)

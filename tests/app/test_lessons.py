@@ -1,0 +1,497 @@
+"""Lessons: each parses and names only what exists, renders safely, and its page tracks the four checkpoints."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import panel as pn
+import pytest
+
+from app.lesson_check import lesson_problems
+from app.lesson_page import LessonView
+from app.lessons import Lesson, load_lessons, parse_lesson
+from app.markdown import render
+from app.pages import lesson_cards
+from explorables.block_floor.state import FloorState
+from explorables.engine import run_preset
+
+# Panel 1.9 deprecates Widget(name=...) and Button(button_type=...) in favour of label= and color=; the shared
+# components and app/lesson_page.py still use the old names. Only those two messages are ignored here, until
+# the project-wide switch lands.
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:(Widget\.name|button_type) is deprecated:PendingDeprecationWarning")
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = load_lessons()
+ORDER = ["transformer-block", "block-floor", "decoder-block"]
+STAGE_IN_TEXT = re.compile(r"`((?:blocks\.\d+\.)[a-z0-9_.]*[a-z0-9_]|embed|pos_embed)`")
+FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", flags=re.MULTILINE | re.DOTALL)
+PHONE_COLUMNS = 32  # monospace characters that fit a 390 px wide screen without scrolling
+
+# Controls each lesson names, by their visible labels (and select options), which its explorable must show.
+CONTROLS = {
+    "transformer-block": ["Attention update scale", "MLP update scale", "Replace instead of add residuals (broken)",
+                          "Input vector", "Normalisation", "Zero updates", "Reset", "Constant 2, 2, 2, 2"],
+    "block-floor": ["Position vectors", "Tracked word", "Reverse order", "Causal mask", "Stage", "Floors",
+                    "This is the first divergence", "They never diverge", "Next stage ▶"],
+    "decoder-block": ["Corrupt position", "Corrupt value", "Causal mask", "d (model width)", "Normalisation", "MLP",
+                      "Placement", "Heads", "Constant 2, 2, 2, 2", "Zero vector", "eps", "Blocks",
+                      "Missing residual (replace instead of add)",
+                      "Wrong gate/value split (chunk along positions, not features)"],
+}
+OPTIONS = {
+    "transformer-block": ["Mean-centred (LayerNorm)"],
+    "block-floor": [],
+    "decoder-block": ["LayerNorm", "GELU", "post-norm", "0 (no eps)"],
+}
+# A state change that counts as an experiment, per explorable.
+EXPERIMENT = {"transformer-block-trace": ("attention_scale", 0.0), "block-floor": ("stage", 4),
+              "decoder-block-lab": ("causal", False)}
+BEFORE_PREDICTING = {"transformer-block-trace": ("norm", "layernorm"), "block-floor": ("floors", 2),
+                     "decoder-block-lab": ("heads", 2)}
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def by_id(lesson_id: str) -> Lesson:
+    return next(lesson for lesson in LESSONS if lesson.id == lesson_id)
+
+
+def flat(text: str) -> str:
+    """Whitespace collapsed, so phrases wrapped across lines still match."""
+    return " ".join(text.split())
+
+
+def markdown_of(lesson: Lesson) -> str:
+    return "\n".join(block for block in lesson.blocks if isinstance(block, str))
+
+
+def walk(obj: Any) -> Iterator[Any]:
+    """Every object of a Panel tree, Viewers included (yielded before their own layout)."""
+    yield obj
+    if isinstance(obj, pn.viewable.Viewer):
+        yield from walk(obj.__panel__())
+        return
+    for child in getattr(obj, "objects", None) or []:
+        yield from walk(child)
+
+
+def page_objects(view: LessonView) -> list[Any]:
+    return [obj for part in view.parts for obj in walk(part)]
+
+
+def widget_labels(explorable: Any) -> set[str]:
+    """Visible labels of an explorable's widgets, plus the option labels of its selects."""
+    labels: set[str] = set()
+    for value in vars(explorable).values():
+        if isinstance(value, pn.widgets.Widget):
+            labels.add(getattr(value, "label", None) or value.name)
+            options = getattr(value, "options", None)
+            if isinstance(options, dict):
+                labels.update(str(k) for k in options)
+    return labels
+
+
+def button(view: LessonView, label: str) -> pn.widgets.Button:
+    return next(o for o in page_objects(view) if isinstance(o, pn.widgets.Button) and o.label == label)
+
+
+def text_area(view: LessonView, label: str) -> pn.widgets.TextAreaInput:
+    return next(o for o in page_objects(view) if isinstance(o, pn.widgets.TextAreaInput) and o.label == label)
+
+
+class _Markup(HTMLParser):
+    """Tags and attributes of an HTML string."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs += [(name, value or "") for name, value in attrs]
+
+
+def unsafe_parts(html: str) -> list[str]:
+    """Live script, event-handler attributes and javascript: URLs found in the markup."""
+    markup = _Markup()
+    markup.feed(html)
+    found = [f"<{t}>" for t in markup.tags if t in ("script", "img", "iframe", "object", "embed", "svg", "style")]
+    found += [f"{name}=" for name, _ in markup.attrs if name.lower().startswith("on")]
+    found += [f"{name}={value}" for name, value in markup.attrs
+              if name.lower() in ("href", "src") and value.strip().lower().startswith(("javascript:", "data:"))]
+    return found
+
+
+# --- the lesson files -----------------------------------------------------------------------------
+
+def test_three_lessons_in_order():
+    """The three lessons load in the issue's order with unique ids, orders and titles."""
+    assert [lesson.id for lesson in LESSONS] == ORDER
+    assert [lesson.order for lesson in LESSONS] == [1, 2, 3]
+    assert len({lesson.title for lesson in LESSONS}) == 3
+    for lesson in LESSONS:
+        assert lesson.path == ROOT / "lessons" / lesson.id / "lesson.md"
+        assert lesson.objectives and all(isinstance(p, str) for p in lesson.prerequisites)
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_lesson_names_only_what_exists(lesson_id):
+    """Every explorable, stage, state key, checkpoint and exercise a lesson names exists (lesson_problems is [])."""
+    assert lesson_problems(by_id(lesson_id)) == []
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_front_matter_lists_exactly_what_the_lesson_uses(lesson_id):
+    """The front matter's explorables are those placed, and its stages are the keys the text quotes."""
+    lesson = by_id(lesson_id)
+    placed = {d.attrs["id"] for d in lesson.directives("explorable")}
+    placed |= {d.attrs["explorable"] for d in lesson.directives("predict")}
+    assert set(lesson.explorables) == placed
+    quoted = set(STAGE_IN_TEXT.findall(markdown_of(lesson)))
+    assert quoted == set(lesson.stages)
+    assert len(lesson.stages) == len(set(lesson.stages))
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_lesson_carries_the_whole_arc(lesson_id):
+    """Predict before the explorable, steps, formulas, failure modes, recap, self-check, 1-3 checkpoints, exercise,
+    explain."""
+    lesson = by_id(lesson_id)
+    names = [d.name for d in lesson.directives()]
+    assert names.count("predict") == 1 and names.count("explorable") == 1
+    assert names.index("predict") < names.index("explorable")
+    assert 1 <= names.count("checkpoint") <= 3
+    assert names.count("exercise") == 1 and names.count("explain") == 1
+    text = markdown_of(lesson)
+    for heading in ("Run the comparison", "Failure modes", "Recap", "Check yourself"):
+        assert re.search(rf"^## (\d+\. )?{heading}$", text, flags=re.MULTILINE), heading
+    assert re.search(r"^1\. ", text, flags=re.MULTILINE), "the guided steps are a numbered list"
+    assert FENCE.search(text), "formulas are written in fenced blocks"
+    exercise = lesson.directives("exercise")[0].attrs
+    assert exercise["command"] == f"python -m pytest {exercise['path']}"
+    assert (ROOT / exercise["path"] / exercise["file"]).is_file()
+    assert exercise["command"] in (ROOT / exercise["path"] / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_formulas_are_unicode_and_fit_a_phone(lesson_id):
+    """Formulas need no math renderer (Unicode, no TeX) and no fenced line is wider than a phone screen."""
+    for block in FENCE.findall(markdown_of(by_id(lesson_id))):
+        assert "\\frac" not in block and "$" not in block and "sqrt(" not in block
+        for line in block.splitlines():
+            assert len(line) <= PHONE_COLUMNS, line
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_controls_a_lesson_names_exist(lesson_id):
+    """Each control the guided steps name (in bold) is a visible label of the explorable, so a rename shows up."""
+    lesson = by_id(lesson_id)
+    text = flat(markdown_of(lesson))
+    explorable_id = lesson.explorables[0]
+    view = LessonView(lesson)
+    labels = widget_labels(view.explorables[explorable_id])
+    for label in CONTROLS[lesson_id]:
+        assert f"**{label}**" in text, label
+        assert label in labels, label
+    for option in OPTIONS[lesson_id]:
+        assert option in text and option in labels, option
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_lesson_prose_is_plain_markdown(lesson_id):
+    """No raw HTML in the lesson (it would show as escaped text) and no unsafe markup in what renders."""
+    for block in by_id(lesson_id).blocks:
+        if isinstance(block, str):
+            html = render(block)
+            assert "&lt;" not in html
+            assert unsafe_parts(html) == []
+
+
+# --- rendering is safe ------------------------------------------------------------------------------
+
+HOSTILE = ("Hello <script>alert(1)</script> and <img src=x onerror=alert(2)> and "
+           "[click](javascript:alert(3)) and [data](data:text/html;base64,PHNjcmlwdD4=) "
+           '<a href="javascript:alert(4)">raw link</a>\n\n<div onclick="alert(5)">block</div>\n')
+
+
+def test_markdown_render_is_safe():
+    """Script tags, event handlers and javascript: links in Markdown come out as inert text."""
+    html = render(HOSTILE)
+    assert unsafe_parts(html) == []
+    assert "&lt;script&gt;" in html
+    assert "<a " not in html  # the javascript: and data: links stay plain text
+
+
+def test_lesson_page_escapes_every_field():
+    """Hostile text in prose, title, objectives, checkpoint, exercise and explain renders with nothing live."""
+    bad = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    text = f"""---
+id: hostile
+title: "{bad}"
+order: 9
+objectives: ["{bad}"]
+prerequisites: []
+explorables: [transformer-block-trace]
+stages: []
+---
+{HOSTILE}
+:::predict
+explorable: transformer-block-trace
+:::
+
+:::explorable
+id: transformer-block-trace
+state: {{}}
+:::
+
+:::checkpoint
+id: bad
+question: "{bad}"
+options:
+  - {{text: "{bad}", correct: true, feedback: "{bad}"}}
+  - {{text: "[x](javascript:alert(1))", correct: false, feedback: "no"}}
+:::
+
+:::exercise
+id: bad
+title: "{bad}"
+about: "{bad}"
+path: lessons/transformer-block/exercise
+file: "{bad}"
+command: "{bad}"
+:::
+
+:::explain
+prompt: "{bad}"
+:::
+"""
+    lesson = parse_lesson(text)
+    view = LessonView(lesson)
+    panes = [o for o in walk(view.__panel__()) if isinstance(o, pn.pane.HTML)]
+    assert panes
+    for pane in panes:
+        assert unsafe_parts(str(pane.object)) == [], pane.object
+    assert any("&lt;script&gt;" in str(p.object) for p in panes)
+
+
+# --- the checker catches broken lessons ----------------------------------------------------------------
+
+BROKEN = """---
+id: broken
+title: Broken
+order: 99
+objectives: [nothing]
+prerequisites: []
+explorables: [transformer-block-trace, block-floor, no-such-explorable]
+stages: [blocks.0.resid_pre, blocks.0.attn.nope, blocks.9.resid_post]
+---
+Text.
+
+:::predict
+explorable: transformer-block-trace
+:::
+
+:::explorable
+id: transformer-block-trace
+state: {colour: red, attention_scale: "7", norm: batchnorm}
+:::
+
+:::explorable
+id: block-floor
+state:
+  positions: on
+:::
+
+:::explorable
+id: made-up-explorable
+:::
+
+:::checkpoint
+id: two-right
+question: Which?
+options:
+  - {text: A, correct: true, feedback: yes}
+  - {text: B, correct: true, feedback: also yes}
+:::
+
+:::checkpoint
+id: two-right
+question: Again?
+options:
+  - {text: A, correct: true}
+  - {text: B, correct: false, feedback: no}
+:::
+
+:::exercise
+id: gone
+title: Missing
+path: lessons/no-such-lesson/exercise
+file: x.py
+:::
+"""
+
+
+def test_broken_lesson_yields_the_matching_problems():
+    """Unknown explorable, state key, refused value, stage, double-correct checkpoint and missing folder are caught."""
+    problems = "\n".join(lesson_problems(parse_lesson(BROKEN, Path("broken.md"))))
+    expected = [
+        "front matter names unknown explorable 'no-such-explorable'",
+        "unknown stage 'blocks.0.attn.nope'",
+        "'transformer-block-trace' has no state key 'colour'",
+        "'transformer-block-trace' refuses attention_scale='7'",
+        "'transformer-block-trace' refuses norm='batchnorm'",
+        "'block-floor' refuses positions=True",  # YAML reads a bare `on` as true: quote it
+        "unknown explorable 'made-up-explorable'",
+        "checkpoint 'two-right' needs exactly one correct option",
+        "checkpoint needs a unique id, got 'two-right'",
+        "checkpoint 'two-right' has an option without feedback",
+        "exercise folder 'lessons/no-such-lesson/exercise' does not exist",
+        "exercise needs the command a student runs",
+        "no explain directive",
+    ]
+    for problem in expected:
+        assert problem in problems, problem
+    assert "unknown stage 'blocks.0.resid_pre'" not in problems
+    assert "'blocks.9.resid_post'" in problems  # deeper than any explorable stacks
+
+
+# --- the lesson page ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lesson_id", [
+    "transformer-block", "block-floor",
+    pytest.param("decoder-block", marks=pytest.mark.xfail(
+        strict=True, reason="DecoderLabExplorable ignores show_gate, so its gate shows twice on the lesson page")),
+])
+def test_lesson_view_builds_without_a_server(lesson_id):
+    """LessonView builds every part; the prediction gate appears once, where the predict directive puts it."""
+    lesson = by_id(lesson_id)
+    view = LessonView(lesson)
+    layout = view.__panel__()
+    assert isinstance(layout, pn.Column)
+    assert len(view.parts) == len(lesson.blocks)
+    assert "0 of 4 checkpoints done" in view.strip.object
+    explorable = view.explorables[lesson.explorables[0]]
+    gate = explorable.gate.__panel__()  # layouts hold a Viewer's panel, not the Viewer
+    gates = [o for o in walk(layout) if o is gate]
+    assert len(gates) == 1, "the explorable must hide its own gate when the lesson places it"
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_initial_state_reaches_the_explorable(lesson_id):
+    """The explorable directive's state is applied without a refusal notice."""
+    lesson = by_id(lesson_id)
+    view = LessonView(lesson)
+    explorable = view.explorables[lesson.explorables[0]]
+    assert explorable.notices == []
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_progress_strip_flips_predict_experiment_implement_explain(lesson_id):
+    """Commit the prediction, change a control, report the exercise, submit an explanation: four ticks, in order."""
+    lesson = by_id(lesson_id)
+    events: list[tuple[str, dict]] = []
+    view = LessonView(lesson, on_event=lambda kind, payload: events.append((kind, payload)))
+    eid = lesson.explorables[0]
+    explorable = view.explorables[eid]
+    progress = view.progress
+
+    name, value = BEFORE_PREDICTING[eid]
+    setattr(explorable.state, name, value)  # before predicting, a change is not an experiment
+    assert not progress.experiment
+
+    prediction = explorable.gate.prediction
+    assert prediction.commit(next(iter(prediction.choices))) is None
+    assert (progress.predict, progress.experiment) == (True, False)
+    assert "1 of 4 checkpoints done" in view.strip.object
+
+    name, value = EXPERIMENT[eid]
+    setattr(explorable.state, name, value)
+    assert progress.experiment and not progress.implement
+    assert "2 of 4 checkpoints done" in view.strip.object
+
+    button(view, "My tests pass").clicks += 1
+    assert progress.implement and not progress.explain
+    assert "3 of 4 checkpoints done" in view.strip.object
+
+    text_area(view, "Your explanation").value = "Too short."
+    button(view, "Submit explanation").clicks += 1
+    assert not progress.explain
+    text_area(view, "Your explanation").value = ("With zero updates the added block returns its input; replacing "
+                                                 "erases it. A constant vector exposes mean-centring.")
+    button(view, "Submit explanation").clicks += 1
+    assert progress.explain
+    assert "4 of 4 checkpoints done" in view.strip.object
+    assert view.strip.object.count("✓") == 4
+
+    kinds = [kind for kind, _ in events]
+    assert kinds.index("exercise") < kinds.index("explanation")
+    assert ("exercise", {"id": lesson.directives("exercise")[0].attrs["id"], "passed": True}) in events
+
+
+def test_index_lists_the_lessons_in_order():
+    """The home page's lesson cards come in lesson order, each with its objectives and prerequisites."""
+    html = lesson_cards()
+    positions = [html.index(f'href="/lessons/{lesson_id}"') for lesson_id in ORDER]
+    assert positions == sorted(positions)
+    for lesson in LESSONS:
+        assert lesson.objectives[0] in html.replace("&#x27;", "'")
+        for prerequisite in lesson.prerequisites:
+            assert prerequisite in html.replace("&#x27;", "'")
+
+
+# --- figures the lessons quote ------------------------------------------------------------------------
+
+def fmt(x: float) -> str:
+    """Three decimals with a true minus sign, as the lessons print numbers."""
+    return f"{x:.3f}".replace("-", "−")
+
+
+def test_transformer_block_figures_match_the_engine():
+    """The norms and SwiGLU units quoted in lesson 1 are what the single-token preset computes."""
+    text = flat(markdown_of(by_id("transformer-block")))
+    trace = run_preset("single-token")
+    first, last = (float(np.linalg.norm(trace[k][0])) for k in ("blocks.0.resid_pre", "blocks.0.resid_post"))
+    assert f"{fmt(first)} and {fmt(last)}" in text
+    gate, value, hidden = (trace[f"blocks.0.mlp.{k}"][0] for k in ("gate", "value", "hidden"))
+    assert f"gate of {fmt(gate[2])} and a value of {fmt(value[2])}" in text
+    assert f"passes about {fmt(hidden[2])}" in text
+    assert f"gate, {fmt(gate[4])}, so most of its value, {fmt(value[4])}, gets through: {fmt(hidden[4])}" in text
+    constant = run_preset("single-token", vector=[2, 2, 2, 2])
+    assert np.allclose(constant["blocks.0.ln1.normalized"], 1.0, atol=1e-6)
+    centred = run_preset("single-token", vector=[2, 2, 2, 2], norm="layernorm")
+    assert np.allclose(centred["blocks.0.attn_out"], 0.0)
+    assert np.allclose(centred["blocks.0.resid_post"], 2.0)
+
+
+def vec(v: np.ndarray) -> str:
+    return "[" + ", ".join(fmt(float(x)) for x in v) + "]"
+
+
+def test_block_floor_figures_match_the_engine():
+    """Orange's stages, the middle word's attention in both orders and every divergence lesson 2 claims."""
+    text = flat(markdown_of(by_id("block-floor")))
+    state = FloorState()  # the lesson's initial state: positions on, orange tracked
+    t, orange = state.original, 2
+    pre, attn, mid = (t[f"blocks.0.{k}"][orange] for k in ("resid_pre", "attn_out", "resid_mid"))
+    assert f"{vec(pre)} + {vec(attn)} = {vec(mid)}" in text
+    mlp, post = t["blocks.0.mlp_out"][orange], t["blocks.0.resid_post"][orange]
+    assert f"{vec(mid)} + {vec(mlp)} = {vec(post)}" in text
+    assert f"its input was negative ({fmt(t['blocks.0.mlp.gate'][orange][0])})" in text
+    assert mlp[0] == 0.0
+    state.tracked = 1
+    assert state.divergence() == 4
+    mine, theirs = state.original["blocks.0.attn_out"][1], state.reversed_["blocks.0.attn_out"][1]
+    assert f"{vec(mine)} in the original order and {vec(theirs)} in the reversed one" in text
+    state.tracked = 0
+    assert state.divergence() == 2  # the first word changes slot
+    state.param.update(tracked=1, positions=False)
+    assert state.divergence() is None
+    state.causal = True
+    assert state.divergence() == 4  # the mask alone breaks the symmetry
