@@ -80,7 +80,7 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
         return None
     learner: Learner = recorder.learner
     name = pn.widgets.TextInput(label="Your name (optional)", max_length=40, placeholder="Shown to your teacher",
-                                width=240)
+                                width=220)
     save = pn.widgets.Button(label="Save name")
     message = pn.pane.HTML("", **styled())
 
@@ -92,5 +92,5 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
     save.on_click(saved)
     info = pn.pane.HTML(f'<p class="bt-muted">Class <strong>{escape(learner.class_code)}</strong> · your work is '
                         "saved on your teacher's server</p>", **styled())
-    return pn.Row(info, name, save, message, recorder.notice, sizing_mode="stretch_width",
-                  css_classes=["bt-learner-bar"])
+    return pn.FlexBox(info, name, save, message, recorder.notice, flex_wrap="wrap", align_items="end",
+                      sizing_mode="stretch_width", css_classes=["bt-learner-bar"])
