@@ -224,11 +224,11 @@ class SessionRecorder:
         """The class's distribution, once the teacher has revealed it (callers show it only after a commit)."""
         if not self.active:
             return ""
-        try:
-            if not self.classroom.store.is_revealed(self.learner.class_code, question):
-                return ""
-            counts = self.classroom.store.distribution(self.learner.class_code, question)
+        try:  # the store itself checks that this learner committed before showing anything
+            counts = self.classroom.store.visible_distribution(self.learner.class_code, self.learner.id, question)
         except StoreUnavailable:
+            return ""
+        if counts is None:
             return ""
         total = sum(counts.values()) or 1
         rows = "".join(

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from tornado.web import RequestHandler
 
+from .classroom.identity import valid_class_code
 from .classroom.store import StoreUnavailable
 from .learner import DEFAULT_CLASS
 from .learner import current as current_classroom
@@ -89,7 +90,8 @@ class TeacherHandler(RequestHandler):
         self.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
 
     def class_code(self) -> str:
-        return self.get_argument("class", DEFAULT_CLASS)[:24]
+        code = self.get_argument("class", DEFAULT_CLASS)
+        return code if valid_class_code(code) else DEFAULT_CLASS
 
     def check_form(self) -> bool:
         if not hmac.compare_digest(self.get_body_argument("token", ""), self.guard.form_token()):
@@ -193,8 +195,13 @@ class RevealHandler(TeacherHandler):
             return
         classroom = current_classroom()
         code = self.get_body_argument("class", DEFAULT_CLASS)
+        question = self.get_body_argument("question", "")
+        if question not in {question_id(eid) for eid in EXPLORABLE_SPECS} or not valid_class_code(code):
+            self.set_status(400)
+            self.finish("Unknown class or question.\n")
+            return
         if classroom is not None:
-            classroom.store.reveal(code, self.get_body_argument("question"))
+            classroom.store.reveal(code, question)
         self.redirect(f"/teacher?class={quote(code)}", status=303)
 
 
@@ -206,6 +213,10 @@ class ArchiveHandler(TeacherHandler):
             return
         classroom = current_classroom()
         code = self.get_body_argument("class", DEFAULT_CLASS)
+        if not valid_class_code(code):
+            self.set_status(400)
+            self.finish("Unknown class.\n")
+            return
         if classroom is not None:
             classroom.store.archive(code)
         self.redirect(f"/teacher?class={quote(code)}", status=303)
@@ -217,6 +228,8 @@ class ExportHandler(TeacherHandler):
     def get(self) -> None:
         classroom = current_classroom()
         code = self.get_argument("class", None)
+        if code is not None and not valid_class_code(code):
+            code = DEFAULT_CLASS
         text = classroom.store.export_csv(code) if classroom is not None else ""
         name = f"blocktrace-events-{code or 'all'}.csv"
         self.set_header("Content-Type", "text/csv; charset=utf-8")
