@@ -115,7 +115,7 @@ class LessonView(pn.viewable.Viewer):
 
     def _directive_exercise(self, attrs: dict) -> pn.viewable.Viewable:
         result = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
-        passed = pn.widgets.Button(label="My tests pass", color="success")
+        passed = pn.widgets.Button(label="My tests pass", color="primary")
         failed = pn.widgets.Button(label="Some tests still fail")
 
         def report(ok: bool) -> None:

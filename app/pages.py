@@ -42,6 +42,10 @@ def theme_link(query: Mapping[str, str]) -> str:
 
 def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.viewable.Viewable:
     """Header with the home link around a page's body; the body alone when embedded."""
+    from explorables.components.a11y import name_widgets_script
+
+    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = f"{title} · {SITE}"
     if embed:

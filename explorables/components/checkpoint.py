@@ -9,7 +9,7 @@ from html import escape
 import panel as pn
 import param
 
-from .style import styled
+from .style import WRAPPING_CHOICES, styled
 
 NOT_CHOSEN = "(not chosen yet)"
 
@@ -51,6 +51,8 @@ class CheckpointView(pn.viewable.Viewer):
         self._on_check = on_check
         self._labels = {NOT_CHOSEN: None, **{o.label: i for i, o in enumerate(checkpoint.options)}}
         self.choice = pn.widgets.RadioBoxGroup(options=list(self._labels), value=NOT_CHOSEN, inline=False,
+                                               stylesheets=[WRAPPING_CHOICES],
+                                               sizing_mode="stretch_width",
                                                label=checkpoint.question)
         self.button = pn.widgets.Button(label="Check answer", color="primary")
         self.feedback = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))

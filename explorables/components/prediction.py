@@ -8,6 +8,8 @@ from html import escape
 import panel as pn
 import param
 
+from .style import WRAPPING_CHOICES
+
 MAX_NOTE = 500
 NOT_CHOSEN = "(not chosen yet)"
 
@@ -59,6 +61,8 @@ class PredictionGate(pn.viewable.Viewer):
         labels = {NOT_CHOSEN: None, **{label: key for key, label in prediction.choices.items()}}
         self._labels = labels
         self._choice = pn.widgets.RadioBoxGroup(options=list(labels), value=NOT_CHOSEN, inline=False,
+                                               stylesheets=[WRAPPING_CHOICES],
+                                               sizing_mode="stretch_width",
                                                label="Your answer", css_classes=["bt-choices"])
         self._note = pn.widgets.TextAreaInput(label="Why? (optional)", max_length=MAX_NOTE, rows=2,
                                               placeholder="A sentence on your reasoning", sizing_mode="stretch_width")

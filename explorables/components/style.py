@@ -28,3 +28,7 @@ def stylesheet() -> str:
 def styled(**params) -> dict:
     """Keyword arguments that give a Panel pane our stylesheet."""
     return {"stylesheets": [stylesheet()], **params}
+
+
+# Radio and checkbox labels inside Bokeh's shadow DOM: let long answers wrap on a phone.
+WRAPPING_CHOICES = ":host { max-width: 100%; } label { white-space: normal; overflow-wrap: anywhere; }"
