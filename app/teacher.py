@@ -177,12 +177,13 @@ class DashboardHandler(TeacherHandler):
         return "".join(parts)
 
     def _page(self, code: str, body: str, refresh: bool = True) -> str:
-        meta = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if refresh else ""
-        return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">{meta}'
+        script = '<script src="/assets/js/teacher.js" defer></script>' if refresh else ""
+        return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">{script}'
                 '<meta name="viewport" content="width=device-width, initial-scale=1">'
                 f"<title>Teacher · {escape(code)} · blocktrace</title>"
                 '<link rel="icon" href="data:,"><link rel="stylesheet" href="/assets/css/blocktrace.css"></head>'
-                '<body class="teacher"><header class="bt-header"><a class="bt-home" href="/">blocktrace</a>'
+                f'<body class="teacher" data-refresh="{REFRESH_SECONDS}"><header class="bt-header">'
+                '<a class="bt-home" href="/">blocktrace</a>'
                 f'<span class="bt-tagline">teacher view · class {escape(code)} · refreshes every '
                 f"{REFRESH_SECONDS} s</span></header><main>{body}</main></body></html>")
 
