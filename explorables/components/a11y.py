@@ -1,9 +1,9 @@
 """Accessible names for two Bokeh widgets that render without them.
 
 Bokeh 3.9 draws a Checkbox as an <input> beside an unassociated text <div>, and a slider's handle
-(role="slider") without a name. Screen readers then announce "checkbox" or "slider" and nothing
-else. This script, run in the page, names each from the text Bokeh shows next to it, and keeps
-doing so as widgets are re-rendered inside their shadow roots.
+(role="slider") and a number input's spin buttons without a name. Screen readers then announce
+"checkbox" or "slider" and nothing else. This script, run in the page, names each from the text
+Bokeh shows next to it, and keeps doing so as widgets are re-rendered inside their shadow roots.
 """
 
 from __future__ import annotations
@@ -25,12 +25,18 @@ function name(root) {
     }
   }
 }
+function nameSpinners(root) {
+  for (const [cls, text] of [[".bk-spin-btn-up", "Increase"], [".bk-spin-btn-down", "Decrease"]]) {
+    for (const button of root.querySelectorAll(cls + ":not([aria-label])")) button.setAttribute("aria-label", text);
+  }
+}
 function visit(root) {
   if (!seen.has(root)) {
     seen.add(root);
     new MutationObserver(() => visit(root)).observe(root, {childList: true, subtree: true});
   }
   name(root);
+  nameSpinners(root);
   for (const el of root.querySelectorAll("*")) if (el.shadowRoot) visit(el.shadowRoot);
 }
 visit(document);

@@ -1,0 +1,270 @@
+"""Plot builders for the decoder-block lab: pure functions from the state to figures and their data.
+
+Each figure is built once per session; a change replaces only `source.data` (and, where the
+size changes, a range or a ticker), never the figure.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from bokeh.models import BoxAnnotation, ColumnDataSource, FactorRange, FixedTicker, HoverTool, Range1d, Span
+from bokeh.plotting import figure
+from bokeh.transform import dodge
+
+from explorables.components.heatmap import heatmap_data, heatmap_figure
+from explorables.components.palette import NEUTRAL, SEQUENTIAL, SERIES
+from explorables.engine import ops
+
+from .state import MAX_BLOCKS, VARIANTS, LabState
+from .tables import VARIANT_NAMES
+
+MAX_HEADS = 8
+
+
+def _base_figure(title: str, height: int = 280, **kw) -> figure:
+    fig = figure(title=title, height=height, sizing_mode="stretch_width", toolbar_location="right",
+                 tools="save,reset", **kw)
+    fig.title.text_font_size = "13px"
+    fig.toolbar.logo = None
+    fig.outline_line_color = None
+    return fig
+
+
+def position_labels(state: LabState) -> list[str]:
+    """'0 the', '1 block', …: positions counted from 0, as the Corrupt position control counts them."""
+    return [f"{i} {w}" for i, w in enumerate(state.words)]
+
+
+# --- 2. attention, one heatmap per head ----------------------------------------------------------
+
+def head_pattern(state: LabState, head: int) -> np.ndarray:
+    """Batch item 0's weights for one head. # [pos, key_pos]"""
+    return state.trace["blocks.0.attn.pattern"][0, head]
+
+
+def head_data(state: LabState, head: int) -> dict:
+    labels = position_labels(state)
+    if head >= state.heads:
+        return heatmap_data(np.zeros((0, 0)), [], [])
+    return heatmap_data(head_pattern(state, head), labels, labels)
+
+
+def head_figures(state: LabState) -> list[tuple]:
+    """MAX_HEADS heatmaps, built once; those beyond the current head count are hidden by the view."""
+    labels = position_labels(state)
+    out = []
+    for h in range(MAX_HEADS):
+        fig, src = heatmap_figure(f"Attention weights, head {h}", head_data(state, h), labels, labels, height=260)
+        out.append((fig, src))
+    return out
+
+
+# --- 3. norms side by side ---------------------------------------------------------------------
+
+NORM_SERIES = ("input", "RMSNorm", "LayerNorm")
+
+
+def norms_data(state: LabState) -> dict:
+    rows = state.normalised()
+    n = rows["input"].size
+    data: dict = {"component": [f"x{i}" for i in range(n)]}
+    for k, name in enumerate(NORM_SERIES):
+        data[f"s{k}"] = [float(v) for v in rows[name]]  # NaN stays NaN: no bar is drawn, the table says NaN
+    return data
+
+
+def norms_figure(state: LabState) -> tuple[figure, ColumnDataSource]:
+    data = norms_data(state)
+    src = ColumnDataSource(data)
+    fig = _base_figure("The vector, RMSNorm(vector) and LayerNorm(vector), component by component",
+                       x_range=FactorRange(*data["component"]))
+    width = 0.27
+    for k, name in enumerate(NORM_SERIES):
+        fig.vbar(x=dodge("component", (k - 1) * width, range=fig.x_range), top=f"s{k}", width=width * 0.92,
+                 source=src, color=SERIES[k], legend_label=name)
+    fig.add_layout(Span(location=0, dimension="width", line_color="#444444", line_width=1))
+    fig.add_tools(HoverTool(tooltips=[("component", "@component"), ("input", "@s0{+0.000}"),
+                                      ("RMSNorm", "@s1{+0.000}"), ("LayerNorm", "@s2{+0.000}")]))
+    fig.legend.orientation = "horizontal"
+    fig.legend.location = "top_left"
+    fig.legend.label_text_font_size = "11px"
+    fig.legend.background_fill_alpha = 0.7
+    return fig, src
+
+
+def set_norm_factors(fig: figure, data: dict) -> None:
+    if list(fig.x_range.factors) != data["component"]:
+        fig.x_range.factors = data["component"]
+
+
+# --- 4. activations -----------------------------------------------------------------------------
+
+CURVES = ("GELU(x)", "SiLU(x) = x·σ(x)", "σ(x): the fraction of x that SiLU passes")
+
+
+def preactivations(state: LabState) -> np.ndarray:
+    """The hidden pre-activations of batch item 0 (SwiGLU's gate, or GELU's input), flattened."""
+    return state.trace["blocks.0.mlp.gate"][0].ravel()
+
+
+def activation_limit(points: np.ndarray) -> float:
+    finite = points[np.isfinite(points)]
+    biggest = float(np.max(np.abs(finite))) if finite.size else 0.0
+    return float(min(max(4.0, math.ceil(biggest * 1.1)), 30.0))
+
+
+def activation_data(state: LabState) -> tuple[dict, dict]:
+    """The three curves over the range the points need, and the points on the active curve."""
+    g = preactivations(state)
+    limit = activation_limit(g)
+    x = np.linspace(-limit, limit, 241)
+    curves = {"x": x, "gelu": ops.gelu(x), "silu": ops.silu(x), "sigmoid": ops.sigmoid(x)}
+    f = ops.silu if state.mlp == "swiglu" else ops.gelu
+    shown = g[np.abs(g) <= limit] if g.size else g
+    points = {"x": shown, "y": f(shown)}
+    return curves, points
+
+
+def activation_figure(state: LabState) -> tuple[figure, ColumnDataSource, ColumnDataSource, object]:
+    curves, points = activation_data(state)
+    csrc, psrc = ColumnDataSource(curves), ColumnDataSource(points)
+    fig = _base_figure("Activations; dots: this trace's pre-activations", height=360)
+    fig.line("x", "gelu", source=csrc, color=SERIES[0], line_width=3, legend_label=CURVES[0])
+    fig.line("x", "silu", source=csrc, color=SERIES[5], line_width=3, line_dash="dashed", legend_label=CURVES[1])
+    fig.line("x", "sigmoid", source=csrc, color=SERIES[2], line_width=2, line_dash="dotted", legend_label=CURVES[2])
+    dots = fig.scatter("x", "y", source=psrc, size=7, color=SERIES[7], alpha=0.6, marker="circle",
+                       legend_label="this trace's pre-activations")
+    for dim in ("width", "height"):
+        fig.add_layout(Span(location=0, dimension=dim, line_color=NEUTRAL, line_width=1))
+    fig.add_tools(HoverTool(renderers=[dots], tooltips=[("pre-activation", "@x{+0.000}"),
+                                                        ("after activation", "@y{+0.000}")]))
+    fig.legend.label_text_font_size = "11px"
+    fig.add_layout(fig.legend[0], "below")  # the curves fill the plot; the legend goes under it
+    fig.xaxis.axis_label = "pre-activation x"
+    fig.yaxis.axis_label = "output"
+    return fig, csrc, psrc, dots
+
+
+# --- 5. causal safety --------------------------------------------------------------------------------
+
+def _delta_colour(value: float, top: float) -> str:
+    """White for exactly 0; otherwise a blue whose depth grows with log10 of the change."""
+    if not math.isfinite(value):
+        return "#b3261e"
+    if value == 0.0:
+        return "#ffffff"
+    low = math.log10(max(top, 1e-300)) - 8  # eight decades below the largest change
+    level = (math.log10(value) - low) / 8 if value > 0 else 0.0
+    index = 1 + int(round(min(max(level, 0.0), 1.0) * (len(SEQUENTIAL) - 2)))
+    return SEQUENTIAL[index]
+
+
+def delta_data(state: LabState) -> dict:
+    delta = state.delta  # [T, d]
+    finite = delta[np.isfinite(delta)]
+    top = float(np.max(finite)) if finite.size else 0.0
+    data: dict = {"pos": [], "feature": [], "value": [], "colour": [], "word": []}
+    for i in range(delta.shape[0]):
+        for j in range(delta.shape[1]):
+            v = float(delta[i, j])
+            data["pos"].append(i)
+            data["feature"].append(j)
+            data["value"].append(v)
+            data["colour"].append(_delta_colour(v, top))
+            data["word"].append(state.words[i])
+    return data
+
+
+def delta_figure(state: LabState) -> tuple[figure, ColumnDataSource, BoxAnnotation]:
+    src = ColumnDataSource(delta_data(state))
+    T, d = state.delta.shape
+    fig = _base_figure("|Δ output| per position × feature",
+                       height=90 + 34 * T, x_range=Range1d(-0.5, d - 0.5), y_range=Range1d(T - 0.5, -0.5))
+    fig.rect("feature", "pos", width=1, height=1, source=src, fill_color="colour", line_color="#dddddd")
+    earlier = BoxAnnotation(top=-0.5, bottom=state.corrupt - 0.5, fill_alpha=0.0, line_color="#1a7f37",
+                            line_alpha=1.0, line_width=3, line_dash="dashed")
+    fig.add_layout(earlier)
+    fig.add_tools(HoverTool(tooltips=[("position", "@pos @word"), ("feature", "@feature"),
+                                      ("|Δ output|", "@value{0.000e}")]))
+    fig.xaxis.axis_label = "feature (white: exactly 0; darker blue: larger, log scale)"
+    fig.yaxis.axis_label = "position (dashed box: must stay 0)"
+    set_delta_axes(fig, state)
+    fig.grid.visible = False
+    return fig, src, earlier
+
+
+def set_delta_axes(fig: figure, state: LabState) -> None:
+    T, d = state.delta.shape
+    if (fig.x_range.end, fig.y_range.start) != (d - 0.5, T - 0.5):
+        fig.x_range.start, fig.x_range.end = -0.5, d - 0.5
+        fig.y_range.start, fig.y_range.end = T - 0.5, -0.5
+    ticks = list(range(T))
+    fig.yaxis.ticker = FixedTicker(ticks=ticks)
+    fig.yaxis.major_label_overrides = {i: f"{i} {w}" for i, w in enumerate(state.words)}
+    step = max(1, d // 16)
+    fig.xaxis.ticker = FixedTicker(ticks=list(range(0, d, step)))
+
+
+# --- 6. depth ------------------------------------------------------------------------------------------
+
+DEPTH_COLOURS = dict(zip(VARIANTS, (SERIES[0], SERIES[5], SERIES[2], SERIES[3]), strict=True))
+DEPTH_DASH = dict(zip(VARIANTS, ("solid", "dashed", "dotted", "dotdash"), strict=True))
+
+
+def _positive(values: np.ndarray) -> list[float]:
+    """Log axes cannot show 0 or NaN: such points become gaps."""
+    return [float(v) if math.isfinite(float(v)) and v > 0 else float("nan") for v in values]
+
+
+def depth_data(state: LabState) -> dict[tuple[str, str], dict]:
+    out = {}
+    for variant, profile in state.depth.items():
+        x = [int(i) + 1 for i in profile["depth"]]  # input of block 1, 2, …; the last is the output
+        out[variant] = {"block": x, "rms": _positive(profile["resid_rms"]),
+                        "grad": _positive(profile["grad_norm"])}
+    return out
+
+
+def depth_figures(state: LabState) -> tuple[figure, figure, dict, dict]:
+    """Residual RMS and gradient norm against depth, four variants on each, log y-axes."""
+    data = depth_data(state)
+    sources = {v: ColumnDataSource(data[v]) for v in VARIANTS}
+    renderers: dict = {}
+    figs = []
+    for column, title, label in (
+        ("rms", "Residual stream RMS entering each block", "RMS of the stream (log scale)"),
+        ("grad", "‖∂L/∂stream‖ reaching each block's input", "gradient norm (log scale)"),
+    ):
+        fig = _base_figure(title, height=340, y_axis_type="log", x_range=Range1d(0.5, MAX_BLOCKS + 1.5))
+        for v in VARIANTS:
+            r = fig.line("block", column, source=sources[v], color=DEPTH_COLOURS[v], line_width=2,
+                         line_dash=DEPTH_DASH[v], legend_label=VARIANT_NAMES[v])
+            renderers.setdefault(v, []).append(r)
+        fig.add_tools(HoverTool(tooltips=[("block", "@block"), ("value", f"@{column}{{0.000e}}")]))
+        fig.legend.label_text_font_size = "11px"
+        fig.legend.ncols = 2
+        fig.add_layout(fig.legend[0], "below")  # four lines fill the plot area; the legend goes under it
+        fig.xaxis.axis_label = "block (its input); the last point is the stack's output"
+        fig.yaxis.axis_label = label
+        figs.append(fig)
+    set_depth_range(figs, state)
+    return figs[0], figs[1], sources, renderers
+
+
+def set_depth_range(figs, state: LabState) -> None:
+    end = state.blocks + 1.5
+    for fig in figs:
+        if fig.x_range.end != end:
+            fig.x_range.start, fig.x_range.end = 0.5, end
+
+
+def emphasise_current(renderers: dict, state: LabState) -> None:
+    """The variant the design choices select is drawn thick; the others thin."""
+    current = (state.placement, state.residual)
+    for variant, rs in renderers.items():
+        for r in rs:
+            width = 5 if variant == current else 2
+            if r.glyph.line_width != width:
+                r.glyph.line_width = width

@@ -1,0 +1,275 @@
+"""The single source of truth for the decoder-block lab: controls in; traces, checks and depth profiles out."""
+
+from __future__ import annotations
+
+import numpy as np
+import param
+
+from explorables.components.prediction import Prediction
+from explorables.components.url_state import (
+    QueryKey,
+    read_choice,
+    read_int,
+    read_number,
+    read_on_off,
+    write_number,
+    write_on_off,
+)
+from explorables.engine import BlockConfig, ConfigError, Trace, forward, get_preset, ops
+from explorables.engine.backward import depth_profile
+from explorables.engine.config import MAX_ABS_VALUE
+from explorables.engine.parsing import parse_vector
+
+from . import checks
+from .shapes import Sizes
+from .worked import WorkedExample, worked_example
+
+PRESET = "decoder-lab"
+# Position labels: the preset's four words, then four more so T can reach 8.
+WORDS = ("the", "block", "keeps", "shape", "while", "each", "layer", "adds")
+MAX_B, MIN_T, MAX_T, MAX_BLOCKS = 4, 2, 8, 48
+D_CHOICES = [8, 16, 32, 64, 128, 256, 512]
+HEAD_CHOICES = [1, 2, 4, 8]  # all divide every width above
+EXPANSIONS = [2, 4, 8]
+DEPTH_MAX_D = 64  # wider stacks of 48 blocks take seconds; the depth panel runs at this width instead
+VARIANTS = (("pre", "add"), ("post", "add"), ("pre", "replace"), ("post", "replace"))
+
+DEFAULT_NORM_TEXT = "3, -1, 0.5, 2"
+CONSTANT_NORM_TEXT = "2, 2, 2, 2"
+ZERO_NORM_TEXT = "0, 0, 0, 0"
+EPS_CHOICES = [1e-6, 1e-5, 1e-3, 0.1, 0.0]
+MAX_NORM_WIDTH = 16
+
+PREDICTION_CHOICES = {
+    "exact": "They stay exactly the same: an earlier position never reads a later one.",
+    "slight": "They change a little, because the norms and the MLP mix information across positions.",
+    "large": "They change a lot: a value of 999 swamps every position.",
+    "neighbour": "Position 1 changes (it sits next to position 2) but position 0 does not.",
+}
+CORRECT_PREDICTION = "exact"
+
+
+def _read_from(choices: list[int]):
+    def read(text: str) -> int:
+        value = int(text)
+        if value not in choices:
+            raise ValueError(text)
+        return value
+    return read
+
+
+QUERY_KEYS = {
+    "B": QueryKey("B", read_int(1, MAX_B)),
+    "T": QueryKey("T", read_int(MIN_T, MAX_T)),
+    "d": QueryKey("d", _read_from(D_CHOICES)),
+    "heads": QueryKey("heads", _read_from(HEAD_CHOICES)),
+    "expansion": QueryKey("expansion", _read_from(EXPANSIONS)),
+    "norm": QueryKey("norm", read_choice("rmsnorm", "layernorm")),
+    "mlp": QueryKey("mlp", read_choice("swiglu", "gelu")),
+    "placement": QueryKey("placement", read_choice("pre", "post")),
+    "causal": QueryKey("causal", read_on_off, write_on_off),
+    "residual": QueryKey("residual", read_choice("add", "replace")),
+    "zero_eps": QueryKey("zero_eps", read_on_off, write_on_off),
+    "split": QueryKey("wrong_split", lambda t: read_choice("right", "wrong")(t) == "wrong",
+                      lambda wrong: "wrong" if wrong else "right"),
+    "corrupt": QueryKey("corrupt", read_int(0, MAX_T - 1)),
+    "corrupt_value": QueryKey("corrupt_value", read_number(-MAX_ABS_VALUE, MAX_ABS_VALUE), write_number),
+    "blocks": QueryKey("blocks", read_int(1, MAX_BLOCKS)),
+}
+
+
+class LabState(param.Parameterized):
+    """Controls of the decoder-block lab and everything computed from them."""
+
+    # sizes (the Shapes panel)
+    B = param.Integer(default=1, bounds=(1, MAX_B), doc="Batch items run side by side.")
+    T = param.Integer(default=4, bounds=(MIN_T, MAX_T), doc="Positions (tokens) in each batch item.")
+    d = param.Selector(default=8, objects=D_CHOICES, doc="Width of the residual stream.")
+    expansion = param.Selector(default=4, objects=EXPANSIONS,
+                               doc="MLP hidden width as a multiple of d (SwiGLU splits it into gate and value).")
+    # design choices
+    norm = param.Selector(default="rmsnorm", objects=["rmsnorm", "layernorm"],
+                          doc="RMSNorm rescales each row; LayerNorm also subtracts the row's mean.")
+    mlp = param.Selector(default="swiglu", objects=["swiglu", "gelu"], doc="The MLP family.")
+    placement = param.Selector(default="pre", objects=["pre", "post"],
+                               doc="Norm before each sublayer (pre) or after each residual addition (post).")
+    causal = param.Boolean(default=True, doc="Mask the future in attention.")
+    heads = param.Selector(default=1, objects=HEAD_CHOICES, doc="Attention heads (each of width d / heads).")
+    # break it
+    residual = param.Selector(default="add", objects=["add", "replace"],
+                              doc="Add each update to the stream, or replace the stream with it (broken).")
+    zero_eps = param.Boolean(default=False, doc="eps = 0 and an all-zero input row at position 0 (broken).")
+    wrong_split = param.Boolean(default=False, doc="Split SwiGLU's projection along positions, not features.")
+    # causal safety
+    corrupt = param.Integer(default=2, bounds=(0, MAX_T - 1), doc="The input position overwritten.")
+    corrupt_value = param.Number(default=999.0, bounds=(-MAX_ABS_VALUE, MAX_ABS_VALUE),
+                                 doc="The value written into every feature of that position.")
+    # depth
+    blocks = param.Integer(default=MAX_BLOCKS, bounds=(1, MAX_BLOCKS), doc="Blocks stacked in the depth panel.")
+    # norms side by side
+    norm_text = param.String(default=DEFAULT_NORM_TEXT, doc="The vector to normalise, as typed.")
+    norm_eps = param.Selector(default=1e-6, objects=EPS_CHOICES, doc="eps of both norms in the side-by-side panel.")
+    # worked example
+    worked_name = param.Selector(default="X2", objects=["X2"], doc="The lesson intermediate shown in full.")
+
+    # derived
+    x = param.Array(default=None, doc="The lab's input [B, T, d].")
+    trace = param.Parameter(default=None, doc="One block on the input, with the current choices.")
+    split = param.Parameter(default=None, doc="SwiGLU from one combined projection (checks.SplitResult).")
+    corrupted = param.Parameter(default=None, doc="The same block on the input with one position overwritten.")
+    delta = param.Array(default=None, doc="|corrupted output − clean output| for batch item 0, [T, d].")
+    depth = param.Dict(default={}, doc="(placement, residual) -> depth_profile of the stack.")
+    norm_vector = param.List(default=[], item_type=float, doc="The last vector that parsed.")
+    norm_error = param.String(default="", doc="Why the typed vector could not be used.")
+
+    def __init__(self, **params):
+        self._params_cache: dict[tuple, dict[str, np.ndarray]] = {}
+        self._corrupted_for: tuple = ()  # (trace id, position, value) the corrupted trace was computed for
+        self.preset = get_preset(PRESET)
+        self.worked: WorkedExample = worked_example()
+        super().__init__(**params)
+        self.prediction = Prediction(PREDICTION_CHOICES)
+        if self.worked.rows:
+            names = [r.name for r in self.worked.rows]
+            self.param.worked_name.objects = names
+            self.worked_name = names[-1]
+
+    # --- building the model ---------------------------------------------------------------
+
+    @property
+    def sizes(self) -> Sizes:
+        return Sizes(B=self.B, T=self.T, d=self.d, heads=self.heads, expansion=self.expansion)
+
+    @property
+    def words(self) -> list[str]:
+        return list(WORDS[: self.T])
+
+    def config(self, n_layers: int = 1, d: int | None = None, **changes) -> BlockConfig:
+        """The block under the current choices (at width d, default the lab's)."""
+        d = self.d if d is None else d
+        d_mlp = self.expansion * d // 2 if self.mlp == "swiglu" else self.expansion * d
+        base = self.preset.config.as_dict()
+        settings = dict(
+            d_head=None, d_model=d, n_heads=self.heads, d_mlp=d_mlp, n_layers=n_layers, norm=self.norm,
+            mlp=self.mlp, placement=self.placement, causal=self.causal, residual=self.residual,
+            eps=0.0 if self.zero_eps else base["eps"],
+        )
+        return BlockConfig(**{**base, **settings, **changes})
+
+    def params_for(self, config: BlockConfig) -> dict[str, np.ndarray]:
+        """Seeded parameters, cached: they depend on width, MLP, norm and depth, never on placement or heads."""
+        key = (config.d_model, config.d_mlp, config.norm, config.mlp, config.n_layers, config.seed)
+        if key not in self._params_cache:
+            if len(self._params_cache) > 8:
+                self._params_cache.clear()
+            self._params_cache[key] = self.preset.params(config)
+        return self._params_cache[key]
+
+    def make_input(self, d: int) -> np.ndarray:
+        """[B, T, d]: batch item 0 is the preset's word vectors; item b is the same words under seed + b.
+
+        With zero_eps, position 0 of every batch item is all zeros (as a padding row would be).
+        """
+        config = self.config(d=d)
+        x = np.stack([self.preset.embed(self.words, config.with_(seed=config.seed + b)) for b in range(self.B)])
+        if self.zero_eps:
+            x[:, 0, :] = 0.0
+        return x
+
+    # --- derived values -------------------------------------------------------------------
+
+    @param.depends("B", "T", "d", "heads", "expansion", "norm", "mlp", "placement", "causal", "residual",
+                   "zero_eps", "wrong_split", watch=True, on_init=True)
+    def _run(self) -> None:
+        corrupt = min(self.corrupt, self.T - 1)  # a shorter sequence pulls the corrupted position inside it
+        config = self.config()
+        params = self.params_for(config)
+        x = self.make_input(self.d)
+        trace = forward(config, params, x, self.words)
+        split = None
+        if self.mlp == "swiglu":
+            p = "blocks.0.mlp."
+            split = checks.swiglu_split(trace["blocks.0.ln2.normalized"], params[p + "W_gate"],
+                                        params[p + "W_value"], params[p + "W_down"], wrong=self.wrong_split)
+        corrupted, delta = self._corrupt(trace, x, corrupt)
+        self._corrupted_for = (id(trace), corrupt, self.corrupt_value)
+        # One update, so every view sees a trace, its corrupted twin and the position together.
+        self.param.update(x=x, trace=trace, split=split, corrupted=corrupted, delta=delta, corrupt=corrupt)
+
+    def _corrupt(self, trace: Trace, x: np.ndarray, corrupt: int) -> tuple[Trace, np.ndarray]:
+        """The block on x with position `corrupt` of batch item 0 overwritten, and |Δ output| there. # -> [T, d]"""
+        x = x.copy()
+        x[0, corrupt, :] = float(self.corrupt_value)
+        corrupted = forward(trace.config, trace.params, x, trace.tokens)
+        with np.errstate(invalid="ignore"):  # inf − inf, should a huge value overflow, is shown as NaN
+            delta = np.abs(corrupted.output[0] - trace.output[0])
+        return corrupted, delta
+
+    @param.depends("corrupt", "corrupt_value", watch=True)
+    def _run_corrupted(self) -> None:
+        if self._corrupted_for == (id(self.trace), self.corrupt, self.corrupt_value):
+            return  # _run has just computed it
+        corrupted, delta = self._corrupt(self.trace, self.x, self.corrupt)
+        self.param.update(corrupted=corrupted, delta=delta)
+
+    @param.depends("B", "T", "d", "heads", "expansion", "norm", "mlp", "causal", "zero_eps", "blocks",
+                   watch=True, on_init=True)
+    def _run_depth(self) -> None:
+        d = self.depth_d
+        base = self.config(n_layers=MAX_BLOCKS, d=d)
+        params = self.params_for(base)  # the first n blocks of a 48-block stack, so curves extend, never redraw
+        x = self.make_input(d)
+        profiles = {}
+        with np.errstate(all="ignore"):  # eps = 0 on a zero row: NaN travels down, shown as gaps
+            for placement, residual in VARIANTS:
+                config = base.with_(n_layers=self.blocks, placement=placement, residual=residual)
+                profiles[(placement, residual)] = depth_profile(config, params, x)
+        self.depth = profiles
+
+    @property
+    def depth_d(self) -> int:
+        return min(self.d, DEPTH_MAX_D)
+
+    @param.depends("norm_text", watch=True, on_init=True)
+    def _parse_norm_vector(self) -> None:
+        try:
+            vector = parse_vector(self.norm_text, 1, MAX_NORM_WIDTH)
+        except ConfigError as err:
+            self.norm_error = str(err)  # the last good vector stays
+            return
+        self.param.update(norm_error="", norm_vector=vector)
+
+    # --- what the views read ----------------------------------------------------------------
+
+    def invariants(self) -> list[checks.Check]:
+        found = checks.invariants(self.trace)
+        if self.split is not None and self.split.error:
+            found.append(checks.Check("SwiGLU split keeps the shapes", checks.FAIL,
+                                      "chunked along positions instead of features: " + self.split.error))
+        elif self.split is not None:
+            found.append(checks.Check("SwiGLU split keeps the shapes", checks.PASS,
+                                      f"gate and value {list(self.split.shapes[1][1])} each, "
+                                      f"output {list(self.split.shapes[-1][1])}."))
+        return found
+
+    def verdict(self) -> checks.CausalVerdict:
+        return checks.causal_verdict(self.delta, self.corrupt)
+
+    def engine_param_count(self) -> int:
+        """Numbers the engine actually stores for this one block."""
+        return int(sum(v.size for v in self.trace.params.values()))
+
+    def normalised(self) -> dict[str, np.ndarray]:
+        """The typed vector through RMSNorm and LayerNorm (unit gain, zero bias) at the chosen eps."""
+        x = np.asarray(self.norm_vector, dtype=float)
+        ones, zeros = np.ones_like(x), np.zeros_like(x)
+        eps = float(self.norm_eps)
+        return {"input": x, "RMSNorm": ops.rms_norm(x, ones, eps), "LayerNorm": ops.layer_norm(x, ones, zeros, eps)}
+
+    def reset(self) -> None:
+        """Every control back to its default (the prediction stays committed)."""
+        defaults = {name: self.param[name].default for name in (
+            "B", "T", "d", "expansion", "norm", "mlp", "placement", "causal", "heads", "residual", "zero_eps",
+            "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps")}
+        with param.parameterized.batch_call_watchers(self):
+            self.param.update(**defaults)

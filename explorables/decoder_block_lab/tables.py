@@ -1,0 +1,220 @@
+"""HTML builders for the lab's tables and badges: pure functions of the state; all text escaped."""
+
+from __future__ import annotations
+
+from html import escape
+
+import numpy as np
+
+from explorables.components.html import table
+from explorables.engine.forward import block_keys
+
+from . import checks
+from .shapes import block_params, param_rows, shape_rows
+from .state import LabState
+from .worked import TOLERANCE
+
+N_SHOWN = 6  # components shown per row in the stage table
+MARK = {checks.PASS: "✓ holds", checks.FAIL: "✗ fails", checks.NOT_APPLICABLE: "– not applicable"}
+STATUS_CLASS = {checks.PASS: "dl-pass", checks.FAIL: "dl-fail", checks.NOT_APPLICABLE: "dl-na"}
+NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
+MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU"}
+
+
+def wrap(html: str) -> str:
+    return f'<div class="bt-table-wrap">{html}</div>'
+
+
+def shape_text(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+# --- 1. shapes --------------------------------------------------------------------------------
+
+def shape_table_html(state: LabState) -> str:
+    """Every tensor's shape: in symbols, at these sizes, and as the engine actually produced it."""
+    s, trace = state.sizes, state.trace
+    body = []
+    for row in shape_rows(s, state.mlp, state.placement):
+        if row.key is None:  # the combined projection: the engine keeps gate and value apart
+            g = trace["blocks.0.mlp.gate"].shape
+            engine = (*g[:-1], 2 * g[-1])
+        else:
+            engine = trace["blocks.0." + row.key].shape
+        same = "✓ same" if tuple(engine) == row.shape else "✗ differs"
+        body.append((row.step, [row.tensor, row.symbols, shape_text(row.shape), shape_text(engine), same], {}))
+    split = state.split
+    if state.wrong_split and split is not None:
+        for name, shape in split.shapes[1:]:
+            body.append((f"Broken split: {name}", [name, "—", "—", shape_text(shape), "✗ wrong split"],
+                         {"class": "lost"}))
+        if split.error:
+            body.append(("Broken split: error", ["", "", "", split.error, "✗ cannot run"], {"class": "lost"}))
+    header = ["Step", "Tensor", "Shape", f"At B={s.B}, T={s.T}, d={s.d}, h={s.heads}", "This run", "Check"]
+    caption = (f"Shape of every tensor through one {'pre' if state.placement == 'pre' else 'post'}-norm block "
+               f"({MLP_NAMES[state.mlp]} MLP, expansion e = {s.expansion})")
+    return wrap(table(caption, header, body, "dl-shapes"))
+
+
+def param_table_html(state: LabState) -> str:
+    """Parameters of one block under each choice, the ones in use marked, and the engine's own count."""
+    d, e = state.d, state.expansion
+    in_use = {"attention", state.norm, state.mlp}
+    body = []
+    for row in param_rows(d, e):
+        used = row.option in in_use
+        label = row.part + (f" — {NORM_NAMES.get(row.option) or MLP_NAMES.get(row.option)}"
+                            if row.option != "attention" else "")
+        opts = {"class": "current" if used else "", "note": "in use" if used else ""}
+        body.append((label, [row.weights, row.formula, f"{row.count:,}"], opts))
+    total = block_params(d, state.norm, state.mlp, e)
+    engine = state.engine_param_count()
+    check = "✓ matches" if engine == total else "✗ differs"
+    body.append(("Whole block (2 norms + attention + MLP)", ["", "", f"{total:,}"], {"class": "current"}))
+    body.append(("Counted in the engine's parameters", ["", check, f"{engine:,}"], {}))
+    header = ["Part", "Learned tensors", "Formula", f"At d = {d}"]
+    return wrap(table(f"Parameters of one block (d = {d}, e = {e})", header, body, "dl-params"))
+
+
+# --- 2. design choices ------------------------------------------------------------------------
+
+def invariants_html(found: list[checks.Check]) -> str:
+    """Each invariant as a line: a word and a symbol for its status (never colour alone), then the evidence."""
+    items = []
+    for c in found:
+        items.append(f'<li class="{STATUS_CLASS[c.status]}"><span class="dl-mark">{MARK[c.status]}</span> '
+                     f"<strong>{escape(c.name)}</strong>: {escape(c.detail)}</li>")
+    n_pass = sum(c.ok for c in found)
+    return (f'<div class="dl-invariants" role="status" aria-live="polite"><h3 class="bt-h3">Invariants now: '
+            f"{n_pass} of {len(found)} hold</h3><ul>{''.join(items)}</ul></div>")
+
+
+def _row_of(values: np.ndarray) -> np.ndarray:
+    """Batch item 0, head 0 where there is one, last position: one row of numbers."""
+    v = values[0]
+    while v.ndim > 1:
+        v = v[0] if v.ndim > 2 else v[-1]
+    return v
+
+
+def _rms(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    if np.any(np.isnan(values)):
+        return float("nan")
+    return float(np.sqrt(np.mean(finite * finite))) if finite.size else None
+
+
+def stage_table_html(state: LabState) -> str:
+    """Every stage of block 0: its shape, its RMS, and the first components of one row."""
+    trace = state.trace
+    body = []
+    for local in block_keys(trace.config):
+        stage = trace.stage("blocks.0." + local)
+        row = _row_of(stage.values)
+        shown = [float(v) for v in row[:N_SHOWN]] + [None] * (N_SHOWN - min(N_SHOWN, row.size))
+        more = f"+{row.size - N_SHOWN} more" if row.size > N_SHOWN else ""
+        opts = {"plain": (2,)}
+        if np.any(np.isnan(stage.values)):
+            opts.update(note="NaN", **{"class": "lost"})
+        body.append((stage.label, [local, shape_text(stage.values.shape), _rms(stage.values), *shown, more], opts))
+    header = ["Stage", "Key", "Shape", "RMS", *[f"[{i}]" for i in range(N_SHOWN)], ""]
+    last = state.T - 1
+    caption = (f"Block stages in forward order: batch item 0, last position ({last}, “{state.words[last]}”); "
+               "attention stages show head 0")
+    return wrap(table(caption, header, body, "dl-stages"))
+
+
+# --- 3. norms side by side ----------------------------------------------------------------------
+
+def norms_table_html(state: LabState) -> str:
+    rows = state.normalised()
+    width = rows["input"].size
+    body = []
+    for name, v in rows.items():
+        mean = float(np.mean(v))
+        rms = float(np.sqrt(np.mean(v * v)))
+        std = float(np.std(v))
+        body.append((name, [*(float(x) for x in v), mean, rms, std], {"plain": (width + 1, width + 2)}))
+    header = ["", *[f"x{i}" for i in range(width)], "mean", "RMS", "std"]
+    eps = float(state.norm_eps)
+    return wrap(table(f"The vector and its two normalisations (unit gain, zero bias, eps = {eps:g})", header, body,
+                      "dl-norms"))
+
+
+# --- 5. causal safety ------------------------------------------------------------------------------
+
+def badge_html(verdict: checks.CausalVerdict) -> str:
+    symbol = {checks.PASS: "✓", checks.FAIL: "✗", checks.NOT_APPLICABLE: "–"}[verdict.status]
+    return (f'<p class="dl-badge-line" role="status" aria-live="polite"><span class="dl-badge '
+            f'{STATUS_CLASS[verdict.status]}">{symbol} {escape(verdict.badge)}</span> {escape(verdict.text)}</p>')
+
+
+def causal_table_html(state: LabState) -> str:
+    per_pos = checks.change_per_position(state.trace.output[0], state.corrupted.output[0])
+    body = []
+    for i, change in enumerate(per_pos):
+        if i < state.corrupt:
+            rule = "must stay exactly 0"
+            ok = "✓ exactly 0" if change == 0.0 else "✗ changed"
+        elif i == state.corrupt:
+            rule, ok = "the corrupted position", "changes (expected)"
+        else:
+            rule, ok = "may read the corruption", "changed" if change != 0.0 else "unchanged"
+        opts = {"plain": (1,), "class": "lost" if ok == "✗ changed" else ""}
+        body.append((f"{i} {state.words[i]}", [rule, float(change), ok], opts))
+    header = ["Position", "Rule", "max |Δ output|", "Result"]
+    return wrap(table("Change in the block's output, position by position (batch item 0)", header, body,
+                      "dl-causal"))
+
+
+# --- 6. depth ----------------------------------------------------------------------------------------
+
+VARIANT_NAMES = {
+    ("pre", "add"): "pre-norm, add",
+    ("post", "add"): "post-norm, add",
+    ("pre", "replace"): "pre-norm, replace (broken)",
+    ("post", "replace"): "post-norm, replace (broken)",
+}
+
+
+def depth_table_html(state: LabState) -> str:
+    body = []
+    for variant, profile in state.depth.items():
+        current = variant == (state.placement, state.residual)
+        rms, grad = profile["resid_rms"], profile["grad_norm"]
+        opts = {"plain": (0, 1, 2), "class": "current" if current else "", "note": "current" if current else ""}
+        body.append((VARIANT_NAMES[variant], [float(rms[0]), float(rms[-1]), float(grad[0])], opts))
+    header = ["Variant", "RMS entering block 1", "RMS of the output", "‖gradient‖ at block 1's input"]
+    caption = (f"After {state.blocks} block{'s' if state.blocks > 1 else ''} (d = {state.depth_d}); the gradient "
+               "at the output is 1 in every variant")
+    return wrap(table(caption, header, body, "dl-depth"))
+
+
+# --- 7. worked example ----------------------------------------------------------------------------
+
+def worked_summary_html(state: LabState) -> str:
+    w = state.worked
+    if w.error:
+        return f'<p class="bt-notice" role="status">{escape(w.error)}</p>'
+    body = []
+    for r in w.rows:
+        ok = "✓ within 1e-5" if r.matches else "✗ too far"
+        body.append((f"{r.step} ({r.name})", [r.key, shape_text(r.reference.shape), f"{r.max_diff:.2e}", ok],
+                     {"class": "current" if r.name == state.worked_name else ""}))
+    verdict = "all match" if w.all_match else "some differ"
+    header = ["Lesson step", "Engine stage", "Shape", "max |engine − PyTorch|", f"≤ {TOLERANCE:g}?"]
+    return wrap(table(f"The lesson's seed-42 block: every intermediate, this engine vs the PyTorch fixture "
+                      f"({verdict})", header, body, "dl-worked"))
+
+
+def worked_detail_html(state: LabState) -> str:
+    w = state.worked
+    if w.error:
+        return ""
+    r = w.row(state.worked_name)
+    engine, reference = np.atleast_2d(r.engine), np.atleast_2d(r.reference)
+    header = ["Position", *[f"[{j}]" for j in range(engine.shape[1])]]
+    ours = [(f"pos {i}", [float(v) for v in row], {}) for i, row in enumerate(engine)]
+    theirs = [(f"pos {i}", [float(v) for v in row], {}) for i, row in enumerate(reference)]
+    return (wrap(table(f"{r.name}: this engine (float64)", header, ours, "dl-worked-detail"))
+            + wrap(table(f"{r.name}: PyTorch fixture (float32)", header, theirs, "dl-worked-detail")))

@@ -1,0 +1,459 @@
+"""The decoder-block lab's page: a prediction, then eight panels whose views update in place."""
+
+from __future__ import annotations
+
+from html import escape
+from urllib.parse import urlencode
+
+import numpy as np
+import panel as pn
+import param
+
+from explorables.components.downloads import Downloads, worksheet_html
+from explorables.components.embed import EmbedButton, server_base, state_query
+from explorables.components.heatmap import set_factors
+from explorables.components.html import alt_text
+from explorables.components.prediction import PredictionGate
+from explorables.components.style import styled
+from explorables.components.url_state import apply_query, sync_to_url
+
+from . import describe, plots, tables
+from .shapes import exercise_answer
+from .state import (
+    CONSTANT_NORM_TEXT,
+    CORRECT_PREDICTION,
+    DEFAULT_NORM_TEXT,
+    DEPTH_MAX_D,
+    QUERY_KEYS,
+    ZERO_NORM_TEXT,
+    LabState,
+)
+
+TITLE = "Decoder block lab"
+ROUTE = "/explorables/decoder-block-lab"
+INTRO = (
+    "A decoder block takes a residual stream of shape [B, T, d] and returns one of exactly the same shape: "
+    "attention, then an MLP, each read a normalised copy of the stream and add what they compute back onto it. "
+    "This lab runs such a block in NumPy, on the lesson's [1, 4, 8] stream by default, so you can count its "
+    "shapes and parameters, swap the choices that tell model families apart, test that no position can see "
+    "its future, and watch what stacking 48 blocks does to the signal and to its gradient. With the default "
+    "settings the numbers are those of <code>blocktrace trace --preset decoder-lab</code>."
+)
+QUESTION = ("Overwrite every feature of position 2 with 999 and run the block again, causal mask on. "
+            "What happens to the block's outputs at positions 0 and 1?")
+HINT = ("Think about which positions each output row may read, and whether a norm or the MLP ever looks across "
+        "positions. The Causal safety panel settles it.")
+NORM_OPTIONS = {"RMSNorm": "rmsnorm", "LayerNorm": "layernorm"}
+MLP_OPTIONS = {"SwiGLU": "swiglu", "GELU": "gelu"}
+PLACEMENT_OPTIONS = {"pre-norm": "pre", "post-norm": "post"}
+EXPANSION_OPTIONS = {"2": 2, "4 (the lesson's)": 4, "8": 8}
+EPS_OPTIONS = {"1e-6 (the lesson's)": 1e-6, "1e-5": 1e-5, "0.001": 1e-3, "0.1": 0.1, "0 (no eps)": 0.0}
+WIDGET_WIDTH = 200
+
+
+def _html(text: str = "") -> pn.pane.HTML:
+    return pn.pane.HTML(text, **styled(sizing_mode="stretch_width"))
+
+
+def _section(number: int, title: str, lead: str, *items) -> pn.Column:
+    head = _html(f'<h2 class="bt-h2" id="dl-panel-{number}">{number}. {escape(title)}</h2>'
+                 f'<p class="bt-lead">{lead}</p>')
+    return pn.Column(head, *items, css_classes=["bt-card", "dl-panel"], sizing_mode="stretch_width",
+                     margin=(0, 0, 12, 0), **styled())
+
+
+def _controls(*widgets) -> pn.FlexBox:
+    return pn.FlexBox(*widgets, gap="0.25rem 1rem", sizing_mode="stretch_width", align_items="flex-end")
+
+
+class DecoderLabExplorable(pn.viewable.Viewer):
+    """One session's lab: its own state, widgets and Bokeh models."""
+
+    def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
+        super().__init__()
+        self.state = state = LabState()
+        with param.parameterized.batch_call_watchers(state):
+            self.notices = apply_query(state, QUERY_KEYS, query or {})
+        state.prediction.skipped = not predict
+        self.embed = embed
+        self.emit = lambda kind, payload: None  # the page connects this to the classroom store
+        self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
+        self._build_widgets()
+        self._build_views()
+        state.param.watch(self._refresh_trace, ["trace", "split"])
+        state.param.watch(self._refresh_causal, ["corrupted"])
+        state.param.watch(self._refresh_depth, ["depth", "placement", "residual"])
+        state.param.watch(self._refresh_norms, ["norm_vector", "norm_eps"])
+        state.param.watch(self._show_norm_error, ["norm_error"])
+        state.param.watch(self._refresh_worked, ["worked_name"])
+        state.param.watch(self._sync_corrupt_slider, ["trace", "corrupt"])
+        state.prediction.param.watch(self._lock, ["committed", "skipped"])
+        sync_to_url(state, QUERY_KEYS)
+        self._refresh_all()
+        self._lock()
+
+    # --- building ---------------------------------------------------------------------------
+
+    def _build_widgets(self) -> None:
+        s = self.state
+        w = {"width": WIDGET_WIDTH}
+        # 1. shapes
+        self.w_B = pn.widgets.IntSlider.from_param(s.param.B, label="B (batch items)", **w)
+        self.w_T = pn.widgets.IntSlider.from_param(s.param.T, label="T (positions)", **w)
+        self.w_d = pn.widgets.Select.from_param(s.param.d, label="d (model width)", **w)
+        self.w_expansion = pn.widgets.Select.from_param(s.param.expansion, label="MLP expansion",
+                                                        options=EXPANSION_OPTIONS, **w)
+        # 2. design choices
+        self.w_norm = pn.widgets.Select.from_param(s.param.norm, label="Normalisation", options=NORM_OPTIONS, **w)
+        self.w_mlp = pn.widgets.Select.from_param(s.param.mlp, label="MLP", options=MLP_OPTIONS, **w)
+        self.w_placement = pn.widgets.Select.from_param(s.param.placement, label="Placement",
+                                                        options=PLACEMENT_OPTIONS, **w)
+        self.w_causal = pn.widgets.Checkbox.from_param(s.param.causal, label="Causal mask")
+        self.w_heads = pn.widgets.Select.from_param(s.param.heads, label="Heads", **w)
+        self.w_reset = pn.widgets.Button(label="Reset every control")
+        self.w_reset.on_click(lambda _: s.reset())
+        # 3. norms side by side
+        self.w_vector = pn.widgets.TextInput.from_param(
+            s.param.norm_text, label="Vector to normalise", width=260,
+            description="1 to 16 numbers separated by commas, e.g. 2, 2, 2, 2")
+        self.w_eps = pn.widgets.Select.from_param(s.param.norm_eps, label="eps", options=EPS_OPTIONS, **w)
+        self.w_constant = pn.widgets.Button(label=f"Constant {CONSTANT_NORM_TEXT}")
+        self.w_zero = pn.widgets.Button(label="Zero vector")
+        self.w_vector_reset = pn.widgets.Button(label="Default vector", color="light")
+        self.w_constant.on_click(lambda _: setattr(s, "norm_text", CONSTANT_NORM_TEXT))
+        self.w_zero.on_click(lambda _: setattr(s, "norm_text", ZERO_NORM_TEXT))
+        self.w_vector_reset.on_click(lambda _: setattr(s, "norm_text", DEFAULT_NORM_TEXT))
+        # 5. causal safety
+        self.w_corrupt = pn.widgets.IntSlider(label="Corrupt position", start=0, end=s.T - 1, value=s.corrupt, **w)
+        self.w_corrupt.param.watch(lambda e: setattr(s, "corrupt", e.new), "value")
+        self.w_corrupt_value = pn.widgets.FloatInput.from_param(s.param.corrupt_value, label="Corrupt value", **w)
+        # 6. depth
+        self.w_blocks = pn.widgets.IntSlider.from_param(s.param.blocks, label="Blocks", width=260)
+        # 7. worked example
+        options = {f"{r.step} ({r.name})": r.name for r in s.worked.rows} or {"—": s.worked_name}
+        self.w_worked = pn.widgets.Select.from_param(s.param.worked_name, label="Intermediate", options=options,
+                                                     width=260, disabled=not s.worked.rows)
+        # 8. break it
+        self.w_break_residual = self._mirror("Missing residual (replace instead of add)", "residual", "replace", "add")
+        self.w_break_post = self._mirror("Norm after the addition instead of before (post-norm)", "placement",
+                                         "post", "pre")
+        self.w_break_eps = pn.widgets.Checkbox.from_param(
+            s.param.zero_eps, label="eps = 0, with an all-zero input row at position 0")
+        self.w_break_split = pn.widgets.Checkbox.from_param(
+            s.param.wrong_split, label="Wrong gate/value split (chunk along positions, not features)")
+        self.w_break_mask = self._mirror("No causal mask", "causal", False, True)
+        # downloads stay available before the prediction: they change nothing
+        self.downloads = Downloads("decoder-block-lab", lambda: s.trace, self._worksheet)
+        self.controls = [
+            self.w_B, self.w_T, self.w_d, self.w_expansion, self.w_norm, self.w_mlp, self.w_placement,
+            self.w_causal, self.w_heads, self.w_reset, self.w_vector, self.w_eps, self.w_constant, self.w_zero,
+            self.w_vector_reset, self.w_corrupt, self.w_corrupt_value, self.w_blocks, self.w_worked,
+            self.w_break_residual, self.w_break_post, self.w_break_eps, self.w_break_split, self.w_break_mask,
+        ]
+
+    def _mirror(self, label: str, name: str, on_value, off_value) -> pn.widgets.Checkbox:
+        """A Break-it checkbox that shows and sets one of the design choices (both stay in step)."""
+        s = self.state
+        box = pn.widgets.Checkbox(label=label, value=getattr(s, name) == on_value)
+        box.param.watch(lambda e: setattr(s, name, on_value if e.new else off_value), "value")
+        s.param.watch(lambda e: setattr(box, "value", e.new == on_value), name)
+        return box
+
+    def _build_views(self) -> None:
+        s = self.state
+        self.gate = PredictionGate(s.prediction, QUESTION, HINT)
+        self.live = _html()
+        # 1
+        self.shape_table = _html()
+        self.param_table = _html()
+        self.exercise = _html()
+        # 2
+        self.invariants = _html()
+        self.stage_table = _html()
+        self.heads = plots.head_figures(s)
+        self.head_panes, self.head_alts = [], []  # one column per head: its heatmap and its text alternative
+        for fig, _ in self.heads:
+            self.head_alts.append(_html())
+            fig.sizing_mode = "fixed"
+            fig.width = 320
+            self.head_panes.append(pn.pane.Bokeh(fig))
+        # A Column, not a FlexBox: figures inside Panel's FlexBox never finished rendering on classroom pages
+        # (Bokeh never reached "document idle"), and a wrapping Row forced its full width onto phones.
+        self.head_box = pn.Column(*self.head_panes[: s.heads])
+        self.head_alt_box = pn.Column(*self.head_alts[: s.heads], sizing_mode="stretch_width")
+        # 3
+        self.vector_error = _html()
+        self.norms_table = _html()
+        self.norms_verdict = _html()
+        self.norms_fig, self.norms_src = plots.norms_figure(s)
+        self.norms_alt = _html()
+        # 4
+        self.act_fig, self.act_curves, self.act_points, _ = plots.activation_figure(s)
+        self.act_alt = _html()
+        # 5
+        self.badge = _html()
+        self.prediction_result = _html()
+        self.delta_fig, self.delta_src, self.delta_box = plots.delta_figure(s)
+        self.delta_alt = _html()
+        self.causal_table = _html()
+        self.causal_hidden = _html('<p class="bt-muted dl-note">The result appears once your prediction is '
+                                   "committed, so that it cannot give the answer away.</p>")
+        # 6
+        self.rms_fig, self.grad_fig, self.depth_srcs, self.depth_renderers = plots.depth_figures(s)
+        self.depth_note = _html()
+        self.depth_table = _html()
+        self.depth_alt = _html()
+        # 7
+        self.causal_results = pn.Column(
+            self.badge, self.prediction_result, pn.pane.Bokeh(self.delta_fig, sizing_mode="stretch_width"),
+            self.delta_alt, self.causal_table, sizing_mode="stretch_width")
+        self.worked_summary = _html()
+        self.worked_detail = _html()
+        # 8
+        self.break_summary = _html()
+
+    # --- updating ---------------------------------------------------------------------------
+
+    def _refresh_all(self) -> None:
+        self._refresh_trace()
+        self._refresh_causal()
+        self._refresh_depth()
+        self._refresh_norms()
+        self._show_norm_error()
+        self._refresh_worked()
+
+    def _refresh_trace(self, *_events) -> None:
+        s = self.state
+        self.shape_table.object = tables.shape_table_html(s)
+        self.param_table.object = tables.param_table_html(s)
+        self.exercise.object = f'<p class="dl-answer">{escape(exercise_answer(s.d, s.expansion))}</p>'
+        self.invariants.object = tables.invariants_html(s.invariants())
+        self.stage_table.object = tables.stage_table_html(s)
+        labels = plots.position_labels(s)
+        if len(self.head_box.objects) != s.heads:  # the figures stay; only which of them are laid out changes
+            self.head_box.objects = self.head_panes[: s.heads]
+            self.head_alt_box.objects = self.head_alts[: s.heads]
+        for h, ((fig, src), alt) in enumerate(zip(self.heads, self.head_alts, strict=True)):
+            if h < s.heads:
+                set_factors(fig, labels, labels)
+                src.data = plots.head_data(s, h)
+                alt.object = alt_text(f"Attention weights, head {h}", describe.head_sentences(s, h))
+        curves, points = plots.activation_data(s)
+        self.act_curves.data = curves
+        self.act_points.data = points
+        self.act_alt.object = alt_text("Activation curves", describe.activation_sentences(s))
+        self._refresh_break()
+        self._refresh_live()
+
+    def _refresh_causal(self, *_events) -> None:
+        s = self.state
+        if s.corrupted is None or s.delta is None:
+            return
+        plots.set_delta_axes(self.delta_fig, s)
+        self.delta_fig.height = 90 + 34 * s.T
+        self.delta_src.data = plots.delta_data(s)
+        self.delta_box.bottom = s.corrupt - 0.5
+        self.badge.object = tables.badge_html(s.verdict())
+        self.causal_table.object = tables.causal_table_html(s)
+        self.delta_alt.object = alt_text("|Δ output| per position and feature", describe.delta_sentences(s))
+        self.prediction_result.object = self._prediction_html()
+        self._refresh_live()
+
+    def _refresh_depth(self, *_events) -> None:
+        s = self.state
+        data = plots.depth_data(s)
+        for variant, src in self.depth_srcs.items():
+            src.data = data[variant]
+        plots.set_depth_range([self.rms_fig, self.grad_fig], s)
+        plots.emphasise_current(self.depth_renderers, s)
+        self.depth_table.object = tables.depth_table_html(s)
+        self.depth_alt.object = alt_text("Residual RMS and gradient norm with depth", describe.depth_sentences(s))
+        note = ""
+        if s.d > DEPTH_MAX_D:
+            note = (f'<p class="bt-notice">The depth panel runs at d = {DEPTH_MAX_D} (not {s.d}) so that 48 blocks '
+                    "stay quick; the other choices are the current ones.</p>")
+        if any(np.any(np.isnan(p["grad_norm"])) for p in s.depth.values()):
+            note += ('<p class="bt-field-error">Some values are NaN (eps = 0 on the all-zero row), so those lines '
+                     "have gaps or are missing.</p>")
+        self.depth_note.object = note
+        self._refresh_live()
+
+    def _refresh_norms(self, *_events) -> None:
+        s = self.state
+        data = plots.norms_data(s)
+        plots.set_norm_factors(self.norms_fig, data)
+        self.norms_src.data = data
+        self.norms_table.object = tables.norms_table_html(s)
+        self.norms_verdict.object = f'<p class="dl-verdict" role="status">{escape(describe.norms_verdict(s))}</p>'
+        self.norms_alt.object = alt_text("The vector and its normalisations", describe.norms_sentences(s))
+
+    def _show_norm_error(self, *_events) -> None:
+        error = self.state.norm_error
+        self.vector_error.object = (
+            f'<p class="bt-field-error" role="alert">Could not use this vector: {escape(error)}. '
+            "The last good vector is still shown.</p>" if error else "")
+
+    def _refresh_worked(self, *_events) -> None:
+        self.worked_summary.object = tables.worked_summary_html(self.state)
+        self.worked_detail.object = tables.worked_detail_html(self.state)
+
+    def _refresh_break(self) -> None:
+        self.break_summary.object = self._break_html()
+
+    def _refresh_live(self) -> None:
+        if self.state.corrupted is None or not self.state.depth:
+            return
+        text = escape(describe.announcement(self.state))
+        self.live.object = f'<p class="bt-live dl-live" role="status" aria-live="polite">{text}</p>'
+
+    def _sync_corrupt_slider(self, *_events) -> None:
+        s = self.state
+        end = s.trace.output.shape[-2] - 1
+        if (self.w_corrupt.end, self.w_corrupt.value) != (end, s.corrupt):
+            self.w_corrupt.param.update(end=end, value=s.corrupt)
+
+    def _lock(self, *_events) -> None:
+        locked = not self.state.prediction.unlocked
+        for widget in self.controls:
+            widget.disabled = locked
+        self.causal_results.visible = not locked  # the causal test answers the prediction's question
+        self.causal_hidden.visible = locked
+        self._refresh_live()
+        if not self.state.worked.rows:
+            self.w_worked.disabled = True
+        self.prediction_result.object = self._prediction_html()
+
+    # --- small pieces of text -----------------------------------------------------------------
+
+    def _prediction_html(self) -> str:
+        p = self.state.prediction
+        if not p.committed:
+            return ""
+        right = p.choice == CORRECT_PREDICTION
+        outcome = ("matches what the lab shows: with the mask on, earlier outputs are exactly unchanged"
+                   if right else "does not match: with the mask on, the earlier outputs do not change at all. "
+                                 "Norms and the MLP work on one position at a time; only attention mixes positions, "
+                                 "and the mask stops it reading ahead")
+        return (f'<p class="dl-verdict">You predicted: {escape(p.choices[p.choice])} '
+                f'<span class="{"bt-ok" if right else "bt-bad"}">({"✓" if right else "✗"} {escape(outcome)}.)</span>'
+                "</p>")
+
+    def _break_html(self) -> str:
+        s = self.state
+        found = {c.name: c for c in s.invariants()}
+        items = []
+        if s.residual == "replace":
+            c = found["resid_mid == resid_pre + attn_out"]
+            items.append(("Missing residual", f"Invariants: {c.detail} Depth: the thick line is a replace line; "
+                                              "the gradient no longer has a direct path to early blocks."))
+        if s.placement == "post":
+            items.append(("Norm after the addition", "Invariants: the residual identities fail, because the sum is "
+                                                     "normalised before it is kept. Depth: the post-norm lines are "
+                                                     "current; every gradient crosses two norms per block."))
+        if s.zero_eps:
+            nan = np.any(np.isnan(s.trace.output))
+            where = ("NaN fills the stage table, the heatmaps and the causal test: 0 / sqrt(0) in the first norm, "
+                     "then attention spreads it to every position that reads position 0." if nan else
+                     "no NaN in this configuration: with post-norm the zero row is never normalised on its own "
+                     "(attention adds to it first). Switch Placement to pre-norm to see NaN.")
+            items.append(("eps = 0", where))
+        if s.wrong_split:
+            if s.split is None:
+                items.append(("Wrong split", "GELU has no gate/value split; choose MLP = SwiGLU to see this failure."))
+            else:
+                items.append(("Wrong split", f"Shapes and invariants: the split gives {list(s.split.shapes[1][1])} "
+                                             f"halves and the MLP stops with: {s.split.error or 'no error'}. "
+                                             "The other panels keep showing the correct block."))
+        if not s.causal:
+            items.append(("No causal mask", f"Invariants: {found['Weights on future positions are exactly 0'].detail} "
+                                            f"Causal safety: {s.verdict().badge}."))
+        if not items:
+            return ('<p class="bt-muted dl-symptoms" role="status">Nothing is broken: every toggle above is off. '
+                    "Turn one on and look for its symptom in the panels above.</p>")
+        body = "".join(f"<li><strong>{escape(k)}</strong>: {escape(v)}</li>" for k, v in items)
+        return ('<div class="dl-symptoms" role="status" aria-live="polite"><h3 class="bt-h3">Symptoms now</h3>'
+                f"<ul>{body}</ul></div>")
+
+    # --- downloads ---------------------------------------------------------------------------
+
+    def _worksheet(self) -> str:
+        link = server_base() + ROUTE + "?" + urlencode(state_query(self.state, QUERY_KEYS))
+        return worksheet_html(TITLE, link, self.state.prediction, [self.stage_table.object, self.invariants.object],
+                              "Which invariant broke when you changed a choice, and why? Name one failure mode.")
+
+    # --- layout -----------------------------------------------------------------------------
+
+    def __panel__(self):
+        notices = "".join(f'<p class="bt-notice" role="status">{escape(n)}</p>' for n in self.notices)
+        shapes = _section(
+            1, "Shapes",
+            "Pick the sizes. The table follows every tensor through the block and checks each shape against the "
+            "one this run produced; the second table counts what the block learns. Heads are set in panel 2.",
+            _controls(self.w_B, self.w_T, self.w_d, self.w_expansion), self.shape_table, self.param_table,
+            self.exercise,
+        )
+        design = _section(
+            2, "Design choices",
+            "Swap the choices that tell model families apart. The invariants are recomputed from the numbers after "
+            "every change; the stage table and the attention heatmaps (batch item 0, one per head) update with them.",
+            _controls(self.w_norm, self.w_mlp, self.w_placement, self.w_heads, self.w_causal),
+            self.invariants, self.stage_table,
+            self.head_box, self.head_alt_box,
+            self.downloads,
+        )
+        norms = _section(
+            3, "Norms side by side",
+            "Type a vector and compare what the two norms do to it (unit gain, zero bias). RMSNorm divides by the "
+            "root mean square; LayerNorm subtracts the mean first, then divides by the standard deviation.",
+            _controls(self.w_vector, self.w_eps), self.vector_error,
+            _controls(self.w_constant, self.w_zero, self.w_vector_reset),
+            self.norms_verdict, self.norms_table, pn.pane.Bokeh(self.norms_fig, sizing_mode="stretch_width"),
+            self.norms_alt,
+        )
+        activations = _section(
+            4, "Activations",
+            "GELU and SiLU are smooth cousins of ReLU; in SwiGLU, SiLU(gate) multiplies the value, so σ shows what "
+            "fraction of the gate gets through. The dots are this trace's hidden pre-activations on the curve the "
+            "current MLP uses.",
+            pn.pane.Bokeh(self.act_fig, sizing_mode="stretch_width"), self.act_alt,
+        )
+        causal = _section(
+            5, "Causal safety",
+            "The lesson's test: overwrite one input position, run the block on the clean and on the corrupted "
+            "input, and compare the outputs. A decoder is safe when every earlier position is exactly unchanged.",
+            _controls(self.w_corrupt, self.w_corrupt_value), self.causal_hidden, self.causal_results,
+        )
+        depth = _section(
+            6, "Depth",
+            "Stack copies of the block (current norm, MLP, heads and mask; each block its own weights) and follow "
+            "the stream's size and the gradient of a fixed scalar loss down to each block's input. All four "
+            "arrangements of placement and residual are drawn; the thick line is the current one. In pre-norm the "
+            "residual line hands the gradient straight down; in post-norm it crosses two norms per block; with "
+            "replace there is no straight line at all.",
+            _controls(self.w_blocks), self.depth_note,
+            pn.pane.Bokeh(self.rms_fig, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.grad_fig, sizing_mode="stretch_width"),
+            self.depth_alt, self.depth_table,
+        )
+        worked = _section(
+            7, "The worked example",
+            "The lesson's seed-42 block (B = 1, T = 4, d = 8, one head, RMSNorm, SwiGLU with hidden 32, no mask), "
+            "from the committed PyTorch fixtures: the lesson's weights run through this engine, every intermediate "
+            "compared with PyTorch's. W_O is the identity (the lesson has none) and the combined SwiGLU weight is "
+            "split gate-first.",
+            self.worked_summary, _controls(self.w_worked), self.worked_detail,
+        )
+        breaks = _section(
+            8, "Break it",
+            "Each toggle is one of the lesson's failure modes. Its symptom shows in the panels above; the list "
+            "below says where to look.",
+            self.w_break_residual, self.w_break_post, self.w_break_eps, self.w_break_split, self.w_break_mask,
+            self.break_summary,
+        )
+        head = [] if self.embed else [_html(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>')]
+        notice_pane = [_html(notices)] if notices else []
+        gate = [self.gate] if self.show_gate else []
+        share = [] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]
+        top = pn.Column(*gate, self.live, _controls(self.w_reset), *share, sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, top, shapes, design, norms, activations, causal, depth, worked, breaks,
+                         sizing_mode="stretch_width")

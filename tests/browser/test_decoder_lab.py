@@ -1,0 +1,166 @@
+"""The decoder-block lab in real Chromium: each panel's main control changes what the page shows."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+pytestmark = pytest.mark.browser
+
+LAB = "/explorables/decoder-block-lab"
+OPEN = LAB + "?predict=off"
+ANSWER = "They stay exactly the same: an earlier position never reads a later one."
+
+
+def ready(page: Page) -> None:
+    expect(page.get_by_role("table", name=re.compile("Shape of every tensor"))).to_be_visible()
+
+
+def slider(page: Page, label: str) -> Locator:
+    """The handle of the slider titled `label` (Bokeh puts the title and the handle in one input group)."""
+    return page.locator(".bk-input-group", has_text=label).get_by_role("slider")
+
+
+def checkbox(page: Page, label: str) -> Locator:
+    """The checkbox whose accessible name is exactly `label` ("Causal mask" is not "No causal mask")."""
+    return page.get_by_role("checkbox", name=label, exact=True)
+
+
+def invariants(page: Page) -> Locator:
+    return page.locator(".dl-invariants")
+
+
+def alt_text(page: Page, title: str) -> Locator:
+    """Open the text alternative of the plot titled `title` and return its paragraph."""
+    details = page.locator("details.alt-text", has=page.get_by_text(f"Describe “{title}” in words"))
+    details.locator("summary").click()
+    return details.locator("p")
+
+
+def test_prediction_gate_locks_controls_and_hides_the_answer(open_page) -> None:
+    """Before committing, controls are disabled and the causal result hidden; committing unlocks both."""
+    opened = open_page(LAB)
+    page = opened.page
+    ready(page)
+    expect(page.get_by_label("Normalisation")).to_be_disabled()
+    expect(page.get_by_text("The result appears once your prediction is committed")).to_be_visible()
+    page.get_by_label(ANSWER).check()
+    page.get_by_role("button", name="Commit prediction").click()
+    expect(page.get_by_label("Normalisation")).to_be_enabled()
+    expect(page.locator(".dl-badge")).to_have_text("✓ PASS")
+    expect(page.get_by_text("You predicted:")).to_contain_text("matches what the lab shows")
+    opened.assert_clean()
+
+
+def test_shapes_follow_the_width(open_page) -> None:
+    """Choosing d = 512 recounts the parameters: the SwiGLU MLP is 6·512² = 1,572,864."""
+    opened = open_page(OPEN)
+    page = opened.page
+    ready(page)
+    page.get_by_label("d (model width)").select_option(label="512")
+    expect(page.get_by_role("table", name=re.compile(r"Parameters of one block \(d = 512"))).to_be_visible()
+    expect(page.locator(".dl-answer")).to_contain_text("6·512² = 1,572,864")
+    expect(page.get_by_role("table", name=re.compile("Shape of every tensor"))).to_contain_text("[1, 4, 2048]")
+    opened.assert_clean()
+
+
+def test_design_choices_update_the_invariants_and_heatmaps(open_page) -> None:
+    """LayerNorm changes the norm check; post-norm breaks the residual identity; two heads give two heatmaps."""
+    opened = open_page(OPEN)
+    page = opened.page
+    ready(page)
+    expect(invariants(page)).to_contain_text("8 of 8 hold")
+    page.get_by_label("Normalisation").select_option(label="LayerNorm")
+    expect(invariants(page)).to_contain_text("every row has mean 0 and std 1")
+    page.get_by_label("Placement").select_option(label="post-norm")
+    expect(invariants(page)).to_contain_text("post-norm: the sum is normalised")
+    expect(invariants(page)).to_contain_text("✗ fails")
+    page.get_by_label("Heads").select_option(label="2")
+    expect(page.get_by_text("Describe “Attention weights, head 1” in words")).to_be_visible()
+    opened.assert_clean()
+
+
+def test_norms_side_by_side_show_the_constant_vector_and_nan(open_page) -> None:
+    """The constant preset survives RMSNorm only; eps = 0 on a zero vector shows NaN, not an error."""
+    opened = open_page(OPEN)
+    page = opened.page
+    ready(page)
+    page.get_by_role("button", name="Constant 2, 2, 2, 2").click()
+    expect(page.locator(".dl-verdict").first).to_contain_text("A constant vector")
+    page.get_by_label("eps", exact=True).select_option(label="0 (no eps)")
+    page.get_by_role("button", name="Zero vector").click()
+    expect(page.locator(".dl-verdict").first).to_contain_text("returned NaN")
+    expect(page.get_by_role("table", name=re.compile("The vector and its two normalisations"))).to_contain_text("NaN")
+    field = page.get_by_label("Vector to normalise")
+    field.fill("1, two")
+    field.press("Enter")
+    expect(page.get_by_role("alert")).to_contain_text("could not read 'two'")
+    opened.assert_clean()
+
+
+def test_activations_follow_the_mlp(open_page) -> None:
+    """Switching the MLP to GELU puts the dots on the GELU curve, and the text alternative says so."""
+    opened = open_page(OPEN)
+    page = opened.page
+    ready(page)
+    page.get_by_label("MLP", exact=True).select_option(label="GELU")
+    expect(alt_text(page, "Activation curves")).to_contain_text("GELU input values")
+    opened.assert_clean()
+
+
+def test_causal_safety_badge(open_page) -> None:
+    """Mask on: PASS; mask off: FAIL; corrupting position 0 leaves nothing earlier to test."""
+    opened = open_page(OPEN)
+    page = opened.page
+    ready(page)
+    badge = page.locator(".dl-badge")
+    expect(badge).to_have_text("✓ PASS")
+    checkbox(page, "Causal mask").uncheck()
+    expect(badge).to_have_text("✗ FAIL")
+    handle = slider(page, "Corrupt position")
+    handle.focus()
+    page.keyboard.press("Home")
+    expect(badge).to_have_text("– NOTHING TO TEST")
+    opened.assert_clean()
+
+
+def test_depth_follows_the_number_of_blocks(open_page) -> None:
+    """Moving Blocks to 1 redraws the depth summary for a single block."""
+    opened = open_page(OPEN)
+    page = opened.page
+    ready(page)
+    expect(page.get_by_role("table", name=re.compile("After 48 blocks"))).to_be_visible()
+    handle = slider(page, "Blocks")
+    handle.focus()
+    page.keyboard.press("Home")
+    expect(page.get_by_role("table", name=re.compile("After 1 block "))).to_be_visible()
+    opened.assert_clean()
+
+
+def test_worked_example_matches_and_shows_any_intermediate(open_page) -> None:
+    """The lesson's example matches PyTorch; choosing an intermediate shows ours beside the fixture's."""
+    opened = open_page(OPEN)
+    page = opened.page
+    ready(page)
+    expect(page.get_by_role("table", name=re.compile("seed-42 block"))).to_contain_text("all match")
+    page.get_by_label("Intermediate").select_option(label="Queries (Q)")
+    expect(page.get_by_role("table", name="Q: this engine (float64)")).to_be_visible()
+    expect(page.get_by_role("table", name="Q: PyTorch fixture (float32)")).to_be_visible()
+    opened.assert_clean()
+
+
+def test_break_it_toggles_show_their_symptoms(open_page) -> None:
+    """Missing residual fails the identity; eps = 0 fills the stage table with NaN; the page never errors."""
+    opened = open_page(OPEN)
+    page = opened.page
+    ready(page)
+    checkbox(page, "Missing residual (replace instead of add)").check()
+    expect(invariants(page)).to_contain_text("residual = replace")
+    expect(page.locator(".dl-symptoms")).to_contain_text("Missing residual")
+    checkbox(page, "eps = 0, with an all-zero input row at position 0").check()
+    expect(page.get_by_role("table", name=re.compile("Block stages in forward order"))).to_contain_text("NaN")
+    checkbox(page, "Wrong gate/value split (chunk along positions, not features)").check()
+    expect(page.get_by_role("table", name=re.compile("Shape of every tensor"))).to_contain_text("Broken split")
+    opened.assert_clean()
