@@ -21,6 +21,7 @@ from explorables.components.heatmap import (
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
+from explorables.components.updates import batched
 from explorables.components.url_state import apply_query, sync_to_url
 
 from . import plots
@@ -192,6 +193,7 @@ class FloorExplorable(pn.viewable.Viewer):
 
     # --- updating ---------------------------------------------------------------------------
 
+    @batched
     def _sync_tracked_options(self, *_events) -> None:
         s = self.state
         options = {f"{word} (word {i + 1})": i for i, word in enumerate(s.words)}
@@ -200,6 +202,7 @@ class FloorExplorable(pn.viewable.Viewer):
         if self.tracked.value != s.tracked:
             self.tracked.value = s.tracked
 
+    @batched
     def _refresh(self, *_events) -> None:
         s = self.state
         limit = plots.plane_limit(s)
@@ -244,6 +247,7 @@ class FloorExplorable(pn.viewable.Viewer):
             bet = f' <span class="{"bt-ok" if right else "bt-bad"}">Your bet, “{said}”, {outcome}.</span>'
         return f'<p class="bt-card">{escape(text)}{bet}</p>'
 
+    @batched
     def _show_claim(self, *_events) -> None:
         result = self.state.claim_result
         if result is None:
@@ -255,11 +259,13 @@ class FloorExplorable(pn.viewable.Viewer):
         self.claim_pane.object = (f'<p role="status" aria-live="polite"><span class="{cls}">{escape(short)}</span> '
                                   f"(you claimed {escape(claimed)}). {escape(why)}</p>")
 
+    @batched
     def _show_phrase_error(self, *_events) -> None:
         error = self.state.phrase_error
         self.phrase_error.object = (f'<p class="bt-field-error" role="alert">Could not use this phrase: '
                                     f"{escape(error)}. The last good phrase is still shown.</p>" if error else "")
 
+    @batched
     def _lock(self, *_events) -> None:
         locked = not self.state.bet.unlocked
         for widget in self.controls:

@@ -15,6 +15,7 @@ from explorables.components.heatmap import set_factors
 from explorables.components.html import alt_text
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
+from explorables.components.updates import batched
 from explorables.components.url_state import apply_query, sync_to_url
 
 from . import describe, plots, tables
@@ -222,6 +223,7 @@ class DecoderLabExplorable(pn.viewable.Viewer):
         self._show_norm_error()
         self._refresh_worked()
 
+    @batched
     def _refresh_trace(self, *_events) -> None:
         s = self.state
         self.shape_table.object = tables.shape_table_html(s)
@@ -245,6 +247,7 @@ class DecoderLabExplorable(pn.viewable.Viewer):
         self._refresh_break()
         self._refresh_live()
 
+    @batched
     def _refresh_causal(self, *_events) -> None:
         s = self.state
         if s.corrupted is None or s.delta is None:
@@ -259,6 +262,7 @@ class DecoderLabExplorable(pn.viewable.Viewer):
         self.prediction_result.object = self._prediction_html()
         self._refresh_live()
 
+    @batched
     def _refresh_depth(self, *_events) -> None:
         s = self.state
         data = plots.depth_data(s)
@@ -278,6 +282,7 @@ class DecoderLabExplorable(pn.viewable.Viewer):
         self.depth_note.object = note
         self._refresh_live()
 
+    @batched
     def _refresh_norms(self, *_events) -> None:
         s = self.state
         data = plots.norms_data(s)
@@ -287,12 +292,14 @@ class DecoderLabExplorable(pn.viewable.Viewer):
         self.norms_verdict.object = f'<p class="dl-verdict" role="status">{escape(describe.norms_verdict(s))}</p>'
         self.norms_alt.object = alt_text("The vector and its normalisations", describe.norms_sentences(s))
 
+    @batched
     def _show_norm_error(self, *_events) -> None:
         error = self.state.norm_error
         self.vector_error.object = (
             f'<p class="bt-field-error" role="alert">Could not use this vector: {escape(error)}. '
             "The last good vector is still shown.</p>" if error else "")
 
+    @batched
     def _refresh_worked(self, *_events) -> None:
         self.worked_summary.object = tables.worked_summary_html(self.state)
         self.worked_detail.object = tables.worked_detail_html(self.state)
@@ -306,12 +313,14 @@ class DecoderLabExplorable(pn.viewable.Viewer):
         text = escape(describe.announcement(self.state))
         self.live.object = f'<p class="bt-live dl-live" role="status" aria-live="polite">{text}</p>'
 
+    @batched
     def _sync_corrupt_slider(self, *_events) -> None:
         s = self.state
         end = s.trace.output.shape[-2] - 1
         if (self.w_corrupt.end, self.w_corrupt.value) != (end, s.corrupt):
             self.w_corrupt.param.update(end=end, value=s.corrupt)
 
+    @batched
     def _lock(self, *_events) -> None:
         locked = not self.state.prediction.unlocked
         for widget in self.controls:

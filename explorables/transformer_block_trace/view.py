@@ -13,6 +13,7 @@ from explorables.components.embed import EmbedButton, server_base, state_query
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
+from explorables.components.updates import batched
 from explorables.components.url_state import apply_query, sync_to_url
 
 from . import describe, plots
@@ -157,6 +158,7 @@ class TraceExplorable(pn.viewable.Viewer):
 
     # --- updating ---------------------------------------------------------------------------
 
+    @batched
     def _refresh(self, *_events) -> None:
         s = self.state
         current, baseline, input_norm = plots.norm_data(s)
@@ -179,6 +181,7 @@ class TraceExplorable(pn.viewable.Viewer):
         self.swiglu_alt.object = alt_text("SwiGLU detail", describe.swiglu_sentences(s))
         self.live.object = self._live_html()
 
+    @batched
     def _show_input_error(self, *_events) -> None:
         error = self.state.input_error
         self.vector_error.object = (
@@ -186,6 +189,7 @@ class TraceExplorable(pn.viewable.Viewer):
             "The last good vector is still traced.</p>" if error else ""
         )
 
+    @batched
     def _lock(self, *_events) -> None:
         locked = not self.state.prediction.unlocked
         for widget in self.controls:

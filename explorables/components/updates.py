@@ -1,0 +1,26 @@
+"""View updates as one batch of Bokeh model changes, safe whichever Panel event path triggered them.
+
+A key press such as Enter in a text field reaches Panel as a separate event that is handled
+without Bokeh's document lock; setting `source.data` there fails ("_pending_writes should be
+non-None"). Panel's `unlocked()` holds the document, applies every change, and sends them
+together, which is also one message per change instead of one per property.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+from panel.io.document import unlocked
+
+F = TypeVar("F", bound=Callable)
+
+
+def batched(method: F) -> F:
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with unlocked():
+            return method(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

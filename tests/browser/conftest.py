@@ -1,0 +1,77 @@
+"""Playwright with Debian's Chromium: one browser for the session, a fresh context per page opened.
+
+Every opened page records its requests, console errors, page errors and dialogs, so a test can
+assert that nothing left the server and nothing went wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+expect.set_options(timeout=15_000)  # a 2-core machine serving several sessions at once
+
+
+@dataclass
+class Opened:
+    """A page in its own browser context (its own cookies: a separate session) and what it recorded."""
+
+    page: Page
+    requests: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+    def outside_requests(self) -> list[str]:
+        """Requests to anything but this machine (data: and blob: URLs never leave the page)."""
+        return [u for u in self.requests
+                if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).hostname not in LOCAL_HOSTS]
+
+    def assert_clean(self) -> None:
+        assert self.outside_requests() == [], "requests left the server"
+        assert self.console_errors == [], "console errors"
+        assert self.dialogs == [], "a dialog opened"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def open_page(browser: Browser, server) -> Iterator[Callable[[str], Opened]]:
+    """open_page(path) -> Opened: a new context (a new server session) on the server's `path`."""
+    contexts = []
+
+    def open_(path: str) -> Opened:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        opened = Opened(page)
+        page.on("request", lambda r: opened.requests.append(r.url))
+        page.on("websocket", lambda ws: opened.requests.append(ws.url))
+        page.on("console", lambda m: opened.console_errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda err: opened.console_errors.append(f"page error: {err}"))
+
+        def on_dialog(dialog) -> None:
+            opened.dialogs.append(f"{dialog.type}: {dialog.message}")
+            dialog.dismiss()
+
+        page.on("dialog", on_dialog)
+        page.goto(server.url(path))
+        return opened
+
+    yield open_
+    for context in contexts:
+        context.close()

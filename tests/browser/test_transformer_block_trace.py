@@ -1,0 +1,242 @@
+"""The block-trace explorable in real Chromium: controls found by their labels, results read off the page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+pytestmark = pytest.mark.browser
+
+TRACE = "/explorables/transformer-block-trace"
+SCALE = "Attention update scale"
+REPLACE = "Replace instead of add residuals (broken)"
+VECTOR = "Input vector"
+NORM = "Normalisation"
+ANSWER = "Zero updates return the input unchanged; replacing would erase it."
+
+
+# --- finding things the way a person does: by their visible words ----------------------------------
+
+def stage_table(page: Page) -> Locator:
+    return page.get_by_role("table", name=re.compile("One forward pass"))
+
+
+def stage_row(page: Page, label: str) -> Locator:
+    """The stage table's row whose header starts with `label`."""
+    return stage_table(page).get_by_role("row", name=re.compile("^" + re.escape(label)))
+
+
+def numbers(row: Locator) -> Locator:
+    """The filled number cells of a row (components, then the norm)."""
+    return row.locator("td:not(.empty)")
+
+
+def slider(page: Page, label: str) -> Locator:
+    """The handle of the slider titled `label` (Bokeh puts the title and the handle in one input group)."""
+    return page.locator(".bk-input-group", has_text=label).get_by_role("slider")
+
+
+def checkbox(page: Page, label: str) -> Locator:
+    """The checkbox whose visible label is `label` (Bokeh draws the label beside the box, not in a <label>)."""
+    return page.locator(".bk-Checkbox", has_text=label).get_by_role("checkbox")
+
+
+def ready(page: Page) -> None:
+    expect(stage_row(page, "Output after residual add 2")).to_be_visible()
+
+
+def set_vector(page: Page, text: str, key: str = "Enter") -> None:
+    """Type into the vector field and submit: Enter, or Tab to leave the field."""
+    field = page.get_by_label(VECTOR)
+    field.fill(text)
+    field.press(key)
+
+
+def slider_to_zero(page: Page) -> None:
+    handle = slider(page, SCALE)
+    handle.focus()
+    page.keyboard.press("Home")
+    expect(handle).to_have_attribute("aria-valuenow", re.compile(r"^0(\.0+)?$"))
+
+
+# --- the tests -----------------------------------------------------------------------------------
+
+def test_controls_have_accessible_names(open_page) -> None:
+    """Each control is reachable by its label through the accessibility tree (get_by_label / role + name)."""
+    page = open_page(TRACE + "?predict=off").page
+    ready(page)
+    found = {
+        VECTOR: page.get_by_label(VECTOR),
+        NORM: page.get_by_label(NORM),
+        SCALE: page.get_by_role("slider", name=SCALE),
+        REPLACE: page.get_by_role("checkbox", name=REPLACE),
+    }
+    missing = [label for label, locator in found.items() if locator.count() != 1]
+    assert missing == [], f"no accessible name for: {missing}"
+
+
+def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
+    """Controls are disabled until an answer is chosen and committed; then they work."""
+    opened = open_page(TRACE)
+    page = opened.page
+    ready(page)
+    expect(page.get_by_label(VECTOR)).to_be_disabled()
+    expect(page.get_by_label(NORM)).to_be_disabled()
+    expect(checkbox(page, REPLACE)).to_be_disabled()
+    expect(page.locator(".bk-input-group", has_text=SCALE).locator(".noUi-target")).to_have_attribute(
+        "disabled", re.compile(".*"))
+    commit = page.get_by_role("button", name="Commit prediction")
+    commit.click()  # nothing chosen yet
+    expect(page.get_by_role("alert")).to_contain_text("Pick one of the answers")
+    expect(page.get_by_label(VECTOR)).to_be_disabled()
+    page.get_by_label(ANSWER).check()
+    commit.click()
+    expect(page.get_by_label(VECTOR)).to_be_enabled()
+    expect(page.get_by_label(NORM)).to_be_enabled()
+    expect(checkbox(page, REPLACE)).to_be_enabled()
+    expect(page.get_by_text("Your prediction (final)")).to_be_visible()
+    expect(page.get_by_role("button", name="Commit prediction")).to_be_hidden()
+    slider_to_zero(page)  # the unlocked controls really drive the trace
+    expect(numbers(stage_row(page, "Attention update"))).to_have_text(["0.000"] * 5)
+    opened.assert_clean()
+
+
+def test_scale_zero_zeroes_attention_and_keeps_the_input(open_page) -> None:
+    """Attention update scale 0 makes the attention row zeros and the first residual row equal the input."""
+    opened = open_page(TRACE + "?predict=off")
+    page = opened.page
+    ready(page)
+    input_cells = numbers(stage_row(page, "Input residual stream")).all_inner_texts()
+    assert len(input_cells) == 5
+    expect(numbers(stage_row(page, "Attention update"))).not_to_have_text(["0.000"] * 5)
+    slider_to_zero(page)
+    expect(numbers(stage_row(page, "Attention update"))).to_have_text(["0.000"] * 5)
+    expect(numbers(stage_row(page, "Residual stream after residual add 1"))).to_have_text(input_cells)
+    expect(page).to_have_url(re.compile(r"[?&]attention_scale=0(&|$)"))
+    opened.assert_clean()
+
+
+def test_replace_mode_marks_where_the_input_is_lost(open_page) -> None:
+    """Replace mode marks "input lost here" on the first residual row, and on no other row."""
+    opened = open_page(TRACE + "?predict=off")
+    page = opened.page
+    ready(page)
+    expect(stage_table(page).get_by_text("input lost here")).to_have_count(0)
+    checkbox(page, REPLACE).check()
+    table = stage_table(page)
+    expect(table.get_by_text("input lost here")).to_have_count(1)
+    expect(table.locator("tbody tr").nth(3)).to_contain_text("input lost here")
+    expect(table.locator("tbody tr").nth(3)).to_contain_text("Residual stream")
+    expect(page).to_have_url(re.compile(r"[?&]residual=replace(&|$)"))
+    checkbox(page, REPLACE).uncheck()
+    expect(table.get_by_text("input lost here")).to_have_count(0)
+    opened.assert_clean()
+
+
+def test_bad_vector_shows_an_error_and_keeps_the_trace(open_page) -> None:
+    """An unreadable vector shows a message next to the field, naming the bad item; the table keeps its values."""
+    opened = open_page(TRACE + "?predict=off")
+    page = opened.page
+    ready(page)
+    rows = stage_table(page).locator("tbody tr")
+    before = rows.all_text_contents()
+    set_vector(page, "1, abc")
+    error = page.get_by_role("alert").filter(has_text="abc")
+    expect(error).to_be_visible()
+    field_box, error_box = page.get_by_label(VECTOR).bounding_box(), error.bounding_box()
+    assert field_box and error_box
+    assert 0 <= error_box["y"] - (field_box["y"] + field_box["height"]) < 120, "the message is not by the field"
+    expect(rows).to_have_text(before)
+    slider_to_zero(page)  # the kept vector is still the one traced when another control changes
+    expect(numbers(stage_row(page, "Residual stream after residual add 1"))).to_have_text(
+        ["+1.500", "\u22120.500", "+0.250", "+2.000", "2.562"])
+    opened.assert_clean()
+
+
+@pytest.mark.parametrize("key", ["Tab", "Enter"])
+def test_new_vector_updates_the_table(open_page, key: str) -> None:
+    """A vector submitted by leaving the field (Tab) or pressing Enter is traced, and clears an earlier error."""
+    opened = open_page(TRACE + "?predict=off")
+    page = opened.page
+    ready(page)
+    set_vector(page, "1, abc", key)
+    expect(page.get_by_role("alert").filter(has_text="abc")).to_be_visible()
+    set_vector(page, "2, 2, 2, 2", key)
+    expect(numbers(stage_row(page, "Input residual stream"))).to_have_text(["+2.000"] * 4 + ["4.000"])
+    expect(numbers(stage_row(page, "RMSNorm 1"))).to_have_text(["+1.000"] * 4 + ["2.000"])
+    expect(page.get_by_role("alert").filter(has_text="abc")).to_have_count(0)
+    expect(page).to_have_url(re.compile(r"[?&]input=2%2C(\+|%20)2"))
+    opened.assert_clean()
+
+
+def test_typed_html_is_shown_as_text_and_never_runs(open_page) -> None:
+    """HTML typed into the vector is shown literally in the message; no element is injected, no script runs."""
+    opened = open_page(TRACE + "?predict=off")
+    page = opened.page
+    ready(page)
+    set_vector(page, "<img src=x onerror=alert(1)>")
+    expect(page.get_by_role("alert")).to_contain_text("could not read '<img'")  # the markup, as text
+    slider_to_zero(page)  # a round trip after the message, so an injected image would have loaded
+    expect(numbers(stage_row(page, "Attention update"))).to_have_text(["0.000"] * 5)
+    expect(page.locator("img[src='x']")).to_have_count(0)
+    expect(page.locator("img")).to_have_count(0)
+    assert not [u for u in opened.requests if u.rstrip("/").endswith("/x")]
+    assert opened.dialogs == []
+    opened.assert_clean()
+
+
+def test_two_sessions_do_not_affect_each_other(open_page) -> None:
+    """Changing one browser session leaves another session's controls and table as they were."""
+    a = open_page(TRACE + "?predict=off")
+    b = open_page(TRACE + "?predict=off")
+    ready(a.page)
+    ready(b.page)
+    b_attention = numbers(stage_row(b.page, "Attention update")).all_inner_texts()
+    slider_to_zero(a.page)
+    checkbox(a.page, REPLACE).check()
+    expect(numbers(stage_row(a.page, "Attention update"))).to_have_text(["0.000"] * 5)
+    expect(stage_table(a.page).get_by_text("input lost here")).to_have_count(1)
+    # B changes something of its own; its update arrives after A's changes were made.
+    b.page.get_by_label(NORM).select_option(label="Mean-centred (LayerNorm)")
+    expect(stage_row(b.page, "LayerNorm 1")).to_be_visible()
+    expect(numbers(stage_row(b.page, "Attention update"))).not_to_have_text(["0.000"] * 5)
+    expect(stage_table(b.page).get_by_text("input lost here")).to_have_count(0)
+    expect(slider(b.page, SCALE)).to_have_attribute("aria-valuenow", re.compile(r"^1(\.0+)?$"))
+    expect(checkbox(b.page, REPLACE)).not_to_be_checked()
+    assert "attention_scale=0" not in b.page.url
+    expect(stage_row(a.page, "RMSNorm 1")).to_be_visible()
+    # And A kept its own state through B's change.
+    expect(numbers(stage_row(a.page, "Attention update"))).to_have_text(["0.000"] * 5)
+    assert b_attention != ["0.000"] * 5
+    a.assert_clean()
+    b.assert_clean()
+
+
+def test_no_request_leaves_the_server_and_no_console_errors(open_page) -> None:
+    """The index and the explorable (gate and controls used) load everything from this server, without errors."""
+    index = open_page("/")
+    expect(index.page.get_by_role("link", name="Pre-norm Transformer block trace")).to_be_visible()
+    index.page.get_by_role("link", name="Pre-norm Transformer block trace").click()
+    expect(index.page).to_have_url(re.compile(re.escape(TRACE)))
+    ready(index.page)
+    page = index.page
+    page.get_by_label(ANSWER).check()
+    page.get_by_role("button", name="Commit prediction").click()
+    expect(page.get_by_label(NORM)).to_be_enabled()
+    page.get_by_label(NORM).select_option(label="Mean-centred (LayerNorm)")
+    expect(stage_row(page, "LayerNorm 1")).to_be_visible()
+    page.get_by_role("button", name="Reset").click()
+    expect(stage_row(page, "RMSNorm 1")).to_be_visible()
+    assert index.requests, "no requests were recorded"
+    assert any(u.startswith("ws://") for u in index.requests), "the websocket was not recorded"
+    assert index.outside_requests() == []
+    assert index.console_errors == []
+
+
+def test_server_logged_no_traceback(server) -> None:
+    """After every browser session above (bad input included), the server has logged no traceback."""
+    log = server.log()
+    failures = [line for line in log.splitlines() if "Traceback" in line or " ERROR" in line]
+    assert failures == [], "\n".join(failures)

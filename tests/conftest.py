@@ -1,0 +1,100 @@
+"""Shared fixtures: one real `blocktrace serve` process for the whole test session."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 60.0  # seconds; a cold import of Panel and Bokeh on a 2-core machine takes a few
+
+
+@dataclass
+class Server:
+    """A running `blocktrace serve` subprocess and the file its output goes to."""
+
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str = "/") -> str:
+        return self.base_url + path
+
+    def log(self) -> str:
+        """Everything the server has written to stdout and stderr so far."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def start_server(log_path: Path, *extra: str) -> Server:
+    """Start the server on a free port and return once /health answers 200.
+
+    Its classroom data goes beside the log (never into the working tree) unless `extra` says otherwise.
+    """
+    port = free_port()
+    if "--data-dir" not in extra and "--no-classroom" not in extra:
+        extra = ("--data-dir", str(log_path.parent / "data"), *extra)
+    log = log_path.open("w", encoding="utf-8")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), *extra],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    log.close()  # the child keeps its own handle
+    server = Server(process, port, log_path)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if _healthy(server.url("/health")):
+            return server
+        try:
+            # Waits a moment for the process, and notices at once if it died.
+            code = process.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            continue
+        raise RuntimeError(f"the server exited with status {code} before answering:\n{server.log()}")
+    stop_server(server)
+    raise RuntimeError(f"the server did not answer /health within {START_TIMEOUT:.0f} s:\n{server.log()}")
+
+
+def stop_server(server: Server) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One `python -m app.cli serve` for every test that needs a server (app and browser tests)."""
+    running = start_server(tmp_path_factory.mktemp("server") / "server.log")
+    yield running
+    stop_server(running)
