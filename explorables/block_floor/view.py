@@ -21,7 +21,7 @@ from explorables.components.heatmap import (
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
-from explorables.components.updates import batched
+from explorables.components.updates import batched, set_object
 from explorables.components.url_state import apply_query, sync_to_url
 
 from . import plots
@@ -106,9 +106,9 @@ class OrderColumn:
         for rng in (self.arrow_fig.x_range, self.arrow_fig.y_range):
             if rng.end != limit:
                 rng.start, rng.end = -limit, limit
-        self.arrow_alt.object = alt_text("Tracked word", plots.arrow_sentences(state, self.title, trace, position))
-        self.phrase.object = phrase_html(trace, position)
-        self.table.object = floor_table_html(state, self.title, trace, position, other)
+        set_object(self.arrow_alt, alt_text("Tracked word", plots.arrow_sentences(state, self.title, trace, position)))
+        set_object(self.phrase, phrase_html(trace, position))
+        set_object(self.table, floor_table_html(state, self.title, trace, position, other))
         factors = token_factors(trace.tokens)
         pattern = trace["blocks.0.attn.pattern"][0]
         set_factors(self.heat_fig, factors, factors)
@@ -116,8 +116,8 @@ class OrderColumn:
         sums = ", ".join(f"{s:.3f}" for s in pattern.sum(axis=1))
         mask = ("causal mask on: each word reads only itself and earlier words, so the future is 0"
                 if trace.config.causal else "no mask in this lab, so the order experiment is exact")
-        self.heat_sums.object = f'<p class="bt-muted">Row sums: {sums} (each row sums to 1); {mask}.</p>'
-        self.heat_alt.object = alt_text("Attention weights", heatmap_sentences(pattern, trace.tokens))
+        set_object(self.heat_sums, f'<p class="bt-muted">Row sums: {sums} (each row sums to 1); {mask}.</p>')
+        set_object(self.heat_alt, alt_text("Attention weights", heatmap_sentences(pattern, trace.tokens)))
 
 
 class FloorExplorable(pn.viewable.Viewer):
@@ -212,8 +212,8 @@ class FloorExplorable(pn.viewable.Viewer):
             column.update(s, trace, pos, other, limit)
         self.columns[1].layout.visible = s.reverse
         self.claim.disabled = self.never.disabled = not s.reverse or not s.bet.unlocked
-        self.banner.object = self._banner_html()
-        self.settle.object = self._settle_html()
+        set_object(self.banner, self._banner_html())
+        set_object(self.settle, self._settle_html())
 
     def _banner_html(self) -> str:
         s = self.state
@@ -251,7 +251,7 @@ class FloorExplorable(pn.viewable.Viewer):
     def _show_claim(self, *_events) -> None:
         result = self.state.claim_result
         if result is None:
-            self.claim_pane.object = ""
+            set_object(self.claim_pane, "")
             return
         stage, short, why = result
         claimed = "they never diverge" if stage is None else f"stage {stage}"

@@ -24,3 +24,9 @@ def batched(method: F) -> F:
             return method(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def set_object(pane, html: str) -> None:
+    """Replace a pane's HTML only when it differs: an unchanged pane costs no message and no re-render."""
+    if pane.object != html:
+        pane.object = html

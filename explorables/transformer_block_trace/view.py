@@ -13,7 +13,7 @@ from explorables.components.embed import EmbedButton, server_base, state_query
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
-from explorables.components.updates import batched
+from explorables.components.updates import batched, set_object
 from explorables.components.url_state import apply_query, sync_to_url
 
 from . import describe, plots
@@ -173,13 +173,13 @@ class TraceExplorable(pn.viewable.Viewer):
         if list(self.swiglu_fig.x_range.factors) != sw["unit"]:
             self.swiglu_fig.x_range.factors = sw["unit"]
         self.swiglu_src.data = sw
-        self.stage_table.object = stage_table_html(s)
-        self.baseline_table.object = baseline_table_html(s)
-        self.swiglu_table.object = swiglu_table_html(s)
-        self.norm_alt.object = alt_text("Norm at each stage", describe.norm_sentences(s))
-        self.comp_alt.object = alt_text("Components", describe.component_sentences(s))
-        self.swiglu_alt.object = alt_text("SwiGLU detail", describe.swiglu_sentences(s))
-        self.live.object = self._live_html()
+        set_object(self.stage_table, stage_table_html(s))
+        set_object(self.baseline_table, baseline_table_html(s))
+        set_object(self.swiglu_table, swiglu_table_html(s))
+        set_object(self.norm_alt, alt_text("Norm at each stage", describe.norm_sentences(s)))
+        set_object(self.comp_alt, alt_text("Components", describe.component_sentences(s)))
+        set_object(self.swiglu_alt, alt_text("SwiGLU detail", describe.swiglu_sentences(s)))
+        set_object(self.live, self._live_html())
 
     @batched
     def _show_input_error(self, *_events) -> None:
@@ -194,7 +194,7 @@ class TraceExplorable(pn.viewable.Viewer):
         locked = not self.state.prediction.unlocked
         for widget in self.controls:
             widget.disabled = locked
-        self.live.object = self._live_html()
+        set_object(self.live, self._live_html())
 
     # --- layout -----------------------------------------------------------------------------
 
