@@ -11,6 +11,7 @@ import panel as pn
 from explorables.components.checkpoint import CheckpointView
 from explorables.components.downloads import Downloads, worksheet_html
 from explorables.components.embed import EmbedButton, server_base, state_query
+from explorables.components.explorable import ExplorableView
 from explorables.components.heatmap import (
     heatmap_data,
     heatmap_figure,
@@ -22,7 +23,7 @@ from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
 from explorables.components.updates import batched, set_object
-from explorables.components.url_state import apply_query, sync_to_url
+from explorables.components.url_state import sync_to_url
 
 from . import plots
 from .divergence import STAGE_KEYS, agree, floor_rows, stage_labels
@@ -120,17 +121,12 @@ class OrderColumn:
         set_object(self.heat_alt, alt_text("Attention weights", heatmap_sentences(pattern, trace.tokens)))
 
 
-class FloorExplorable(pn.viewable.Viewer):
+class FloorExplorable(ExplorableView):
     """One session's block-floor explorable."""
 
     def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
-        super().__init__()
-        self.state = state = FloorState()
-        self.notices = apply_query(state, QUERY_KEYS, query or {})
-        state.bet.skipped = not predict
-        self.embed = embed
-        self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
-        self.emit = lambda kind, payload: None  # the page connects this to the classroom store
+        state = FloorState()
+        super().__init__(state, state.bet, QUERY_KEYS, query, embed, predict)
         self._build()
         state.param.watch(self._refresh, ["original", "reversed_", "stage", "tracked", "reverse"])
         state.param.watch(self._show_claim, ["claim_result"])
@@ -273,7 +269,6 @@ class FloorExplorable(pn.viewable.Viewer):
         self._refresh()
 
     def __panel__(self):
-        notices = "".join(f'<p class="bt-notice" role="status">{escape(n)}</p>' for n in self.notices)
         controls = pn.Column(
             pn.pane.HTML('<h2 class="bt-h2">Controls</h2>', **styled()),
             self.phrase, self.phrase_error, self.positions, self.tracked, self.reverse, self.causal,
@@ -300,6 +295,6 @@ class FloorExplorable(pn.viewable.Viewer):
                           styles={"flex": "1 1 40rem", "min-width": "0"})
         head = [] if self.embed else [pn.pane.HTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
-        notice_pane = [pn.pane.HTML(notices, **styled(sizing_mode="stretch_width"))] if notices else []
+        notice_pane = self.notice_panes()
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
         return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")

@@ -13,6 +13,7 @@ from bokeh.models import BoxAnnotation, ColumnDataSource, FactorRange, FixedTick
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
+from explorables.components.figures import base_figure
 from explorables.components.heatmap import heatmap_data, heatmap_figure
 from explorables.components.palette import NEUTRAL, SEQUENTIAL, SERIES
 from explorables.engine import ops
@@ -21,15 +22,6 @@ from .state import MAX_BLOCKS, VARIANTS, LabState
 from .tables import VARIANT_NAMES
 
 MAX_HEADS = 8
-
-
-def _base_figure(title: str, height: int = 280, **kw) -> figure:
-    fig = figure(title=title, height=height, sizing_mode="stretch_width", toolbar_location="right",
-                 tools="save,reset", **kw)
-    fig.title.text_font_size = "13px"
-    fig.toolbar.logo = None
-    fig.outline_line_color = None
-    return fig
 
 
 def position_labels(state: LabState) -> list[str]:
@@ -78,8 +70,8 @@ def norms_data(state: LabState) -> dict:
 def norms_figure(state: LabState) -> tuple[figure, ColumnDataSource]:
     data = norms_data(state)
     src = ColumnDataSource(data)
-    fig = _base_figure("The vector, RMSNorm(vector) and LayerNorm(vector), component by component",
-                       x_range=FactorRange(*data["component"]))
+    fig = base_figure("The vector, RMSNorm(vector) and LayerNorm(vector), component by component",
+                      height=280, x_range=FactorRange(*data["component"]))
     width = 0.27
     for k, name in enumerate(NORM_SERIES):
         fig.vbar(x=dodge("component", (k - 1) * width, range=fig.x_range), top=f"s{k}", width=width * 0.92,
@@ -130,7 +122,7 @@ def activation_data(state: LabState) -> tuple[dict, dict]:
 def activation_figure(state: LabState) -> tuple[figure, ColumnDataSource, ColumnDataSource, object]:
     curves, points = activation_data(state)
     csrc, psrc = ColumnDataSource(curves), ColumnDataSource(points)
-    fig = _base_figure("Activations; dots: this trace's pre-activations", height=360)
+    fig = base_figure("Activations; dots: this trace's pre-activations", height=360)
     fig.line("x", "gelu", source=csrc, color=SERIES[0], line_width=3, legend_label=CURVES[0])
     fig.line("x", "silu", source=csrc, color=SERIES[5], line_width=3, line_dash="dashed", legend_label=CURVES[1])
     fig.line("x", "sigmoid", source=csrc, color=SERIES[2], line_width=2, line_dash="dotted", legend_label=CURVES[2])
@@ -180,8 +172,8 @@ def delta_data(state: LabState) -> dict:
 def delta_figure(state: LabState) -> tuple[figure, ColumnDataSource, BoxAnnotation]:
     src = ColumnDataSource(delta_data(state))
     T, d = state.delta.shape
-    fig = _base_figure("|Δ output| per position × feature",
-                       height=90 + 34 * T, x_range=Range1d(-0.5, d - 0.5), y_range=Range1d(T - 0.5, -0.5))
+    fig = base_figure("|Δ output| per position × feature",
+                      height=90 + 34 * T, x_range=Range1d(-0.5, d - 0.5), y_range=Range1d(T - 0.5, -0.5))
     fig.rect("feature", "pos", width=1, height=1, source=src, fill_color="colour", line_color="#dddddd")
     earlier = BoxAnnotation(top=-0.5, bottom=state.corrupt - 0.5, fill_alpha=0.0, line_color="#1a7f37",
                             line_alpha=1.0, line_width=3, line_dash="dashed")
@@ -237,7 +229,7 @@ def depth_figures(state: LabState) -> tuple[figure, figure, dict, dict]:
         ("rms", "Residual stream RMS entering each block", "RMS of the stream (log scale)"),
         ("grad", "‖∂L/∂stream‖ reaching each block's input", "gradient norm (log scale)"),
     ):
-        fig = _base_figure(title, height=340, y_axis_type="log", x_range=Range1d(0.5, MAX_BLOCKS + 1.5))
+        fig = base_figure(title, height=340, y_axis_type="log", x_range=Range1d(0.5, MAX_BLOCKS + 1.5))
         for v in VARIANTS:
             r = fig.line("block", column, source=sources[v], color=DEPTH_COLOURS[v], line_width=2,
                          line_dash=DEPTH_DASH[v], legend_label=VARIANT_NAMES[v])

@@ -7,16 +7,16 @@ from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
-import param
 
 from explorables.components.downloads import Downloads, worksheet_html
 from explorables.components.embed import EmbedButton, server_base, state_query
+from explorables.components.explorable import ExplorableView
 from explorables.components.heatmap import set_factors
 from explorables.components.html import alt_text
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
 from explorables.components.updates import batched
-from explorables.components.url_state import apply_query, sync_to_url
+from explorables.components.url_state import sync_to_url
 
 from . import describe, plots, tables
 from .shapes import exercise_answer
@@ -67,18 +67,12 @@ def _controls(*widgets) -> pn.FlexBox:
     return pn.FlexBox(*widgets, gap="0.25rem 1rem", sizing_mode="stretch_width", align_items="flex-end")
 
 
-class DecoderLabExplorable(pn.viewable.Viewer):
+class DecoderLabExplorable(ExplorableView):
     """One session's lab: its own state, widgets and Bokeh models."""
 
     def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
-        super().__init__()
-        self.state = state = LabState()
-        with param.parameterized.batch_call_watchers(state):
-            self.notices = apply_query(state, QUERY_KEYS, query or {})
-        state.prediction.skipped = not predict
-        self.embed = embed
-        self.emit = lambda kind, payload: None  # the page connects this to the classroom store
-        self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
+        state = LabState()
+        super().__init__(state, state.prediction, QUERY_KEYS, query, embed, predict, batch_query=True)
         self._build_widgets()
         self._build_views()
         state.param.watch(self._refresh_trace, ["trace", "split"])
@@ -393,7 +387,6 @@ class DecoderLabExplorable(pn.viewable.Viewer):
     # --- layout -----------------------------------------------------------------------------
 
     def __panel__(self):
-        notices = "".join(f'<p class="bt-notice" role="status">{escape(n)}</p>' for n in self.notices)
         shapes = _section(
             1, "Shapes",
             "Pick the sizes. The table follows every tensor through the block and checks each shape against the "
@@ -460,7 +453,7 @@ class DecoderLabExplorable(pn.viewable.Viewer):
             self.break_summary,
         )
         head = [] if self.embed else [_html(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>')]
-        notice_pane = [_html(notices)] if notices else []
+        notice_pane = self.notice_panes()
         gate = [self.gate] if self.show_gate else []
         share = [] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]
         top = pn.Column(*gate, self.live, _controls(self.w_reset), *share, sizing_mode="stretch_width")

@@ -10,6 +10,7 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
+from explorables.components.figures import base_figure
 from explorables.components.palette import SERIES, sign_colour, signed
 from explorables.engine import ops
 
@@ -26,15 +27,6 @@ SHORT = {
     "blocks.0.resid_post": "output",
 }
 SWIGLU_SERIES = ("gate", "SiLU(gate)", "value", "SiLU(gate) × value")
-
-
-def _base_figure(title: str, height: int = 260, **kw) -> figure:
-    fig = figure(title=title, height=height, sizing_mode="stretch_width", toolbar_location="right",
-                 tools="save,reset", **kw)
-    fig.title.text_font_size = "13px"
-    fig.toolbar.logo = None
-    fig.outline_line_color = None
-    return fig
 
 
 # --- norm per stage ------------------------------------------------------------------------
@@ -55,7 +47,7 @@ def norm_data(state: TraceState) -> tuple[dict, dict, float]:
 def norm_figure(state: TraceState) -> tuple[figure, ColumnDataSource, ColumnDataSource, Span]:
     current, baseline, input_norm = norm_data(state)
     src, base = ColumnDataSource(current), ColumnDataSource(baseline)
-    fig = _base_figure("Norm ‖·‖ at each stage", x_range=FactorRange(*current["stage"]))
+    fig = base_figure("Norm ‖·‖ at each stage", x_range=FactorRange(*current["stage"]))
     fig.line("stage", "norm", source=base, line_dash="dashed", color=SERIES[1], line_width=2,
              legend_label="default block, same input")
     fig.scatter("stage", "norm", source=base, marker="square", size=7, color=SERIES[1])
@@ -95,7 +87,7 @@ def _sub(i: int) -> str:
 def component_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
     data = component_data(state)
     src = ColumnDataSource(data)
-    fig = _base_figure("Components of the selected stage", x_range=FactorRange(*data["component"]))
+    fig = base_figure("Components of the selected stage", x_range=FactorRange(*data["component"]))
     fig.vbar(x="component", top="value", width=0.7, color="colour", source=src)
     fig.text(x="component", y="label_y", text="label", source=src, text_align="center",
              text_baseline="baseline", text_font_size="11px", text_color="#777777")
@@ -125,7 +117,7 @@ def swiglu_data(state: TraceState) -> dict:
 def swiglu_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
     data = swiglu_data(state)
     src = ColumnDataSource(data)
-    fig = _base_figure("SwiGLU, hidden unit by hidden unit", height=280, x_range=FactorRange(*data["unit"]))
+    fig = base_figure("SwiGLU, hidden unit by hidden unit", height=280, x_range=FactorRange(*data["unit"]))
     width = 0.2
     for n, name in enumerate(SWIGLU_SERIES):
         fig.vbar(x=dodge("unit", (n - 1.5) * width, range=fig.x_range), top=f"s{n}", width=width * 0.95,

@@ -10,11 +10,12 @@ import panel as pn
 
 from explorables.components.downloads import Downloads, worksheet_html
 from explorables.components.embed import EmbedButton, server_base, state_query
+from explorables.components.explorable import ExplorableView
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
 from explorables.components.updates import batched, set_object
-from explorables.components.url_state import apply_query, sync_to_url
+from explorables.components.url_state import sync_to_url
 
 from . import describe, plots
 from .state import CONSTANT_INPUT, CORRECT_PREDICTION, QUERY_KEYS, ROW_KEYS, TraceState
@@ -73,17 +74,12 @@ def swiglu_table_html(state: TraceState) -> str:
     return f'<div class="bt-table-wrap">{table("SwiGLU detail", header, body, "swiglu-table")}</div>'
 
 
-class TraceExplorable(pn.viewable.Viewer):
+class TraceExplorable(ExplorableView):
     """One session's explorable: its own state, widgets and Bokeh models."""
 
     def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
-        super().__init__()
-        self.state = state = TraceState()
-        self.notices = apply_query(state, QUERY_KEYS, query or {})
-        state.prediction.skipped = not predict
-        self.embed = embed
-        self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
-        self.emit = lambda kind, payload: None  # the page connects this to the classroom store
+        state = TraceState()
+        super().__init__(state, state.prediction, QUERY_KEYS, query, embed, predict)
         self._build_widgets()
         self._build_views()
         state.param.watch(self._refresh, ["trace", "inspect"])
@@ -199,7 +195,6 @@ class TraceExplorable(pn.viewable.Viewer):
     # --- layout -----------------------------------------------------------------------------
 
     def __panel__(self):
-        notices = "".join(f'<p class="bt-notice" role="status">{escape(n)}</p>' for n in self.notices)
         controls = pn.Column(
             pn.pane.HTML('<h2 class="bt-h2">Controls</h2>', **styled()),
             self.vector, self.vector_error,
@@ -227,6 +222,6 @@ class TraceExplorable(pn.viewable.Viewer):
         )
         head = [] if self.embed else [pn.pane.HTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
-        notice_pane = [pn.pane.HTML(notices, **styled(sizing_mode="stretch_width"))] if notices else []
+        notice_pane = self.notice_panes()
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
         return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")

@@ -1,0 +1,39 @@
+"""What every explorable's view shares: its session's state, the link's state, the prediction switch, hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+import panel as pn
+import param
+
+from .prediction import Prediction
+from .style import styled
+from .url_state import QueryKey, apply_query
+
+
+class ExplorableView(pn.viewable.Viewer):
+    """Base of the three explorables: each session builds one, with its own state, widgets and models."""
+
+    def __init__(self, state: param.Parameterized, prediction: Prediction, keys: Mapping[str, QueryKey],
+                 query: Mapping[str, str] | None, embed: bool, predict: bool, batch_query: bool = False):
+        super().__init__()
+        self.state = state
+        if batch_query:  # apply the whole link before any derived value is recomputed
+            with param.parameterized.batch_call_watchers(state):
+                self.notices = apply_query(state, keys, query or {})
+        else:
+            self.notices = apply_query(state, keys, query or {})
+        prediction.skipped = not predict
+        self.embed = embed
+        self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
+        self.emit: Any = lambda kind, payload: None  # the page connects this to the classroom store
+
+    def notice_panes(self) -> list[pn.viewable.Viewable]:
+        """The link's refused values, as notices above the explorable (none when the link was fine)."""
+        if not self.notices:
+            return []
+        html = "".join(f'<p class="bt-notice" role="status">{escape(n)}</p>' for n in self.notices)
+        return [pn.pane.HTML(html, **styled(sizing_mode="stretch_width"))]
