@@ -1,7 +1,7 @@
 """The classroom store on a real PostgreSQL, started by these tests from Debian's packages.
 
-The session fixture runs its own throwaway cluster (initdb in a temporary directory, as the
-`postgres` user when the tests run as root), on a free loopback port, and stops it at the end.
+The session fixture runs its own throwaway cluster (tests/pg.py: initdb in a temporary directory, as
+the `postgres` user when the tests run as root), on a free loopback port, and stops it at the end.
 The server binaries are required: without them these tests fail, they do not skip.
 """
 
@@ -9,22 +9,11 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import pwd
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
-import psycopg
 import pytest
 from sqlalchemy import func, inspect, select, text
 from sqlalchemy.exc import IntegrityError
@@ -34,109 +23,20 @@ from app.classroom.identity import new_learner_id
 from app.classroom.outbox import Outbox
 from app.classroom.schema import SCHEMA_VERSION
 from app.classroom.store import EventStore, StoreUnavailable, new_event_id
+from tests.pg import Postgres, running_postgres
+from tests.pg import free_port as _free_port
 
-PG_ROOT = Path("/usr/lib/postgresql")
-START_TIMEOUT = 30.0  # seconds
 CLASS = "physics-3"
 LESSON = "transformer-block"
 EXPLORABLE = "transformer-block-trace"
 QUESTION = "transformer-block-trace/prediction"
 
 
-@dataclass
-class Postgres:
-    """A running throwaway PostgreSQL server on 127.0.0.1."""
-
-    port: int
-
-    def url(self, database: str) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
-
-    def admin(self) -> psycopg.Connection:
-        return psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres", autocommit=True)
-
-    def create_database(self, name: str | None = None) -> str:
-        name = name or f"bt_{uuid.uuid4().hex[:16]}"
-        with self.admin() as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
-
-
-def _bin_dir() -> Path:
-    found = sorted((p.parent for p in PG_ROOT.glob("*/bin/postgres")),
-                   key=lambda d: int(d.parent.name) if d.parent.name.isdigit() else -1)
-    if not found:
-        pytest.fail(f"PostgreSQL server binaries not found under {PG_ROOT}/*/bin: install Debian's packages "
-                    "with `apt-get install -y postgresql` (these tests need a real server and do not skip)",
-                    pytrace=False)
-    return found[-1]
-
-
-def _run_as() -> dict:
-    """Popen arguments that drop root to the `postgres` user: PostgreSQL refuses to run as root."""
-    if os.geteuid() != 0:
-        return {}
-    try:
-        user = pwd.getpwnam("postgres")
-    except KeyError:
-        pytest.fail("running as root, and the `postgres` user (made by Debian's postgresql package) is missing",
-                    pytrace=False)
-    return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
     """One PostgreSQL server for this module's tests: initdb, start, wait for pg_isready; stop and delete."""
-    bin_dir = _bin_dir()
-    run_as = _run_as()
-    # Not under pytest's tmp_path: its parents are private to root, and the server runs as `postgres`.
-    base = Path(tempfile.mkdtemp(prefix="blocktrace-pg-"))
-    if run_as:
-        os.chown(base, run_as["user"], run_as["group"])
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "TZ": "UTC"}
-    log_path = base / "postgres.log"
-    server = None
-    try:
-        initdb = subprocess.run(
-            [bin_dir / "initdb", "-D", base / "data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
-             "--no-locale", "--no-sync"],
-            cwd=base, env=env, capture_output=True, text=True, timeout=120, **run_as)
-        assert initdb.returncode == 0, f"initdb failed:\n{initdb.stdout}\n{initdb.stderr}"
-        port = _free_port()
-        with log_path.open("w") as log:
-            server = subprocess.Popen(
-                [bin_dir / "postgres", "-D", base / "data", "-k", base, "-p", str(port), "-h", "127.0.0.1"],
-                cwd=base, env=env, stdout=log, stderr=subprocess.STDOUT, **run_as)
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            ready = subprocess.run(
-                [bin_dir / "pg_isready", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-t", "1"],
-                capture_output=True, timeout=10)
-            if ready.returncode == 0:
-                break
-            try:
-                code = server.wait(timeout=0.1)  # waits a moment, and notices at once if the server died
-            except subprocess.TimeoutExpired:
-                assert time.monotonic() < deadline, f"PostgreSQL not ready in {START_TIMEOUT:.0f} s:\n" \
-                    + log_path.read_text()
-                continue
-            pytest.fail(f"PostgreSQL exited with status {code}:\n{log_path.read_text()}", pytrace=False)
-        yield Postgres(port)
-    finally:
-        if server is not None and server.poll() is None:
-            server.send_signal(signal.SIGINT)  # "fast" shutdown: roll back clients, checkpoint, exit
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-        shutil.rmtree(base, ignore_errors=True)
+    with running_postgres() as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,0 +1,603 @@
+"""A class on one server: N students on real websocket sessions commit a prediction, then move a slider.
+
+usage: python benchmarks/classroom.py [--students 30,60,100] [--procs 1,2] [--duration 15] [--db URL]
+
+For every number of worker processes (`blocktrace serve --num-procs P`) and every class size N, it
+starts a fresh `python -m app.cli serve` on a free loopback port (the default SQLite store in a
+temporary data directory, or --db), and simulates N students, each on their own Bokeh session
+speaking the Bokeh websocket protocol as the browser does, with Bokeh's own protocol classes (no
+Chromium: 100 browsers would swamp a 2-core machine). All students share one asyncio loop; the
+session is created when its websocket opens (no page request), so with --num-procs the worker that
+accepts the websocket builds the session:
+
+1. join: open the explorable's websocket (`?class=<run code>`), pull the document;
+2. predict: pick an answer in the prediction gate (the RadioGroup model's `active`) and press
+   "Commit prediction" (a `button_click` event on its Button model); committed once the server
+   enables the attention-scale slider;
+3. explore, for --duration seconds: bursts of 3 slider changes 0.4 s apart, then a 1.5 s pause
+   (1.3 changes per second), each a new `value` of the "Attention update scale" Slider model.
+
+Latency of a change = from sending the new value to receiving the server's update of the stage
+table's HTML model showing that value's table (tables for every slider value are computed here
+with the app's own code, so each update is matched to the change that caused it; a change the
+server folded into a later one counts until that later table arrives).
+
+Also printed: server memory per session (VmRSS of the server's processes after the N sessions
+joined, minus before, over N), server CPU (and its CPU time per change, the figure least disturbed
+by other work on the machine), events persisted per second while exploring, and the check that
+nothing was lost: each student's committed prediction is stored, and their last stored slider value
+is the last change the server answered (or a later one it took). Learners are identified through
+the signed learner id the page hands the browser for its cookie.
+
+Every step is bounded; the benchmark stops the servers it started and exits by itself.
+Targets (issue 7): 100 students on one process with p95 <= 200 ms, <= 3 MB per session, no lost events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import html
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from bokeh.client.websocket import WebSocketClientConnectionWrapper
+from bokeh.protocol import Protocol
+from bokeh.protocol.message import Message
+from bokeh.protocol.messages.patch_doc import patch_doc
+from bokeh.protocol.receiver import Receiver
+from bokeh.util.strings import format_url_query_arguments
+from bokeh.util.token import generate_jwt_token, generate_session_id
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import WebSocketClientConnection, websocket_connect
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sqlalchemy import select  # noqa: E402
+
+from app.classroom.identity import verify  # noqa: E402
+from app.classroom.schema import events  # noqa: E402
+from app.classroom.store import EventStore, default_url  # noqa: E402
+from app.learner import COALESCE_MS  # noqa: E402
+from app.serve import SECRET_ENV  # noqa: E402
+from explorables.transformer_block_trace.state import PREDICTION_CHOICES, TraceState  # noqa: E402
+from explorables.transformer_block_trace.view import stage_table_html  # noqa: E402
+
+ROUTE = "/explorables/transformer-block-trace"
+QUESTION = "transformer-block-trace/prediction"
+SLIDER_TITLE = "Attention update scale"
+COMMIT_LABEL = "Commit prediction"
+BURST, BURST_GAP, PAUSE = 3, 0.4, 1.5  # 3 changes in 2.3 s: 1.3 changes per second per student
+CONNECT_PARALLEL = 4  # students joining at the same moment
+START_TIMEOUT = 90.0  # seconds for a server to answer /health
+STEP_TIMEOUT = 120.0  # seconds for one student's join or commit on a loaded server
+REPLY_TIMEOUT = 60.0  # seconds to wait, after exploring, for the last tables
+IDLE_TIMEOUT = 90.0  # seconds to wait, then, for a backlogged server to finish its work
+TARGET_P95_MS, TARGET_MB = 200.0, 3.0
+
+
+# --- the server --------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+    data_dir: Path
+    db_url: str
+
+    def pids(self) -> list[int]:
+        """The server process and its descendants (the workers of --num-procs)."""
+        parents: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        found, frontier = [self.process.pid], [self.process.pid]
+        while frontier:
+            children = [pid for pid, ppid in parents.items() if ppid in frontier]
+            found += children
+            frontier = children
+        return found
+
+    def rss_mb(self) -> float:
+        total = 0
+        for pid in self.pids():
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            except OSError:
+                pass
+        return total / 1024
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+
+def start_server(folder: Path, procs: int, secret: str, db_url: str | None) -> Server:
+    port = free_port()
+    data_dir = folder / "data"
+    log_path = folder / "server.log"
+    args = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--num-procs", str(procs),
+            "--data-dir", str(data_dir), "--teacher-password", secrets.token_urlsafe(9)]
+    if db_url:
+        args += ["--db", db_url]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1", SECRET_ENV: secret})
+    server = Server(process, port, log_path, data_dir, db_url or default_url(data_dir))
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                if response.status == 200:
+                    return server
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with status {process.returncode}:\n{log_path.read_text()}")
+        time.sleep(0.2)
+    stop_server(server)
+    raise RuntimeError(f"the server did not answer /health within {START_TIMEOUT:.0f} s")
+
+
+def stop_server(server: Server) -> None:
+    """SIGTERM to the server's process group (its own session): with --num-procs the workers are in it too."""
+    try:
+        os.killpg(server.process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        server.process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=15)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:  # workers outliving the parent (see the report) are in the group
+        try:
+            os.killpg(server.process.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(server.process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat: how much of every core anything used."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+# --- one student -------------------------------------------------------------------------------
+
+PROTOCOL = Protocol()
+SLIDER_VALUES = [round(0.05 * i, 2) for i in range(61)]  # the slider's grid, 0 to 3
+
+
+def table_texts() -> dict[str, float]:
+    """The stage table's HTML for each slider value (the app's own code, the page's default state)."""
+    tables: dict[str, float] = {}
+    for value in SLIDER_VALUES:
+        tables.setdefault(stage_table_html(TraceState(attention_scale=value)), value)
+    return tables
+
+
+def _objects(node, found: list[dict]) -> list[dict]:
+    """Every model definition in a serialized Bokeh document."""
+    if isinstance(node, dict):
+        if node.get("type") == "object" and "id" in node:
+            found.append(node)
+        for value in node.values():
+            _objects(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _objects(value, found)
+    return found
+
+
+def _entries(value) -> dict:
+    if isinstance(value, dict) and value.get("type") == "map":
+        return dict(value.get("entries", []))
+    return value if isinstance(value, dict) else {}
+
+
+def _patch(*events_json: dict) -> Message:
+    """A PATCH-DOC message as BokehJS sends it: model changes and events by model id."""
+    return patch_doc(patch_doc.create_header(), {}, {"events": list(events_json)})
+
+
+@dataclass
+class Student:
+    n: int
+    url: str
+    tables: dict[str, float]
+    ws: WebSocketClientConnection | None = None
+    sock: WebSocketClientConnectionWrapper | None = None
+    receiver: Receiver = field(default_factory=lambda: Receiver(PROTOCOL))
+    ids: dict[str, str] = field(default_factory=dict)
+    signed_learner: str = ""
+    choice_index: int = 1
+    join_s: float = 0.0
+    commit_ms: float = 0.0
+    enabled: asyncio.Event = field(default_factory=asyncio.Event)
+    outstanding: list[tuple[float, float]] = field(default_factory=list)  # (value, sent at)
+    latencies_ms: list[float] = field(default_factory=list)
+    unmatched_tables: int = 0
+    sent: list[float] = field(default_factory=list)  # every value sent, in order
+    answered: int = 0  # how many of them (in order) the server has answered with their table
+    bursts: int = 0
+    last_value: float = 1.0
+    reader: asyncio.Task | None = None
+
+    async def _read(self) -> Message | None:
+        while True:
+            fragment = await self.ws.read_message()
+            if fragment is None:
+                return None
+            message = await self.receiver.consume(fragment)
+            if message is not None:
+                return message
+
+    async def join(self, class_code: str) -> None:
+        started = time.perf_counter()
+        session_id = generate_session_id()
+        request = HTTPRequest(format_url_query_arguments(self.url, {"class": class_code}))
+        self.ws = await websocket_connect(request, subprotocols=["bokeh", generate_jwt_token(session_id)],
+                                          max_message_size=50 * 2**20)
+        self.sock = WebSocketClientConnectionWrapper(self.ws)
+        ack = await self._read()
+        assert ack is not None and ack.msgtype == "ACK", ack
+        await PROTOCOL.create("PULL-DOC-REQ").send(self.sock)
+        while (reply := await self._read()) is not None and reply.msgtype != "PULL-DOC-REPLY":
+            pass
+        assert reply is not None, "the server closed the websocket before sending the document"
+        for obj in _objects(reply.content, []):
+            attrs = obj.get("attributes", {})
+            if obj.get("name") == "Slider" and attrs.get("title") == SLIDER_TITLE:
+                self.ids["slider"] = obj["id"]
+            elif obj.get("name") == "RadioGroup" and "(not chosen yet)" in (attrs.get("labels") or []):
+                self.ids["radio"] = obj["id"]
+            elif obj.get("name", "").endswith("Button") and attrs.get("label") == COMMIT_LABEL:
+                self.ids["commit"] = obj["id"]
+            elif obj.get("name", "").endswith("markup.HTML") and "stage-table" in str(attrs.get("text", "")):
+                self.ids["table"] = obj["id"]
+            elif obj.get("name") == "CustomJS" and "bt_learner" in str(attrs.get("code", "")):
+                self.signed_learner = str(_entries(attrs.get("args")).get("learner", ""))
+        missing = {"slider", "radio", "commit", "table"} - set(self.ids)
+        assert not missing, f"not found in the page: {missing}"
+        self.join_s = time.perf_counter() - started
+        self.reader = asyncio.ensure_future(self._read_forever())
+
+    async def _read_forever(self) -> None:
+        while (message := await self._read()) is not None:
+            if message.msgtype != "PATCH-DOC":
+                continue
+            now = time.perf_counter()
+            for event in message.content.get("events", []):
+                model = (event.get("model") or {}).get("id")
+                if event.get("kind") != "ModelChanged" or model is None:
+                    continue
+                if model == self.ids["slider"] and event.get("attr") == "disabled" and event.get("new") is False:
+                    self.enabled.set()
+                elif model == self.ids["table"] and event.get("attr") == "text":
+                    self._table_arrived(html.unescape(str(event.get("new"))), now)
+
+    def _table_arrived(self, text: str, now: float) -> None:
+        value = self.tables.get(text)
+        matches = [i for i, (v, _sent) in enumerate(self.outstanding) if v == value]
+        if not matches:
+            self.unmatched_tables += 1
+            return
+        last = matches[-1]
+        for _value, sent in self.outstanding[: last + 1]:  # earlier changes folded into this one are shown now
+            self.latencies_ms.append(1000 * (now - sent))
+        del self.outstanding[: last + 1]
+        self.answered += last + 1
+
+    @property
+    def changes(self) -> int:
+        return len(self.sent)
+
+    def stored_last_is_right(self, stored: float | None) -> bool:
+        """The learner's last stored slider value is their last answered change, or a later one the server took."""
+        if self.answered == 0:
+            return stored is None or stored in self.sent
+        return stored is not None and any(abs(stored - v) < 1e-9 for v in self.sent[self.answered - 1:])
+
+    async def commit(self) -> None:
+        started = time.perf_counter()
+        await _patch({"kind": "ModelChanged", "model": {"id": self.ids["radio"]}, "attr": "active",
+                      "new": self.choice_index}).send(self.sock)
+        await _patch({"kind": "MessageSent", "msg_type": "bokeh_event",
+                      "msg_data": {"type": "event", "name": "button_click",
+                                   "values": {"type": "map", "entries": [["model", {"id": self.ids["commit"]}]]}}},
+                     ).send(self.sock)
+        await self.enabled.wait()
+        self.commit_ms = 1000 * (time.perf_counter() - started)
+
+    async def explore(self, until: float, rng: random.Random) -> None:
+        await asyncio.sleep(rng.uniform(0, BURST * BURST_GAP + PAUSE))  # students do not move in step
+        while time.perf_counter() < until:
+            for i in range(BURST):
+                busy = {v for v, _ in self.outstanding} | {self.last_value}
+                value = rng.choice([v for v in SLIDER_VALUES if v not in busy])
+                self.outstanding.append((value, time.perf_counter()))
+                await _patch({"kind": "ModelChanged", "model": {"id": self.ids["slider"]}, "attr": "value",
+                              "new": value}).send(self.sock)
+                self.last_value = value
+                self.sent.append(value)
+                if i < BURST - 1:
+                    await asyncio.sleep(BURST_GAP)
+            self.bursts += 1
+            await asyncio.sleep(PAUSE)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+        if self.ws is not None:
+            self.ws.close()
+
+
+# --- one run -----------------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    procs: int
+    students: int
+    join_median_s: float
+    join_p95_s: float
+    commit_median_ms: float
+    changes: int
+    latency_median_ms: float
+    latency_p95_ms: float
+    latency_max_ms: float
+    mb_per_session: float
+    server_cpu_pct: float
+    client_cpu_pct: float
+    machine_cpu_pct: float  # every process on the machine, 100 per core
+    cpu_ms_per_change: float  # server CPU while exploring (polls and writes included) over the changes sent
+    events_per_s: float
+    predictions_ok: int
+    last_values_ok: int
+    param_events: int
+    bursts: int
+    unanswered: int
+    load_before: float
+
+
+def _counts(store: EventStore, class_code: str) -> list[tuple[str, str, str]]:
+    with store.engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(
+            select(events.c.learner_id, events.c.kind, events.c.payload)
+            .where(events.c.class_code == class_code).order_by(events.c.created_at, events.c.id))]
+
+
+async def wait_until_idle(server: Server) -> None:
+    """Wait (at most IDLE_TIMEOUT) until the server uses under 10 % of a core over a second."""
+    deadline = time.perf_counter() + IDLE_TIMEOUT
+    while time.perf_counter() < deadline:
+        before = server.cpu_seconds()
+        await asyncio.sleep(1.0)
+        if server.cpu_seconds() - before < 0.1:
+            return
+
+
+async def _bounded(what: str, awaitable, timeout: float):
+    try:
+        return await asyncio.wait_for(awaitable, timeout)
+    except TimeoutError as err:
+        raise RuntimeError(f"{what} did not finish within {timeout:.0f} s") from err
+
+
+async def run_class(server: Server, procs: int, students_n: int, duration: float, secret: bytes,
+                    tables: dict[str, float], rng: random.Random) -> Result:
+    class_code = f"bench-p{procs}-n{students_n}-{secrets.token_hex(3)}"
+    url = f"ws://127.0.0.1:{server.port}{ROUTE}/ws"
+    load_before = os.getloadavg()[0]
+
+    # Warm up: the first sessions of each worker import and build everything once; they stay open.
+    warm = [Student(-1 - i, url, tables) for i in range(2 * procs + 1)]
+    for student in warm:
+        await _bounded("a warm-up join", student.join("bench-warmup"), STEP_TIMEOUT)
+    rss_before = server.rss_mb()
+
+    students = [Student(n, url, tables, choice_index=1 + n % 4) for n in range(students_n)]
+    gate = asyncio.Semaphore(CONNECT_PARALLEL)
+
+    async def join(student: Student) -> None:
+        async with gate:
+            await _bounded("a student's join", student.join(class_code), STEP_TIMEOUT)
+
+    try:
+        await asyncio.gather(*(join(s) for s in students))
+        rss_joined = server.rss_mb()
+        await _bounded("the class's commits", asyncio.gather(*(s.commit() for s in students)), STEP_TIMEOUT)
+
+        with EventStore(server.db_url) as store:
+            before = len(_counts(store, class_code))
+            cpu0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_cpu()
+            t0 = time.perf_counter()
+            until = t0 + duration
+            await asyncio.gather(*(s.explore(until, rng) for s in students))
+            wait_until = time.perf_counter() + REPLY_TIMEOUT  # the last tables
+            while any(s.outstanding for s in students) and time.perf_counter() < wait_until:
+                await asyncio.sleep(0.05)
+            await wait_until_idle(server)  # a backlogged server is still working through changes and writes
+            await asyncio.sleep(COALESCE_MS / 1000 + 1.0)  # the last bursts' coalesced events
+            await wait_until_idle(server)
+            elapsed = time.perf_counter() - t0
+            cpu, client = server.cpu_seconds() - cpu0, time.process_time() - client0
+            machine1 = machine_cpu()
+            cores = os.cpu_count() or 1
+            machine_pct = 100 * cores * (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1])
+            rows = _counts(store, class_code)
+        stored_after = len(rows)
+    finally:
+        for s in students + warm:
+            s.close()
+
+    predictions: dict[str, str] = {}
+    last_param: dict[str, float] = {}
+    param_events = 0
+    for learner, kind, payload in rows:
+        data = json.loads(payload)
+        if kind == "prediction":
+            predictions[learner] = data.get("choice")
+        elif kind == "param" and data.get("name") == "attention_scale":
+            last_param[learner] = data.get("value")
+            param_events += 1
+    choices = list(PREDICTION_CHOICES)
+    predictions_ok = last_ok = 0
+    for s in students:
+        learner = verify(s.signed_learner, secret)
+        if learner is not None and predictions.get(learner) == choices[s.choice_index - 1]:
+            predictions_ok += 1
+        if learner is not None and s.stored_last_is_right(last_param.get(learner)):
+            last_ok += 1
+
+    latencies = [x for s in students for x in s.latencies_ms]
+    joins = [s.join_s for s in students]
+    return Result(
+        procs=procs, students=students_n,
+        join_median_s=statistics.median(joins), join_p95_s=float(np.percentile(joins, 95)),
+        commit_median_ms=statistics.median(s.commit_ms for s in students),
+        changes=sum(s.changes for s in students),
+        latency_median_ms=statistics.median(latencies) if latencies else float("nan"),
+        latency_p95_ms=float(np.percentile(latencies, 95)) if latencies else float("nan"),
+        latency_max_ms=max(latencies) if latencies else float("nan"),
+        mb_per_session=(rss_joined - rss_before) / students_n,
+        server_cpu_pct=100 * cpu / elapsed, client_cpu_pct=100 * client / elapsed,
+        machine_cpu_pct=machine_pct, cpu_ms_per_change=1000 * cpu / max(1, sum(s.changes for s in students)),
+        events_per_s=(stored_after - before) / elapsed,
+        predictions_ok=predictions_ok, last_values_ok=last_ok, param_events=param_events,
+        bursts=sum(s.bursts for s in students), unanswered=sum(len(s.outstanding) for s in students),
+        load_before=load_before,
+    )
+
+
+COLUMNS = [  # (heading, second heading line, width, cell)
+    ("procs", "", 5, lambda r: f"{r.procs}"),
+    ("N", "", 4, lambda r: f"{r.students}"),
+    ("join s", "med / p95", 11, lambda r: f"{r.join_median_s:.1f} / {r.join_p95_s:.1f}"),
+    ("commit", "med ms", 7, lambda r: f"{r.commit_median_ms:.0f}"),
+    ("changes", "", 7, lambda r: f"{r.changes}"),
+    ("latency ms", "med / p95 / max", 21, lambda r: f"{r.latency_median_ms:.0f} / {r.latency_p95_ms:.0f} / "
+                                                    f"{r.latency_max_ms:.0f}"),
+    ("no", "reply", 5, lambda r: f"{r.unanswered}"),
+    ("MB/", "sess", 5, lambda r: f"{r.mb_per_session:.2f}"),
+    ("server", "CPU %", 6, lambda r: f"{r.server_cpu_pct:.0f}"),
+    ("CPU ms", "/chnge", 6, lambda r: f"{r.cpu_ms_per_change:.1f}"),
+    ("client", "CPU %", 6, lambda r: f"{r.client_cpu_pct:.0f}"),
+    ("all", "CPU %", 5, lambda r: f"{r.machine_cpu_pct:.0f}"),
+    ("events", "/ s", 6, lambda r: f"{r.events_per_s:.1f}"),
+    ("predictions", "stored / N", 11, lambda r: f"{r.predictions_ok} / {r.students}"),
+    ("last value", "stored / N", 11, lambda r: f"{r.last_values_ok} / {r.students}"),
+    ("param ev", "/ bursts", 11, lambda r: f"{r.param_events} / {r.bursts}"),
+    ("load", "avg", 5, lambda r: f"{r.load_before:.1f}"),
+]
+
+
+def print_table(results: list[Result]) -> None:
+    print()
+    print(" ".join(f"{head:>{width}}" for head, _, width, _ in COLUMNS))
+    print(" ".join(f"{sub:>{width}}" for _, sub, width, _ in COLUMNS))
+    for r in results:
+        print(" ".join(f"{cell(r):>{width}}" for _, _, width, cell in COLUMNS))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", default="30,60,100", help="class sizes, comma-separated (default 30,60,100)")
+    parser.add_argument("--procs", default="1,2", help="worker process counts, comma-separated (default 1,2)")
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds of exploring per run (default 15)")
+    parser.add_argument("--db", default=None, help="database URL for the servers (default: SQLite per run)")
+    parser.add_argument("--seed", type=int, default=7)
+    a = parser.parse_args()
+    sizes = [int(x) for x in a.students.split(",")]
+    procs_list = [int(x) for x in a.procs.split(",")]
+    tables = table_texts()
+    secret = secrets.token_urlsafe(32)
+    rng = random.Random(a.seed)
+    results: list[Result] = []
+    print(f"blocktrace classroom benchmark: {os.cpu_count()} cores, {a.duration:.0f} s of exploring per run, "
+          f"bursts of {BURST} changes {BURST_GAP} s apart then {PAUSE} s pause "
+          f"({BURST / ((BURST - 1) * BURST_GAP + PAUSE):.1f} changes/s per student)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="blocktrace-bench-") as tmp:
+        for procs in procs_list:
+            for n in sizes:
+                folder = Path(tmp) / f"p{procs}-n{n}"
+                folder.mkdir()
+                server = start_server(folder, procs, secret, a.db)
+                try:
+                    result = asyncio.run(asyncio.wait_for(
+                        run_class(server, procs, n, a.duration, secret.encode(), tables, rng),
+                        timeout=a.duration + 3 * STEP_TIMEOUT + REPLY_TIMEOUT + 2 * IDLE_TIMEOUT + 60))
+                    results.append(result)
+                    print(f"  done: {procs} process(es), {n} students: p95 {result.latency_p95_ms:.0f} ms, "
+                          f"{result.mb_per_session:.2f} MB/session", flush=True)
+                except Exception as err:  # report the run and go on with the next
+                    print(f"  FAILED: {procs} process(es), {n} students: {err}", flush=True)
+                    tail = server.log_path.read_text(errors="replace")[-3000:]
+                    print("  server log (end):\n" + tail, flush=True)
+                finally:
+                    stop_server(server)
+                    if "Traceback" in server.log_path.read_text(errors="replace"):
+                        print(f"  note: the server logged a traceback ({procs} procs, {n} students)")
+    print_table(results)
+    print("\nlatency: slider value sent -> the stage table for that value received (no reply: never received);\n"
+          "join: websocket opened -> document pulled; commit: click -> controls unlocked;\n"
+          "MB/sess: server VmRSS (all its processes) after the N students joined, minus before, over N;\n"
+          "CPU %: 100 per core, while exploring; all: the whole machine, other work on it included;\n"
+          "CPU ms / change: the server's CPU time while exploring (its polls and writes included) over the changes;\n"
+          "events/s: rows stored from the start of exploring until the server was idle again;\n"
+          "predictions / last value stored: per learner (signed id), counted once the server is idle;\n"
+          "param ev / bursts: coalesced slider events stored / bursts sent (one per burst expected).")
+    one = [r for r in results if r.procs == 1 and r.students == max(sizes)]
+    if one:
+        r = one[0]
+        lost = r.students - r.predictions_ok + r.students - r.last_values_ok
+        print(f"\ntarget, {r.students} students on one process: p95 {r.latency_p95_ms:.0f} ms (<= {TARGET_P95_MS:.0f}) "
+              f"{'ok' if r.latency_p95_ms <= TARGET_P95_MS else 'MISSED'}; {r.mb_per_session:.2f} MB/session "
+              f"(<= {TARGET_MB:.0f}) {'ok' if r.mb_per_session <= TARGET_MB else 'MISSED'}; lost {lost} "
+              f"{'ok' if lost == 0 else 'MISSED'}")
+    return 0 if len(results) == len(sizes) * len(procs_list) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
