@@ -26,6 +26,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"password of /teacher (or set {PASSWORD_ENV}); generated and printed when the server "
                              "listens beyond this machine and none is given")
     parser.add_argument("--no-classroom", action="store_true", help="record nothing (no database, no /teacher)")
+    parser.add_argument("--use-xheaders", action="store_true",
+                        help="trust X-Forwarded-For from a load balancer in front (for the teacher-login limit)")
 
 
 def websocket_origins(args: argparse.Namespace) -> list[str]:
@@ -102,6 +104,8 @@ def run_serve(args: argparse.Namespace) -> int:
         address=args.address,
         websocket_origin=websocket_origins(args),
         num_procs=args.num_procs,
+        use_xheaders=args.use_xheaders,
+        warm=True,  # build every page once at start, so the first student does not wait for imports
         show=False,
         start=True,
         **kwargs,

@@ -24,8 +24,9 @@ def question_id(explorable_id: str) -> str:
 def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRecorder:
     """The recorder for this session; sets the learner's cookies in the browser when they are new."""
     classroom = learners.current()
-    if classroom is None:
-        return SessionRecorder(None, None, lesson)
+    context = getattr(pn.state.curdoc, "session_context", None)
+    if classroom is None or getattr(context, "request", None) is None:
+        return SessionRecorder(None, None, lesson)  # no classroom, or the start-up warm-up (no browser)
     cookies = dict(pn.state.cookies or {})
     learner = learners.identify(cookies, query, classroom.secret)
     recorder = SessionRecorder(classroom, learner, lesson)

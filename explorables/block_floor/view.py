@@ -169,6 +169,7 @@ class FloorExplorable(ExplorableView):
         self.downloads = Downloads("block-floor", lambda: s.original, self._worksheet)
         self.controls = [self.phrase, self.positions, self.tracked, self.reverse, self.causal, self.stage,
                          self.prev, self.next, self.floors, self.claim, self.never]
+        self.respond_quickly(self.controls)
 
     def _worksheet(self) -> str:
         s = self.state

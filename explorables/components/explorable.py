@@ -13,6 +13,8 @@ from .prediction import Prediction
 from .style import styled
 from .url_state import QueryKey, apply_query
 
+CONTROL_DEBOUNCE_MS = 10
+
 
 class ExplorableView(pn.viewable.Viewer):
     """Base of the three explorables: each session builds one, with its own state, widgets and models."""
@@ -30,6 +32,15 @@ class ExplorableView(pn.viewable.Viewer):
         self.embed = embed
         self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
         self.emit: Any = lambda kind, payload: None  # the page connects this to the classroom store
+
+    def respond_quickly(self, widgets) -> None:
+        """Let these controls reach the server sooner than Panel's default 50 ms hold of each change.
+
+        The hold exists to merge a burst (a slider drag) into one update; 10 ms still merges a drag's
+        events while taking most of the wait out of every click and key press.
+        """
+        for widget in widgets:
+            widget._debounce = CONTROL_DEBOUNCE_MS
 
     def notice_panes(self) -> list[pn.viewable.Viewable]:
         """The link's refused values, as notices above the explorable (none when the link was fine)."""

@@ -116,6 +116,7 @@ class TraceExplorable(ExplorableView):
         self.reset.on_click(lambda _: s.reset())
         self.controls = [self.vector, self.scale, self.mlp_scale, self.replace, self.norm, self.inspect,
                          self.constant, self.zero, self.reset]
+        self.respond_quickly(self.controls)
 
     def _build_views(self) -> None:
         s = self.state
