@@ -7,6 +7,7 @@ from collections.abc import Callable
 import panel as pn
 from tornado.web import RequestHandler
 
+from explorables.components.focus import focus_design
 from explorables.components.style import STATIC_DIR
 from explorables.components.url_state import session_query
 
@@ -15,6 +16,9 @@ from .lessons import lesson_for_explorable
 from .pages import apply_theme, index_page, query_flag, shell
 from .registry import EXPLORABLE_SPECS, ExplorableSpec
 from .session_setup import attach_explorable, learner_bar, start_session
+
+# Before any widget is built: every Panel component gets the keyboard focus ring (explorables/components/focus.py).
+pn.config.design = focus_design()
 
 
 class HealthHandler(RequestHandler):

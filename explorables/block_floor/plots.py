@@ -8,6 +8,7 @@ import numpy as np
 from bokeh.models import Arrow, ColumnDataSource, NormalHead, Range1d, Span
 from bokeh.plotting import figure
 
+from explorables.components.focus import focus_ring
 from explorables.components.palette import SERIES
 
 from .divergence import STAGE_KEYS, stage_labels
@@ -41,6 +42,7 @@ def plane_limit(state: FloorState) -> float:
 def arrow_figure(title: str, current: dict, previous: dict, limit: float):
     fig = figure(title=title, height=300, width=300, match_aspect=True, tools="save,reset",
                  x_range=Range1d(-limit, limit), y_range=Range1d(-limit, limit), toolbar_location="right")
+    focus_ring(fig)
     fig.toolbar.logo = None
     fig.title.text_font_size = "13px"
     for dim in ("width", "height"):

@@ -8,6 +8,7 @@ import numpy as np
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LinearColorMapper
 from bokeh.plotting import figure
 
+from .focus import focus_ring
 from .palette import SEQUENTIAL
 
 
@@ -36,6 +37,7 @@ def heatmap_figure(title: str, data: dict, rows: Sequence[str], cols: Sequence[s
     fig = figure(title=title, height=height, sizing_mode="stretch_width", tools="save,reset",
                  x_range=FactorRange(*cols), y_range=FactorRange(*reversed(list(rows))),
                  toolbar_location="right", x_axis_location="above")
+    focus_ring(fig)
     fig.toolbar.logo = None
     mapper = LinearColorMapper(palette=SEQUENTIAL, low=0.0, high=1.0)
     fig.rect("col", "row", width=1, height=1, source=src, fill_color={"field": "value", "transform": mapper},

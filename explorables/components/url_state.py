@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import panel as pn
+from panel.io.document import unlocked
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ def sync_to_url(state: Any, keys: Mapping[str, QueryKey]) -> None:
         return  # no server, or a script-tag embed, whose location is the host page's: leave it alone
 
     def update(*_: Any) -> None:
-        location.update_query(**{name: spec.write(getattr(state, spec.param)) for name, spec in keys.items()})
+        with unlocked():  # may run from a key-press event, outside Bokeh's document lock (see updates.py)
+            location.update_query(**{name: spec.write(getattr(state, spec.param)) for name, spec in keys.items()})
 
     state.param.watch(update, sorted({spec.param for spec in keys.values()}))
 
