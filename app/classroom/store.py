@@ -51,6 +51,7 @@ import json
 import re
 import sqlite3
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -217,13 +218,31 @@ def _sqlite_connect(dbapi_connection: sqlite3.Connection, _record: object) -> No
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _set_wal(cursor)
         if str(mode).lower() != "wal":
             raise sqlite3.OperationalError(f"SQLite could not use write-ahead logging here (journal mode {mode})")
         cursor.execute("PRAGMA synchronous = FULL")  # a commit is on disk before it returns
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def _set_wal(cursor: sqlite3.Cursor) -> str:
+    """Switch to write-ahead logging, waiting out another process doing the same on a new file.
+
+    Changing the journal mode needs a lock that SQLite's busy timeout does not wait for, so several
+    workers (`--num-procs`) opening a new database at once would fail with "database is locked".
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        try:
+            return cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 def _sqlite_begin(conn: Connection) -> None:
