@@ -154,6 +154,8 @@ class SessionRecorder:
                 lesson=self.lesson, explorable=explorable or payload.get("explorable"))
         except StoreUnavailable:  # the outbox itself is full: this event is lost, and the page says so
             result = None
+        if result is None:
+            log.warning("the store is unavailable: a %r event waits in the outbox", kind)
         self._deliver(result)
 
     def join(self, display_name: str | None = None) -> str | None:

@@ -70,9 +70,12 @@ def test_students_keep_exploring_while_the_database_is_down(browser: Browser, tm
             expect(handle).to_have_attribute("aria-valuenow", re.compile(r"^0(\.0+)?$"))
             expect(attention).to_have_text(["0.000"] * 5)  # the page still computes and updates
             expect(page).to_have_url(re.compile(r"[?&]attention_scale=0(&|$)"))
-            # The change is written once its burst ends (COALESCE_MS after it); let that happen during the
-            # outage, so it waits in the outbox rather than reaching a database that is already back.
-            page.wait_for_timeout(COALESCE_MS + 1000)
+            # The change is written once its burst ends (COALESCE_MS after it); wait until the server says it
+            # went to the outbox, so it is queued during the outage rather than sent to a database already back.
+            deadline = time.monotonic() + COALESCE_MS / 1000 + LAND_TIMEOUT
+            while "a 'param' event waits in the outbox" not in server.log() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert "a 'param' event waits in the outbox" in server.log()
             expect(notice).to_be_visible()
             assert "Traceback" not in server.log()
 
