@@ -19,12 +19,11 @@ from typing import Any
 import panel as pn
 from bokeh.models import CustomJS
 
-from .classroom.identity import clean_display_name, new_learner_id, sign, valid_class_code, verify
+from .classroom.identity import COOKIE_NAME, clean_display_name, new_learner_id, sign, valid_class_code, verify
 from .classroom.outbox import Outbox
 from .classroom.store import EventStore, StoreUnavailable, new_event_id
 
 log = logging.getLogger("blocktrace.classroom")
-LEARNER_COOKIE = "bt_learner"
 CLASS_COOKIE = "bt_class"
 COOKIE_DAYS = 180
 COALESCE_MS = 1000  # parameter changes closer together than this are one event
@@ -87,7 +86,7 @@ class Learner:
 
 def identify(cookies: dict[str, str], query: dict[str, str], secret: bytes) -> Learner:
     """The learner behind this session: from the signed cookie, or a fresh anonymous id."""
-    learner_id = verify(cookies.get(LEARNER_COOKIE, ""), secret)
+    learner_id = verify(cookies.get(COOKIE_NAME, ""), secret)
     new = learner_id is None
     if learner_id is None:
         learner_id = new_learner_id()
@@ -101,10 +100,12 @@ def identify(cookies: dict[str, str], query: dict[str, str], secret: bytes) -> L
 def cookie_script(learner: Learner, secret: bytes) -> CustomJS:
     """Sets the learner and class cookies from the page (Lax, a half-year, the whole site)."""
     age = COOKIE_DAYS * 24 * 3600
-    return CustomJS(args={"learner": sign(learner.id, secret), "klass": learner.class_code, "age": age}, code="""
-        const opts = `; path=/; max-age=${age}; SameSite=Lax`;
-        document.cookie = `bt_learner=${learner}` + opts;
-        document.cookie = `bt_class=${encodeURIComponent(klass)}` + opts;
+    args = {"names": [COOKIE_NAME, CLASS_COOKIE], "values": [sign(learner.id, secret), learner.class_code],
+            "age": age}
+    return CustomJS(args=args, code="""
+        names.forEach((name, i) => {
+          document.cookie = `${name}=${encodeURIComponent(values[i])}; path=/; max-age=${age}; SameSite=Lax`;
+        });
     """)
 
 
