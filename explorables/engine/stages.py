@@ -13,8 +13,7 @@ import numpy as np
 
 from .config import BlockConfig
 
-# Keys before the first block, then the keys of one block, each in forward order.
-STREAM_KEYS = ("embed", "pos_embed")
+# The keys of one block, in forward order ("embed" and "pos_embed" come before the first block).
 BLOCK_KEYS = (
     "resid_pre",
     "ln1.normalized",

@@ -31,8 +31,6 @@ ROW_KEYS = (
     "blocks.0.mlp_out",
     "blocks.0.resid_post",
 )
-# Rows that carry the residual stream itself (where the input can survive or be lost).
-STREAM_KEYS = ("blocks.0.resid_mid", "blocks.0.resid_post")
 
 PREDICTION_CHOICES = {
     "keep-erase": "Zero updates return the input unchanged; replacing would erase it.",
