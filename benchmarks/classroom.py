@@ -70,7 +70,7 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import select  # noqa: E402
 
-from app.classroom.identity import verify  # noqa: E402
+from app.classroom.identity import COOKIE_NAME, verify  # noqa: E402
 from app.classroom.schema import events  # noqa: E402
 from app.classroom.store import EventStore, default_url  # noqa: E402
 from app.learner import COALESCE_MS  # noqa: E402
@@ -280,6 +280,7 @@ class Student:
         request = HTTPRequest(format_url_query_arguments(self.url, {"class": class_code}))
         self.ws = await websocket_connect(request, subprotocols=["bokeh", generate_jwt_token(session_id)],
                                           max_message_size=50 * 2**20)
+        self.ws.protocol.set_nodelay(True)  # as browsers do: each frame leaves at once
         self.sock = WebSocketClientConnectionWrapper(self.ws)
         ack = await self._read()
         assert ack is not None and ack.msgtype == "ACK", ack
@@ -297,10 +298,16 @@ class Student:
                 self.ids["commit"] = obj["id"]
             elif obj.get("name", "").endswith("markup.HTML") and "stage-table" in str(attrs.get("text", "")):
                 self.ids["table"] = obj["id"]
-            elif obj.get("name") == "CustomJS" and "bt_learner" in str(attrs.get("code", "")):
-                self.signed_learner = str(_entries(attrs.get("args")).get("learner", ""))
+            elif obj.get("name") == "CustomJS" and COOKIE_NAME in str(_entries(attrs.get("args")).get("names", "")):
+                args = _entries(attrs.get("args"))
+                self.signed_learner = str(dict(zip(args["names"], args["values"], strict=True)).get(COOKIE_NAME, ""))
         missing = {"slider", "radio", "commit", "table"} - set(self.ids)
         assert not missing, f"not found in the page: {missing}"
+        # BokehJS reports the rendered page with a document_ready event; Panel treats the session as loaded
+        # from then on (and, for one, sends each batch of changes as one message instead of one per change).
+        await _patch({"kind": "MessageSent", "msg_type": "bokeh_event",
+                      "msg_data": {"type": "event", "name": "document_ready",
+                                   "values": {"type": "map", "entries": []}}}).send(self.sock)
         self.join_s = time.perf_counter() - started
         self.reader = asyncio.ensure_future(self._read_forever())
 
