@@ -19,6 +19,8 @@ from typing import Any
 import panel as pn
 from bokeh.models import CustomJS
 
+from explorables.components.updates import LiveHTML
+
 from .classroom.identity import COOKIE_NAME, clean_display_name, new_learner_id, sign, valid_class_code, verify
 from .classroom.outbox import Outbox
 from .classroom.store import EventStore, StoreUnavailable, new_event_id
@@ -114,7 +116,7 @@ class SessionRecorder:
 
     def __init__(self, classroom: Classroom | None, learner: Learner | None, lesson: str | None = None):
         self.classroom, self.learner, self.lesson = classroom, learner, lesson
-        self.notice = pn.pane.HTML("", sizing_mode="stretch_width", visible=False)
+        self.notice = LiveHTML("", sizing_mode="stretch_width", visible=False)
         self._pending_params: dict[tuple[str, str], Any] = {}
         self._generation = 0
 

@@ -11,6 +11,7 @@ import param
 
 from explorables.components.checkpoint import Checkpoint, CheckpointView, Option
 from explorables.components.style import styled
+from explorables.components.updates import LiveHTML
 from explorables.components.url_state import session_query
 
 from .learner import SessionRecorder
@@ -69,7 +70,7 @@ class LessonView(pn.viewable.Viewer):
             if recorder is not None:
                 attach_explorable(explorable, eid, recorder)
             self._watch_explorable(eid, explorable)
-        self.strip = pn.pane.HTML(progress_html(self.progress), **styled(sizing_mode="stretch_width"))
+        self.strip = LiveHTML(progress_html(self.progress), **styled(sizing_mode="stretch_width"))
         self.progress.param.watch(lambda *_: setattr(self.strip, "object", progress_html(self.progress)),
                                   [name for name, _ in STEPS])
         self.parts = [self._part(block) for block in lesson.blocks]
@@ -95,13 +96,13 @@ class LessonView(pn.viewable.Viewer):
 
     def _part(self, block: str | Directive) -> pn.viewable.Viewable:
         if isinstance(block, str):
-            return pn.pane.HTML(f'<div class="bt-prose">{render(block)}</div>', **styled(sizing_mode="stretch_width"))
+            return LiveHTML(f'<div class="bt-prose">{render(block)}</div>', **styled(sizing_mode="stretch_width"))
         return getattr(self, f"_directive_{block.name}")(block.attrs)
 
     def _directive_explorable(self, attrs: dict) -> pn.viewable.Viewable:
         explorable = self.explorables[attrs["id"]]
         title = EXPLORABLE_SPECS[attrs["id"]].title()
-        return pn.Column(pn.pane.HTML(f'<h2 class="bt-h2">Explorable: {escape(title)}</h2>', **styled()),
+        return pn.Column(LiveHTML(f'<h2 class="bt-h2">Explorable: {escape(title)}</h2>', **styled()),
                          explorable, css_classes=["bt-explorable"], sizing_mode="stretch_width")
 
     def _directive_predict(self, attrs: dict) -> pn.viewable.Viewable:
@@ -114,7 +115,7 @@ class LessonView(pn.viewable.Viewer):
             "checkpoint", {"checkpoint": c.qid, "answer": c.answer, "correct": c.correct}))
 
     def _directive_exercise(self, attrs: dict) -> pn.viewable.Viewable:
-        result = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        result = LiveHTML("", **styled(sizing_mode="stretch_width"))
         passed = pn.widgets.Button(label="My tests pass", color="primary")
         failed = pn.widgets.Button(label="Some tests still fail")
 
@@ -131,14 +132,14 @@ class LessonView(pn.viewable.Viewer):
                 f'<p>{escape(str(attrs.get("about", "")))}</p>'
                 f'<p>Edit <code>{escape(str(attrs["path"]))}/{escape(str(attrs.get("file", "")))}</code>, then run:</p>'
                 f'<pre class="bt-command"><code>{escape(str(attrs["command"]))}</code></pre>')
-        return pn.Column(pn.pane.HTML(html, **styled(sizing_mode="stretch_width")), pn.Row(passed, failed), result,
+        return pn.Column(LiveHTML(html, **styled(sizing_mode="stretch_width")), pn.Row(passed, failed), result,
                          css_classes=["bt-card"], sizing_mode="stretch_width")
 
     def _directive_explain(self, attrs: dict) -> pn.viewable.Viewable:
         text = pn.widgets.TextAreaInput(label="Your explanation", max_length=MAX_EXPLANATION, rows=4,
                                         sizing_mode="stretch_width", placeholder="A few sentences")
         submit = pn.widgets.Button(label="Submit explanation", color="primary")
-        echo = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        echo = LiveHTML("", **styled(sizing_mode="stretch_width"))
 
         def send(_event) -> None:
             words = (text.value or "").strip()
@@ -150,14 +151,14 @@ class LessonView(pn.viewable.Viewer):
             echo.object = f'<p class="bt-ok" role="status">Submitted.</p><blockquote>{escape(words)}</blockquote>'
 
         submit.on_click(send)
-        return pn.Column(pn.pane.HTML(f'<h2 class="bt-h2">Explain</h2><p>{escape(str(attrs["prompt"]))}</p>',
+        return pn.Column(LiveHTML(f'<h2 class="bt-h2">Explain</h2><p>{escape(str(attrs["prompt"]))}</p>',
                                       **styled(sizing_mode="stretch_width")),
                          text, submit, echo, css_classes=["bt-card"], sizing_mode="stretch_width")
 
     def __panel__(self):
         lesson = self.lesson
         objectives = "".join(f"<li>{escape(o)}</li>" for o in lesson.objectives)
-        head = pn.pane.HTML(
+        head = LiveHTML(
             f'<h1 class="bt-title">{escape(lesson.title)}</h1>'
             f'<p class="bt-muted">You will:</p><ul class="bt-objectives">{objectives}</ul>',
             **styled(sizing_mode="stretch_width"))

@@ -8,6 +8,7 @@ from typing import Any
 import panel as pn
 
 from explorables.components.style import styled
+from explorables.components.updates import LiveHTML
 
 from . import learner as learners
 from .learner import Learner, SessionRecorder
@@ -83,7 +84,7 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
     name = pn.widgets.TextInput(label="Your name (optional)", max_length=40, placeholder="Shown to your teacher",
                                 width=220)
     save = pn.widgets.Button(label="Save name")
-    message = pn.pane.HTML("", **styled())
+    message = LiveHTML("", **styled())
 
     def saved(_event) -> None:
         error = recorder.join(name.value)
@@ -91,7 +92,7 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
                           else '<span class="bt-ok" role="status">Saved.</span>')
 
     save.on_click(saved)
-    info = pn.pane.HTML(f'<p class="bt-muted">Class <strong>{escape(learner.class_code)}</strong> · your work is '
+    info = LiveHTML(f'<p class="bt-muted">Class <strong>{escape(learner.class_code)}</strong> · your work is '
                         "saved on your teacher's server</p>", **styled())
     return pn.FlexBox(info, name, save, message, recorder.notice, flex_wrap="wrap", align_items="end",
                       sizing_mode="stretch_width", css_classes=["bt-learner-bar"])

@@ -22,7 +22,7 @@ from explorables.components.heatmap import (
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
-from explorables.components.updates import batched, set_object
+from explorables.components.updates import LiveHTML, batched, set_object
 from explorables.components.url_state import sync_to_url
 
 from . import plots
@@ -89,13 +89,13 @@ class OrderColumn:
         pattern = trace["blocks.0.attn.pattern"][0]
         self.heat_fig, self.heat_src = heatmap_figure(f"Attention weights, floor 1 ({title.lower()})",
                                                       heatmap_data(pattern, factors, factors), factors, factors)
-        self.phrase = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
-        self.table = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
-        self.arrow_alt = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
-        self.heat_alt = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
-        self.heat_sums = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.phrase = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.table = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.arrow_alt = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.heat_alt = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.heat_sums = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.layout = pn.Column(
-            pn.pane.HTML(f'<h2 class="bt-h2">{escape(title)}</h2>', **styled()),
+            LiveHTML(f'<h2 class="bt-h2">{escape(title)}</h2>', **styled()),
             self.phrase, pn.pane.Bokeh(self.arrow_fig), self.arrow_alt, self.table,
             pn.pane.Bokeh(self.heat_fig, sizing_mode="stretch_width"), self.heat_sums, self.heat_alt,
             styles={"flex": "1 1 22rem", "min-width": "0"}, css_classes=["bt-card"],
@@ -143,7 +143,7 @@ class FloorExplorable(ExplorableView):
         self.gate = PredictionGate(s.bet, BET_QUESTION, BET_HINT, commit_label="Commit bet", heading="Your bet")
         self.phrase = pn.widgets.TextInput.from_param(s.param.phrase, label="Phrase", sizing_mode="stretch_width",
                                                       description=f"1 to {MAX_WORDS} words; press Enter")
-        self.phrase_error = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.phrase_error = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.positions = pn.widgets.Checkbox.from_param(s.param.positions, label="Position vectors")
         self.tracked = pn.widgets.Select(label="Tracked word", options={}, sizing_mode="stretch_width")
         self.tracked.param.watch(lambda e: setattr(s, "tracked", e.new) if e.new is not None else None, "value")
@@ -159,9 +159,9 @@ class FloorExplorable(ExplorableView):
         self.never = pn.widgets.Button(label="They never diverge")
         self.claim.on_click(lambda _: self._claim(s.stage))
         self.never.on_click(lambda _: self._claim(None))
-        self.claim_pane = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
-        self.banner = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
-        self.settle = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.claim_pane = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.banner = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.settle = LiveHTML("", **styled(sizing_mode="stretch_width"))
         limit = plots.plane_limit(s)
         self.columns = [OrderColumn(s, title, trace, pos, limit) for title, trace, pos in
                         (("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror))]
@@ -271,19 +271,19 @@ class FloorExplorable(ExplorableView):
 
     def __panel__(self):
         controls = pn.Column(
-            pn.pane.HTML('<h2 class="bt-h2">Controls</h2>', **styled()),
+            LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()),
             self.phrase, self.phrase_error, self.positions, self.tracked, self.reverse, self.causal,
             self.stage, pn.Row(self.prev, self.next), self.floors,
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
         mission = pn.Column(
-            pn.pane.HTML(f'<h2 class="bt-h2">Live mission</h2><p>{escape(MISSION)}</p>', **styled()),
+            LiveHTML(f'<h2 class="bt-h2">Live mission</h2><p>{escape(MISSION)}</p>', **styled()),
             pn.Row(self.claim, self.never), self.claim_pane,
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
         gate = [self.gate] if self.show_gate else []
         share = pn.Column(
-            pn.pane.HTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
+            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
             *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
@@ -294,7 +294,7 @@ class FloorExplorable(ExplorableView):
                           pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
                                      sizing_mode="stretch_width"),
                           styles={"flex": "1 1 40rem", "min-width": "0"})
-        head = [] if self.embed else [pn.pane.HTML(
+        head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")

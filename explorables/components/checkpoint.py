@@ -10,6 +10,7 @@ import panel as pn
 import param
 
 from .style import WRAPPING_CHOICES, styled
+from .updates import LiveHTML
 
 NOT_CHOSEN = "(not chosen yet)"
 
@@ -55,7 +56,7 @@ class CheckpointView(pn.viewable.Viewer):
                                                sizing_mode="stretch_width",
                                                label=checkpoint.question)
         self.button = pn.widgets.Button(label="Check answer", color="primary")
-        self.feedback = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.feedback = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.button.on_click(self._check)
 
     def _check(self, _event=None) -> None:
@@ -69,7 +70,7 @@ class CheckpointView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            pn.pane.HTML(f'<h3 class="bt-h3">Checkpoint</h3><p class="bt-question">{escape(self.checkpoint.question)}'
+            LiveHTML(f'<h3 class="bt-h3">Checkpoint</h3><p class="bt-question">{escape(self.checkpoint.question)}'
                          "</p>", **styled(sizing_mode="stretch_width")),
             self.choice, self.button, self.feedback,
             css_classes=["bt-card"], sizing_mode="stretch_width",

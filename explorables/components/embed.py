@@ -11,6 +11,7 @@ import panel as pn
 from bokeh.embed import server_document
 
 from .style import styled
+from .updates import LiveHTML
 from .url_state import QueryKey
 
 
@@ -48,7 +49,7 @@ class EmbedButton(pn.viewable.Viewer):
         super().__init__()
         self._state, self._keys, self._route, self._title = state, keys, route, title
         self.button = pn.widgets.Button(label="Embed", description="Snippets to put this explorable in another page")
-        self.snippets = pn.pane.HTML("", visible=False, **styled(sizing_mode="stretch_width"))
+        self.snippets = LiveHTML("", visible=False, **styled(sizing_mode="stretch_width"))
         self.button.on_click(self._toggle)
 
     def _toggle(self, _event=None) -> None:

@@ -11,6 +11,7 @@ import param
 
 from .prediction import Prediction
 from .style import styled
+from .updates import LiveHTML
 from .url_state import QueryKey, apply_query
 
 CONTROL_DEBOUNCE_MS = 10
@@ -47,4 +48,4 @@ class ExplorableView(pn.viewable.Viewer):
         if not self.notices:
             return []
         html = "".join(f'<p class="bt-notice" role="status">{escape(n)}</p>' for n in self.notices)
-        return [pn.pane.HTML(html, **styled(sizing_mode="stretch_width"))]
+        return [LiveHTML(html, **styled(sizing_mode="stretch_width"))]

@@ -9,6 +9,7 @@ import panel as pn
 import param
 
 from .style import WRAPPING_CHOICES
+from .updates import LiveHTML
 
 MAX_NOTE = 500
 NOT_CHOSEN = "(not chosen yet)"
@@ -67,13 +68,13 @@ class PredictionGate(pn.viewable.Viewer):
         self._note = pn.widgets.TextAreaInput(label="Why? (optional)", max_length=MAX_NOTE, rows=2,
                                               placeholder="A sentence on your reasoning", sizing_mode="stretch_width")
         self._button = pn.widgets.Button(label=commit_label, color="primary")
-        self._message = pn.pane.HTML("", css_classes=["bt-field-error"])
+        self._message = LiveHTML("", css_classes=["bt-field-error"])
         self._button.on_click(self._commit)
         self._extra = ""
-        self._summary = pn.pane.HTML(self._summary_html(), sizing_mode="stretch_width")
+        self._summary = LiveHTML(self._summary_html(), sizing_mode="stretch_width")
         self._form = pn.Column(self._choice, self._note, pn.Row(self._button, self._message))
         self._layout = pn.Column(
-            pn.pane.HTML(f'<h2 class="bt-h2">{escape(heading)}</h2><p class="bt-question">{escape(question)}</p>'
+            LiveHTML(f'<h2 class="bt-h2">{escape(heading)}</h2><p class="bt-question">{escape(question)}</p>'
                          + (f'<p class="bt-hint">{escape(hint)}</p>' if hint else ""),
                          sizing_mode="stretch_width"),
             self._form,

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import TypeVar
 
+import panel as pn
 from panel.io.document import unlocked
 
 F = TypeVar("F", bound=Callable)
@@ -30,3 +31,16 @@ def set_object(pane, html: str) -> None:
     """Replace a pane's HTML only when it differs: an unchanged pane costs no message and no re-render."""
     if pane.object != html:
         pane.object = html
+
+
+class LiveHTML(pn.pane.HTML):
+    """An HTML pane for content that changes with every control change.
+
+    Panel's HTML pane answers a new `object` by recomputing every property of its Bokeh model
+    (stylesheets rebuilt, design modifiers looked up) and setting them all again: about 1.5 ms
+    of server time per pane. Only the text changes here, so only the text is set; everything
+    else (visibility, classes, styles) still follows Panel's ordinary path.
+    """
+
+    def _update(self, ref: str, model) -> None:
+        model.text = self._transform_object(self.object)["object"]

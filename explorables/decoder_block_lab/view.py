@@ -15,7 +15,7 @@ from explorables.components.heatmap import set_factors
 from explorables.components.html import alt_text
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
-from explorables.components.updates import batched
+from explorables.components.updates import LiveHTML, batched
 from explorables.components.url_state import sync_to_url
 
 from . import describe, plots, tables
@@ -53,7 +53,7 @@ WIDGET_WIDTH = 200
 
 
 def _html(text: str = "") -> pn.pane.HTML:
-    return pn.pane.HTML(text, **styled(sizing_mode="stretch_width"))
+    return LiveHTML(text, **styled(sizing_mode="stretch_width"))
 
 
 def _section(number: int, title: str, lead: str, *items) -> pn.Column:

@@ -14,7 +14,7 @@ from explorables.components.explorable import ExplorableView
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
-from explorables.components.updates import batched, set_object
+from explorables.components.updates import LiveHTML, batched, set_object
 from explorables.components.url_state import sync_to_url
 
 from . import describe, plots
@@ -102,7 +102,7 @@ class TraceExplorable(ExplorableView):
         self.vector = pn.widgets.TextInput.from_param(s.param.input_text, label="Input vector",
                                                       sizing_mode="stretch_width",
                                                       description="2 to 16 numbers, e.g. 2, 2, 2, 2 or [1 −0.5 3 0]")
-        self.vector_error = pn.pane.HTML("", **styled(sizing_mode="stretch_width"))
+        self.vector_error = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.norm = pn.widgets.Select.from_param(s.param.norm, label="Normalisation", options=NORM_OPTIONS,
                                                  sizing_mode="stretch_width")
         self.inspect = pn.widgets.Select.from_param(
@@ -121,19 +121,19 @@ class TraceExplorable(ExplorableView):
     def _build_views(self) -> None:
         s = self.state
         self.gate = PredictionGate(s.prediction, QUESTION, HINT)
-        self.stage_table = pn.pane.HTML(stage_table_html(s), **styled(sizing_mode="stretch_width"))
+        self.stage_table = LiveHTML(stage_table_html(s), **styled(sizing_mode="stretch_width"))
         self.norm_fig, self.norm_src, self.norm_base, self.norm_ref = plots.norm_figure(s)
         self.comp_fig, self.comp_src = plots.component_figure(s)
         self.swiglu_fig, self.swiglu_src = plots.swiglu_figure(s)
-        self.norm_alt = pn.pane.HTML(alt_text("Norm at each stage", describe.norm_sentences(s)),
+        self.norm_alt = LiveHTML(alt_text("Norm at each stage", describe.norm_sentences(s)),
                                      **styled(sizing_mode="stretch_width"))
-        self.comp_alt = pn.pane.HTML(alt_text("Components", describe.component_sentences(s)),
+        self.comp_alt = LiveHTML(alt_text("Components", describe.component_sentences(s)),
                                      **styled(sizing_mode="stretch_width"))
-        self.swiglu_alt = pn.pane.HTML(alt_text("SwiGLU detail", describe.swiglu_sentences(s)),
+        self.swiglu_alt = LiveHTML(alt_text("SwiGLU detail", describe.swiglu_sentences(s)),
                                        **styled(sizing_mode="stretch_width"))
-        self.swiglu_table = pn.pane.HTML(swiglu_table_html(s), **styled(sizing_mode="stretch_width"))
-        self.baseline_table = pn.pane.HTML(baseline_table_html(s), **styled(sizing_mode="stretch_width"))
-        self.live = pn.pane.HTML(self._live_html(), **styled(sizing_mode="stretch_width"))
+        self.swiglu_table = LiveHTML(swiglu_table_html(s), **styled(sizing_mode="stretch_width"))
+        self.baseline_table = LiveHTML(baseline_table_html(s), **styled(sizing_mode="stretch_width"))
+        self.live = LiveHTML(self._live_html(), **styled(sizing_mode="stretch_width"))
         self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet)
 
     def _worksheet(self) -> str:
@@ -197,7 +197,7 @@ class TraceExplorable(ExplorableView):
 
     def __panel__(self):
         controls = pn.Column(
-            pn.pane.HTML('<h2 class="bt-h2">Controls</h2>', **styled()),
+            LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()),
             self.vector, self.vector_error,
             pn.Row(self.constant, self.zero, self.reset, sizing_mode="stretch_width"),
             self.scale, self.mlp_scale, self.replace, self.norm, self.inspect,
@@ -205,7 +205,7 @@ class TraceExplorable(ExplorableView):
         )
         gate = [self.gate] if self.show_gate else []
         share = pn.Column(
-            pn.pane.HTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
+            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
             *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
@@ -214,14 +214,14 @@ class TraceExplorable(ExplorableView):
             self.live, self.stage_table,
             pn.pane.Bokeh(self.norm_fig, sizing_mode="stretch_width"), self.norm_alt,
             pn.pane.Bokeh(self.comp_fig, sizing_mode="stretch_width"), self.comp_alt,
-            pn.pane.HTML('<h2 class="bt-h2">Inside SwiGLU</h2><p class="bt-lead">Each hidden unit multiplies '
+            LiveHTML('<h2 class="bt-h2">Inside SwiGLU</h2><p class="bt-lead">Each hidden unit multiplies '
                          "SiLU(gate) by its value: a gate near 0 lets almost nothing through, a strongly positive "
                          "gate lets the value pass.</p>", **styled(sizing_mode="stretch_width")),
             pn.pane.Bokeh(self.swiglu_fig, sizing_mode="stretch_width"), self.swiglu_alt, self.swiglu_table,
             self.baseline_table,
             styles={"flex": "1 1 36rem", "min-width": "0"},
         )
-        head = [] if self.embed else [pn.pane.HTML(
+        head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
