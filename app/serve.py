@@ -82,6 +82,7 @@ class _ClosedSocketFilter(logging.Filter):
 def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
 
+    from . import gc_tuning
     from .server import routes, server_kwargs
 
     if not 1 <= args.port <= 65535 and args.port != 0:
@@ -96,6 +97,7 @@ def run_serve(args: argparse.Namespace) -> int:
     print(f"blocktrace: serving on http://{args.address}:{args.port}/  (Ctrl-C to stop)", flush=True)
     if generated:
         print(f"blocktrace: teacher page http://{args.address}:{args.port}/teacher  password: {generated}", flush=True)
+    gc_tuning.install()
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
     pn.serve(

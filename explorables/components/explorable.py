@@ -11,7 +11,7 @@ import param
 
 from .prediction import Prediction
 from .style import styled
-from .updates import LiveHTML
+from .updates import LiveHTML, batched
 from .url_state import QueryKey, apply_query
 
 CONTROL_DEBOUNCE_MS = 10
@@ -35,13 +35,16 @@ class ExplorableView(pn.viewable.Viewer):
         self.emit: Any = lambda kind, payload: None  # the page connects this to the classroom store
 
     def respond_quickly(self, widgets) -> None:
-        """Let these controls reach the server sooner than Panel's default 50 ms hold of each change.
+        """Let these controls reach the server sooner, and answer each change with one message.
 
-        The hold exists to merge a burst (a slider drag) into one update; 10 ms still merges a drag's
-        events while taking most of the wait out of every click and key press.
+        Panel holds each change 50 ms to merge a burst (a slider drag); 10 ms still merges a drag's
+        events while taking most of the wait out of every click and key press. Everything one change
+        sets off (the views, the link in the address bar, the classroom notice) is sent to the browser
+        as one update instead of one per watcher.
         """
         for widget in widgets:
             widget._debounce = CONTROL_DEBOUNCE_MS
+            widget._process_events = batched(widget._process_events)
 
     def notice_panes(self) -> list[pn.viewable.Viewable]:
         """The link's refused values, as notices above the explorable (none when the link was fine)."""

@@ -6,6 +6,8 @@ norm or MLP family never changes the other weights: a comparison stays fair.
 
 from __future__ import annotations
 
+import functools
+import math
 import zlib
 
 import numpy as np
@@ -19,8 +21,21 @@ def _rng(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
 
 
+CACHED_SIZE = 1024  # arrays this small (every explorable's default model) are drawn once per process
+
+
 def _normal(seed: int, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
+    if math.prod(shape) <= CACHED_SIZE:
+        return _small_normal(seed, name, tuple(shape), float(std))
     return _rng(seed, name).standard_normal(shape) * std
+
+
+@functools.lru_cache(maxsize=2048)  # at most about 16 MB
+def _small_normal(seed: int, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
+    """Drawn once, shared by every session: read-only, so no caller can change another's weights."""
+    array = _rng(seed, name).standard_normal(shape) * std
+    array.flags.writeable = False
+    return array
 
 
 def param_names(config: BlockConfig) -> list[str]:

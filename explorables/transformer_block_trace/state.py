@@ -96,8 +96,16 @@ class TraceState(param.Parameterized):
             trace=run_preset(PRESET, vector=self.vector, attention_scale=float(self.attention_scale),
                              mlp_scale=float(self.mlp_scale), residual="replace" if self.replace else "add",
                              norm=self.norm),
-            baseline=run_preset(PRESET, vector=self.vector),
+            baseline=self._baseline(),
         )
+
+    def _baseline(self) -> Trace:
+        """The default block on the current vector; it changes only when the vector does."""
+        key = tuple(self.vector)
+        if self.baseline is None or getattr(self, "_baseline_vector", None) != key:
+            self._baseline_vector = key
+            return run_preset(PRESET, vector=self.vector)
+        return self.baseline
 
     def reset(self) -> None:
         """Every control back to its default (the prediction stays committed)."""

@@ -8,7 +8,8 @@ from bokeh.document import Document
 from explorables.components.style import styled
 from explorables.components.updates import LiveHTML
 
-SAMPLES = ["<p>plain</p>", '<p class="x">a &amp; b <script>alert(1)</script></p>', "", "<table><tr><td>1</td></tr></table>"]
+SAMPLES = ["<p>plain</p>", '<p class="x">a &amp; b <script>alert(1)</script></p>', "",
+           "<table><tr><td>1</td></tr></table>"]
 
 
 def rendered(pane: pn.pane.HTML):

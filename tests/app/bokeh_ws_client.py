@@ -1,0 +1,83 @@
+"""A minimal Bokeh websocket client for server tests: open a session, pull its document, send changes.
+
+It speaks the protocol as BokehJS does (ACK, PULL-DOC, PATCH-DOC; document_ready once "rendered"),
+with Bokeh's own message classes. Every read is bounded by a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+from bokeh.client.websocket import WebSocketClientConnectionWrapper
+from bokeh.protocol import Protocol
+from bokeh.protocol.message import Message
+from bokeh.protocol.messages.patch_doc import patch_doc
+from bokeh.protocol.receiver import Receiver
+from bokeh.util.token import generate_jwt_token, generate_session_id
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
+
+PROTOCOL = Protocol()
+READ_TIMEOUT_S = 30.0
+
+
+def models(node: Any) -> Iterator[dict]:
+    """Every serialized model (a dict with "type": "object") inside a PULL-DOC reply's content."""
+    if isinstance(node, dict):
+        if node.get("type") == "object" and "id" in node:
+            yield node
+        for value in node.values():
+            yield from models(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from models(value)
+
+
+class Session:
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.sock = WebSocketClientConnectionWrapper(ws)
+        self.receiver = Receiver(PROTOCOL)
+        self.document: dict = {}
+
+    @classmethod
+    async def open(cls, ws_url: str) -> Session:
+        token = generate_jwt_token(generate_session_id())
+        ws = await websocket_connect(HTTPRequest(ws_url), subprotocols=["bokeh", token])
+        session = cls(ws)
+        ack = await session.read()
+        assert ack.msgtype == "ACK", ack.msgtype
+        await PROTOCOL.create("PULL-DOC-REQ").send(session.sock)
+        while (reply := await session.read()).msgtype != "PULL-DOC-REPLY":
+            pass
+        session.document = reply.content
+        await session.send({"kind": "MessageSent", "msg_type": "bokeh_event",
+                            "msg_data": {"type": "event", "name": "document_ready",
+                                         "values": {"type": "map", "entries": []}}})
+        return session
+
+    def find(self, name: str, **attributes: Any) -> dict:
+        """The one model of this type whose attributes include the given ones."""
+        found = [m for m in models(self.document) if m.get("name", "").split(".")[-1] == name
+                 and all(m.get("attributes", {}).get(k) == v for k, v in attributes.items())]
+        assert len(found) == 1, f"{len(found)} {name} models with {attributes}"
+        return found[0]
+
+    async def read(self) -> Message:
+        while True:
+            fragment = await asyncio.wait_for(self.ws.read_message(), READ_TIMEOUT_S)
+            assert fragment is not None, "the server closed the websocket"
+            message = await self.receiver.consume(fragment)
+            if message is not None:
+                return message
+
+    async def send(self, *events: dict) -> None:
+        await patch_doc(patch_doc.create_header(), {}, {"events": list(events)}).send(self.sock)
+
+    async def set(self, model_id: str, attr: str, value: Any) -> None:
+        await self.send({"kind": "ModelChanged", "model": {"id": model_id}, "attr": attr, "new": value})
+
+    def close(self) -> None:
+        self.ws.close()

@@ -1,0 +1,42 @@
+"""One slider change comes back as one PATCH-DOC message carrying every view it changed.
+
+Panel sends changes made outside a batch one message per property, and each message costs the
+server a walk over every model of the session; with 100 students that was most of its time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .bokeh_ws_client import Session
+
+ROUTE = "/explorables/transformer-block-trace"
+
+
+async def change_and_collect(ws_url: str, value: float) -> list:
+    session = await Session.open(ws_url)
+    try:
+        slider = session.find("Slider", title="Attention update scale")
+        await session.set(slider["id"], "value", value)
+        messages = []
+        while True:
+            message = await session.read()
+            if message.msgtype != "PATCH-DOC":
+                continue
+            messages.append(message)
+            kinds = {(e.get("kind"), e.get("attr")) for e in message.content["events"]}
+            if ("ModelChanged", "search") in kinds:  # the address bar: the last thing a change sets
+                return messages
+    finally:
+        session.close()
+
+
+def test_a_slider_change_is_answered_by_a_single_message(server):
+    ws_url = server.url(ROUTE + "/ws").replace("http://", "ws://") + "?predict=off"
+    messages = asyncio.run(change_and_collect(ws_url, 0.35))
+    assert len(messages) == 1
+    events = messages[0].content["events"]
+    texts = [e for e in events if e.get("kind") == "ModelChanged" and e.get("attr") == "text"]
+    data = [e for e in events if e.get("kind") == "ColumnDataChanged"]
+    assert any("0.35" in e["new"] or "stage-table" in e["new"] for e in texts)
+    assert len(texts) >= 5 and len(data) >= 3  # tables, text alternatives and the live line; the plots
