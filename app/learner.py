@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -23,7 +24,8 @@ from explorables.components.updates import LiveHTML
 
 from .classroom.identity import COOKIE_NAME, clean_display_name, new_learner_id, sign, valid_class_code, verify
 from .classroom.outbox import Outbox
-from .classroom.store import EventStore, StoreUnavailable, new_event_id
+from .classroom.store import EventStore, StoreUnavailable, check_prediction, check_record, new_event_id
+from .classroom.store_thread import StoreThread
 
 log = logging.getLogger("blocktrace.classroom")
 CLASS_COOKIE = "bt_class"
@@ -39,9 +41,11 @@ class Classroom:
     store: EventStore
     secret: bytes
     outbox: Outbox = field(init=False)
+    thread: StoreThread = field(init=False)
 
     def __post_init__(self) -> None:
         self.outbox = Outbox(self.store)
+        self.thread = StoreThread(self.outbox)
 
 
 @dataclass(frozen=True)
@@ -112,35 +116,55 @@ def cookie_script(learner: Learner, secret: bytes) -> CustomJS:
 
 
 class SessionRecorder:
-    """One session's link to the store. With no classroom configured, it records nothing."""
+    """One session's link to the store. With no classroom configured, it records nothing.
+
+    Every store call runs on the process's store thread; answers come back to this session's
+    document as next-tick callbacks, so the page is only ever changed from the event loop.
+    """
 
     def __init__(self, classroom: Classroom | None, learner: Learner | None, lesson: str | None = None):
         self.classroom, self.learner, self.lesson = classroom, learner, lesson
         self.notice = LiveHTML("", sizing_mode="stretch_width", visible=False)
         self._pending_params: dict[tuple[str, str], Any] = {}
         self._generation = 0
+        self._doc = pn.state.curdoc if getattr(pn.state.curdoc, "session_context", None) is not None else None
 
     @property
     def active(self) -> bool:
         return self.classroom is not None and self.learner is not None
 
+    def _run(self, call: Callable[[], Any], then: Callable[[Any], None] | None = None) -> None:
+        """`call()` on the store thread, then `then(result)` in this session (at once without a session)."""
+        if then is None:
+            self.classroom.thread.submit(call)
+            return
+        doc = self._doc
+        if doc is None:
+            self.classroom.thread.submit(call, then)
+            return
+
+        def back_in_session(result: Any) -> None:
+            try:
+                doc.add_next_tick_callback(lambda: then(result))  # Bokeh's way in from another thread
+            except RuntimeError:  # the student closed the page meanwhile: nobody is left to tell
+                pass
+
+        self.classroom.thread.submit(call, back_in_session)
+
     # --- writing ----------------------------------------------------------------------------
 
-    def _deliver(self, result: bool | None) -> bool | None:
+    def _deliver(self, result: Any) -> Any:
         """Show or clear the "not being saved" notice from the outbox's answer (None: queued)."""
-        self._show_unsaved(result is None)
+        self._show_unsaved(result is None or isinstance(result, Exception))
         return result
 
-    def retry_pending(self) -> None:
-        """Try the outbox again (called every few seconds); clears the notice once everything is saved."""
+    def refresh_notice(self) -> None:
+        """Called every few seconds: the notice shows while writes wait or the database does not answer."""
         if not self.active:
             return
-        try:
-            pending = self.classroom.outbox.flush()
-        except StoreUnavailable:
-            return
-        if pending == 0 and self.notice.visible:
-            self._show_unsaved(False)
+        unsaved = self.classroom.outbox.pending > 0 or self.classroom.thread.stalled()
+        if unsaved != self.notice.visible:
+            self._show_unsaved(unsaved)
 
     def _show_unsaved(self, unsaved: bool) -> None:
         self.notice.object = ('<p class="bt-notice" role="status">Your progress is not being saved right now '
@@ -151,58 +175,93 @@ class SessionRecorder:
     def emit(self, kind: str, payload: dict[str, Any], explorable: str | None = None) -> None:
         if not self.active:
             return
-        try:
-            result = self.classroom.outbox.record(
-                new_event_id(), self.learner.class_code, self.learner.id, kind, payload,
-                lesson=self.lesson, explorable=explorable or payload.get("explorable"))
-        except StoreUnavailable:  # the outbox itself is full: this event is lost, and the page says so
-            result = None
-        if result is None:
-            log.warning("the store is unavailable: a %r event waits in the outbox", kind)
-        self._deliver(result)
+        outbox, learner = self.classroom.outbox, self.learner
+        event_id = new_event_id()
+        check_record(event_id, learner.class_code, learner.id, kind, payload, self.lesson,
+                     explorable or payload.get("explorable"))  # a bad call fails here, in the caller
+        payload = dict(payload)
+
+        def record() -> bool | None:
+            try:
+                result = outbox.record(event_id, learner.class_code, learner.id, kind, payload,
+                                       lesson=self.lesson, explorable=explorable or payload.get("explorable"))
+            except StoreUnavailable:  # the outbox itself is full: this event is lost, and the page says so
+                result = None
+            if result is None:
+                log.warning("the store is unavailable: a %r event waits in the outbox", kind)
+            return result
+
+        self._run(record, self._deliver)
 
     def join(self, display_name: str | None = None) -> str | None:
         """Register the learner (and a display name); returns an error message for a refused name."""
         if not self.active:
             return None
+        name = None
+        if display_name:
+            name = clean_display_name(display_name)
+            if name is None:
+                return "Names are 1 to 40 ordinary characters."
         store, learner = self.classroom.store, self.learner
-        try:
-            if display_name:
-                name = clean_display_name(display_name)
-                if name is None:
-                    return "Names are 1 to 40 ordinary characters."
-            else:  # joining again (a new page) keeps the name given before
-                name = store.display_name(learner.class_code, learner.id)
-            store.join(learner.class_code, learner.id, name)
-            self._show_unsaved(False)
-        except StoreUnavailable:
-            self._show_unsaved(True)
+
+        def join() -> bool:
+            kept = name or store.display_name(learner.class_code, learner.id)  # a new page keeps the old name
+            store.join(learner.class_code, learner.id, kept)
+            return True
+
+        self._run(join, lambda result: self._show_unsaved(isinstance(result, Exception)))
         return None
 
-    def commit_prediction(self, question: str, choice: str, note: str, explorable: str) -> tuple[str, Any]:
-        """("stored", None), ("refused", the stored row) or ("pending", None) when the store is away."""
+    def commit_prediction(self, question: str, choice: str, note: str, explorable: str,
+                          answer: Callable[[str, Any], None]) -> None:
+        """Store a commit; later `answer("stored" | "refused" | "pending", the stored row when refused)`."""
         if not self.active:
-            return "stored", None
-        try:
-            result = self.classroom.outbox.commit_prediction(
-                new_event_id(), self.learner.class_code, self.learner.id, question, choice, note or None,
-                self.lesson, explorable)
-        except StoreUnavailable:
-            result = None
-        if self._deliver(result) is None:
-            return "pending", None
-        if result:
-            return "stored", None
-        return "refused", self.stored_prediction(question)
+            answer("stored", None)
+            return
+        outbox, store, learner = self.classroom.outbox, self.classroom.store, self.learner
+        event_id = new_event_id()
+        check_prediction(event_id, learner.class_code, learner.id, question, choice, note or None,
+                         self.lesson, explorable)
 
-    def stored_prediction(self, question: str) -> Any:
+        def commit() -> tuple[str, Any]:
+            try:
+                result = outbox.commit_prediction(event_id, learner.class_code, learner.id, question, choice,
+                                                  note or None, self.lesson, explorable)
+            except StoreUnavailable:
+                result = None
+            if result is None:
+                return "pending", None
+            if result:
+                return "stored", None
+            return "refused", store.prediction(learner.class_code, learner.id, question)
+
+        def answered(result: Any) -> None:
+            if isinstance(result, Exception):
+                self._show_unsaved(True)
+                answer("pending", None)
+                return
+            status, row = result
+            self._show_unsaved(status == "pending")
+            answer(status, row)
+
+        self._run(commit, answered)
+
+    def restore_prediction(self, question: str, found: Callable[[Any], None]) -> None:
+        """Later `found(row)` with this learner's stored prediction, if they committed one before."""
         if not self.active:
-            return None
-        try:
-            return self.classroom.store.prediction(self.learner.class_code, self.learner.id, question)
-        except StoreUnavailable:
-            self._show_unsaved(True)
-            return None
+            return
+        store, learner = self.classroom.store, self.learner
+
+        def read() -> Any:
+            return store.prediction(learner.class_code, learner.id, question)
+
+        def answered(result: Any) -> None:
+            if isinstance(result, Exception):
+                self._show_unsaved(True)
+            elif result is not None:
+                found(result)
+
+        self._run(read, answered)
 
     def parameter_changed(self, explorable: str, name: str, value: Any) -> None:
         """Coalesce: only the last value of a burst is recorded, COALESCE_MS after the burst ends."""
@@ -226,13 +285,13 @@ class SessionRecorder:
     # --- reading for the learner ------------------------------------------------------------
 
     def class_answers_html(self, question: str, choices: dict[str, str]) -> str:
-        """The class's distribution, once the teacher has revealed it (callers show it only after a commit)."""
+        """The class's distribution once the teacher has revealed it (callers show it only after a commit).
+
+        Read from the process's copy of every revealed question, which the store thread refreshes.
+        """
         if not self.active:
             return ""
-        try:  # the store itself checks that this learner committed before showing anything
-            counts = self.classroom.store.visible_distribution(self.learner.class_code, self.learner.id, question)
-        except StoreUnavailable:
-            return ""
+        counts = self.classroom.thread.reveals.get((self.learner.class_code, question))
         if counts is None:
             return ""
         total = sum(counts.values()) or 1

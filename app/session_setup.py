@@ -45,15 +45,20 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
     gate = explorable.gate
     prediction = gate.prediction
     question = question_id(explorable_id)
-    stored = recorder.stored_prediction(question)
-    if stored is not None and stored.choice in prediction.choices and not prediction.committed:
-        prediction.param.update(choice=stored.choice, note=stored.note or "", committed=True)
+
+    def restore(stored) -> None:
+        if stored.choice in prediction.choices and not prediction.committed:
+            prediction.param.update(choice=stored.choice, note=stored.note or "", committed=True)
+
+    recorder.restore_prediction(question, restore)
 
     def committed(p) -> None:
-        status, row = recorder.commit_prediction(question, p.choice, p.note, explorable_id)
-        if status == "refused" and row is not None and row.choice in p.choices:
-            p.param.update(choice=row.choice, note=row.note or "")
-            gate.show_message('<p class="bt-muted">You had already committed an answer earlier; it stands.</p>')
+        def answer(status: str, row) -> None:
+            if status == "refused" and row is not None and row.choice in p.choices:
+                p.param.update(choice=row.choice, note=row.note or "")
+                gate.show_message('<p class="bt-muted">You had already committed an answer earlier; it stands.</p>')
+
+        recorder.commit_prediction(question, p.choice, p.note, explorable_id, answer)
 
     gate.on_commit = committed
     explorable.emit = lambda kind, payload: recorder.emit(kind, payload, explorable_id)
@@ -67,10 +72,15 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
 
     explorable.state.param.watch(changed, names)
 
-    def poll() -> None:
-        recorder.retry_pending()
+    shown = {"answers": ""}
+
+    def poll() -> None:  # no database work here: the store thread keeps what this reads up to date
+        recorder.refresh_notice()
         if prediction.committed:
-            gate.show_message(recorder.class_answers_html(question, prediction.choices))
+            answers = recorder.class_answers_html(question, prediction.choices)
+            if answers != shown["answers"]:  # revealed, changed, or gone after an archive
+                shown["answers"] = answers
+                gate.show_message(answers)
 
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.add_periodic_callback(poll, period=REVEAL_POLL_MS)

@@ -126,6 +126,31 @@ class Postgres:
                 continue
             pytest.fail(f"PostgreSQL exited with status {code}:\n{self.log_path.read_text()}", pytrace=False)
 
+    def _family(self) -> list[int]:
+        """The postmaster and every process it started (one backend per connection)."""
+        root = self.process.pid
+        family = [root]
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                if ppid == root:
+                    family.append(int(entry.name))
+        return family
+
+    def freeze(self) -> None:
+        """Hang the server without closing anything (SIGSTOP): connections stay open and nothing answers."""
+        assert self.running
+        for pid in self._family():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let a frozen server go on where it stopped (SIGCONT)."""
+        for pid in self._family():
+            os.kill(pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """Fast shutdown (as `pg_ctl stop -m fast`): clients are disconnected, the server checkpoints and exits."""
         if not self.running:

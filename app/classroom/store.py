@@ -549,6 +549,20 @@ class EventStore:
                 return None
             return self._distribution(conn, class_code, epoch, question)
 
+    def revealed_distributions(self) -> dict[tuple[str, str], dict[str, int]]:
+        """Every question revealed in its class's current epoch, with the class distribution.
+
+        One read for a whole server process: each page then shows a distribution only to a learner
+        whose own prediction for that question is committed (as ``visible_distribution`` does).
+        """
+        with self._read("read the revealed questions") as conn:
+            current = conn.execute(
+                select(reveals.c.class_code, reveals.c.question, reveals.c.epoch)
+                .join(classes, (classes.c.code == reveals.c.class_code) & (classes.c.epoch == reveals.c.epoch))
+            ).all()
+            return {(code, question): self._distribution(conn, code, epoch, question)
+                    for code, question, epoch in current}
+
     # The teacher ------------------------------------------------------------------------------
 
     def class_codes(self) -> list[str]:

@@ -1,0 +1,99 @@
+"""The one thread of a server process that talks to the classroom database.
+
+Sessions hand it calls (through the outbox, so an outage queues them) and get each answer back
+later; the event loop that serves every student never waits for the database. A database that
+hangs without answering holds up this thread only: students keep exploring, their events wait in
+order, and `stalled()` lets the pages say that progress is not being saved.
+
+Between calls, every REFRESH_S seconds, the thread retries the outbox and reads which questions
+teachers have revealed (one read per process instead of one per page).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .outbox import Outbox
+from .store import StoreUnavailable
+
+log = logging.getLogger("blocktrace.classroom")
+
+REFRESH_S = 4.0  # how often queued writes are retried and reveals are read
+STALLED_AFTER_S = 5.0  # a call running this long counts as a database that does not answer
+
+Reveals = dict[tuple[str, str], dict[str, int]]
+
+
+class StoreThread:
+    """Runs store calls one at a time, in the order submitted, off the event loop."""
+
+    def __init__(self, outbox: Outbox, refresh_s: float = REFRESH_S, clock: Callable[[], float] = time.monotonic):
+        self.outbox = outbox
+        self.refresh_s = refresh_s
+        self.clock = clock
+        self.reveals: Reveals = {}  # replaced whole by the thread, read by the pages
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._busy_since: float | None = None
+        self._started = False
+        self._start_lock = threading.Lock()
+        self._next_refresh = 0.0
+
+    def submit(self, call: Callable[[], Any], done: Callable[[Any], None] | None = None) -> None:
+        """Run `call()` on the thread; then `done(result)`, on the thread (a StoreUnavailable is a result)."""
+        self._ensure_started()
+        self._jobs.put((call, done))
+
+    def stalled(self) -> bool:
+        started = self._busy_since
+        return started is not None and self.clock() - started >= STALLED_AFTER_S
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait until every call submitted so far has run (for tests and shutdown); False on timeout."""
+        finished = threading.Event()
+        self.submit(lambda: None, lambda _result: finished.set())
+        return finished.wait(timeout)
+
+    def _ensure_started(self) -> None:
+        if self._started:
+            return
+        with self._start_lock:
+            if not self._started:
+                threading.Thread(target=self._run, name="blocktrace-store", daemon=True).start()
+                self._started = True
+
+    def _run(self) -> None:
+        while True:
+            wait = max(0.0, self._next_refresh - self.clock())
+            try:
+                call, done = self._jobs.get(timeout=wait) if wait > 0 else self._jobs.get_nowait()
+            except queue.Empty:
+                self._guarded(self._refresh)
+                self._next_refresh = self.clock() + self.refresh_s
+                continue
+            result = self._guarded(call)
+            if done is not None:
+                try:
+                    done(result)
+                except Exception:
+                    log.exception("a store callback failed")
+
+    def _guarded(self, call: Callable[[], Any]) -> Any:
+        self._busy_since = self.clock()
+        try:
+            return call()
+        except StoreUnavailable as error:
+            return error
+        except Exception as error:  # a bug in one call must not stop every later one
+            log.exception("a classroom store call failed")
+            return error
+        finally:
+            self._busy_since = None
+
+    def _refresh(self) -> None:
+        self.outbox.flush()
+        self.reveals = self.outbox.store.revealed_distributions()

@@ -1,0 +1,74 @@
+"""The store thread: calls run in order off the caller's thread; outages are answers; hangs are noticed."""
+
+from __future__ import annotations
+
+import threading
+
+from app.classroom.outbox import Outbox
+from app.classroom.store import EventStore, StoreUnavailable, new_event_id
+from app.classroom.store_thread import STALLED_AFTER_S, StoreThread
+
+
+def make(tmp_path, refresh_s: float = 3600.0) -> tuple[EventStore, StoreThread]:
+    store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
+    store.upgrade()
+    return store, StoreThread(Outbox(store), refresh_s=refresh_s)
+
+
+def test_calls_run_in_order_on_another_thread_and_answer_back(tmp_path):
+    store, worker = make(tmp_path)
+    seen: list[tuple[str, object]] = []
+    caller = threading.get_ident()
+    for i in range(20):
+        worker.submit(lambda i=i: (i, threading.get_ident() != caller), lambda result: seen.append(result))
+    assert worker.drain()
+    assert seen == [(i, True) for i in range(20)]
+
+
+def test_an_outage_or_a_bug_is_an_answer_and_later_calls_still_run(tmp_path):
+    store, worker = make(tmp_path)
+    answers: list[object] = []
+
+    def outage():
+        raise StoreUnavailable("down")
+
+    def bug():
+        raise KeyError("oops")
+
+    for call in (outage, bug, lambda: "fine"):
+        worker.submit(call, answers.append)
+    assert worker.drain()
+    assert isinstance(answers[0], StoreUnavailable) and isinstance(answers[1], KeyError) and answers[2] == "fine"
+
+
+def test_a_call_that_does_not_return_counts_as_stalled_after_a_while(tmp_path):
+    now = [0.0]
+    store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
+    worker = StoreThread(Outbox(store), refresh_s=3600.0, clock=lambda: now[0])
+    running, release = threading.Event(), threading.Event()
+    worker.submit(lambda: (running.set(), release.wait(10)))
+    assert running.wait(10)
+    assert not worker.stalled()
+    now[0] = STALLED_AFTER_S + 0.1
+    assert worker.stalled()
+    release.set()
+    assert worker.drain()
+    assert not worker.stalled()
+
+
+def test_the_refresh_reads_every_revealed_question_once_for_the_process(tmp_path):
+    store, worker = make(tmp_path, refresh_s=0.05)
+    store.join("c1", "l1")
+    assert store.commit_prediction(new_event_id(), "c1", "l1", "q", "A", None, "lesson", "x")
+    store.reveal("c1", "q")
+    refreshed = threading.Event()
+    original = worker._refresh
+
+    def refresh():
+        original()
+        refreshed.set()
+
+    worker._refresh = refresh
+    worker.submit(lambda: None)
+    assert refreshed.wait(10)
+    assert worker.reveals == {("c1", "q"): {"A": 1}}
