@@ -146,8 +146,8 @@ class SessionRecorder:
         def back_in_session(result: Any) -> None:
             try:
                 doc.add_next_tick_callback(lambda: then(result))  # Bokeh's way in from another thread
-            except RuntimeError:  # the student closed the page meanwhile: nobody is left to tell
-                pass
+            except (RuntimeError, AttributeError):  # the page was closed meanwhile (Bokeh took its document
+                pass  # apart): nobody is left to tell
 
         self.classroom.thread.submit(call, back_in_session)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 
 
@@ -79,6 +80,45 @@ class _ClosedSocketFilter(logging.Filter):
         return "WebSocketClosedError" not in record.getMessage()
 
 
+def _worker_pids(parent: int) -> list[int]:
+    """The processes `parent` started (its --num-procs workers), from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == parent:
+                found.append(int(entry))
+    return found
+
+
+def stop_workers_with_parent() -> None:
+    """With --num-procs, SIGTERM to the parent also stops the workers it forked.
+
+    Tornado's parent process only waits for its workers and restarts any that die; killed by SIGTERM,
+    it left them serving on the port. The handler is inherited by the workers, where it does what
+    SIGTERM always did.
+    """
+    parent = os.getpid()
+
+    def terminate(signum: int, _frame) -> None:
+        if os.getpid() != parent:  # a worker
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        for pid in _worker_pids(parent):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
 
@@ -98,6 +138,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if generated:
         print(f"blocktrace: teacher page http://{args.address}:{args.port}/teacher  password: {generated}", flush=True)
     gc_tuning.install()
+    if args.num_procs > 1:
+        stop_workers_with_parent()
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
     pn.serve(
@@ -107,7 +149,9 @@ def run_serve(args: argparse.Namespace) -> int:
         websocket_origin=websocket_origins(args),
         num_procs=args.num_procs,
         use_xheaders=args.use_xheaders,
-        warm=True,  # build every page once at start, so the first student does not wait for imports
+        # Build every page once at start, so the first student does not wait for imports. Bokeh refuses to
+        # fork workers once application code has run, so with --num-procs each worker warms up on its first page.
+        warm=args.num_procs == 1,
         show=False,
         start=True,
         **kwargs,

@@ -34,7 +34,10 @@ def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRe
     doc = pn.state.curdoc
     if doc is not None and (learner.new or learner.class_from_link):
         doc.js_on_event("document_ready", learners.cookie_script(learner, classroom.secret))
-    recorder.join()
+    # Joined once the page is up in the browser, which happens only in the process that holds its websocket.
+    # With --num-procs the page request and the websocket may reach different processes, and each builds
+    # the session; joining at build time registered a second, phantom learner in the other process.
+    pn.state.onload(lambda: recorder.join())
     return recorder
 
 
