@@ -16,6 +16,7 @@ from collections import defaultdict, deque
 from html import escape
 from urllib.parse import quote
 
+from tornado.ioloop import IOLoop
 from tornado.web import RequestHandler
 
 from .classroom.identity import valid_class_code
@@ -93,12 +94,27 @@ class TeacherHandler(RequestHandler):
         code = self.get_argument("class", DEFAULT_CLASS)
         return code if valid_class_code(code) else DEFAULT_CLASS
 
+    async def stored(self, write, *args) -> bool:
+        """Run a store write off the event loop; on an outage answer 503 with a message and return False."""
+        try:
+            await off_the_loop(write, *args)
+        except StoreUnavailable:
+            self.set_status(503)
+            self.finish("The class database cannot be reached right now; go back and try again in a moment.\n")
+            return False
+        return True
+
     def check_form(self) -> bool:
         if not hmac.compare_digest(self.get_body_argument("token", ""), self.guard.form_token()):
             self.set_status(403)
             self.finish("This form did not come from the teacher's page.\n")
             return False
         return True
+
+
+async def off_the_loop(call, *args):
+    """Run a store call on a worker thread, so a slow or hung database never holds up the students' pages."""
+    return await IOLoop.current().run_in_executor(None, call, *args)
 
 
 def _bars(counts: dict[str, int], labels: dict[str, str], caption: str) -> str:
@@ -118,14 +134,14 @@ def _bars(counts: dict[str, int], labels: dict[str, str], caption: str) -> str:
 class DashboardHandler(TeacherHandler):
     """GET /teacher?class=CODE: everything the class did, per lesson, refreshed every few seconds."""
 
-    def get(self) -> None:
+    async def get(self) -> None:
         classroom = current_classroom()
         code = self.class_code()
         if classroom is None:
             self.finish(self._page(code, "<p>The classroom store is off for this server.</p>", refresh=False))
             return
         try:
-            body = self._body(classroom.store, code)
+            body = await off_the_loop(self._body, classroom.store, code)
         except StoreUnavailable:
             body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
         self.finish(self._page(code, body))
@@ -191,7 +207,7 @@ class DashboardHandler(TeacherHandler):
 class RevealHandler(TeacherHandler):
     """POST /teacher/reveal: learners who committed now see the class's answers to that question."""
 
-    def post(self) -> None:
+    async def post(self) -> None:
         if not self.check_form():
             return
         classroom = current_classroom()
@@ -201,15 +217,15 @@ class RevealHandler(TeacherHandler):
             self.set_status(400)
             self.finish("Unknown class or question.\n")
             return
-        if classroom is not None:
-            classroom.store.reveal(code, question)
+        if classroom is not None and not await self.stored(classroom.store.reveal, code, question):
+            return
         self.redirect(f"/teacher?class={quote(code)}", status=303)
 
 
 class ArchiveHandler(TeacherHandler):
     """POST /teacher/archive: start the class afresh; its history stays in the store and the export."""
 
-    def post(self) -> None:
+    async def post(self) -> None:
         if not self.check_form():
             return
         classroom = current_classroom()
@@ -218,20 +234,25 @@ class ArchiveHandler(TeacherHandler):
             self.set_status(400)
             self.finish("Unknown class.\n")
             return
-        if classroom is not None:
-            classroom.store.archive(code)
+        if classroom is not None and not await self.stored(classroom.store.archive, code):
+            return
         self.redirect(f"/teacher?class={quote(code)}", status=303)
 
 
 class ExportHandler(TeacherHandler):
     """GET /teacher/events.csv[?class=CODE]: every event, every epoch."""
 
-    def get(self) -> None:
+    async def get(self) -> None:
         classroom = current_classroom()
         code = self.get_argument("class", None)
         if code is not None and not valid_class_code(code):
             code = DEFAULT_CLASS
-        text = classroom.store.export_csv(code) if classroom is not None else ""
+        try:
+            text = await off_the_loop(classroom.store.export_csv, code) if classroom is not None else ""
+        except StoreUnavailable:
+            self.set_status(503)
+            self.finish("The class database cannot be reached right now; try the export again in a moment.\n")
+            return
         name = f"blocktrace-events-{code or 'all'}.csv"
         self.set_header("Content-Type", "text/csv; charset=utf-8")
         self.set_header("Content-Disposition", f'attachment; filename="{name}"')

@@ -9,10 +9,13 @@ When PostgreSQL goes on (SIGCONT), the notice goes and everything lands exactly 
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import re
+import threading
 import time
+import urllib.request
 
 import pytest
 from playwright.sync_api import Browser, expect
@@ -40,6 +43,16 @@ def _kinds(store: EventStore) -> list[tuple[str, str, str]]:
     return [(r["learner_id"], r["kind"], r["event_id"]) for r in rows]
 
 
+def _open_dashboard(url: str, result: dict) -> None:
+    request = urllib.request.Request(url, headers={"Authorization": "Basic " + base64.b64encode(b"t:pw").decode()})
+    try:
+        with urllib.request.urlopen(request, timeout=LAND_TIMEOUT + 30) as response:
+            result["status"] = response.status
+            result["at"] = time.monotonic()
+    except Exception as error:  # reported by the assertion in the test
+        result["error"] = repr(error)
+
+
 def test_a_hung_database_does_not_hold_up_the_pages(browser: Browser, tmp_path) -> None:
     with running_postgres() as pg:
         db_url = pg.create_database()
@@ -56,14 +69,18 @@ def test_a_hung_database_does_not_hold_up_the_pages(browser: Browser, tmp_path) 
             expect(attention).not_to_have_text(["0.000"] * 5)
 
             pg.freeze()
+            teacher: dict = {}
+            dashboard = threading.Thread(target=_open_dashboard, args=(server.url(f"/teacher?class={CLASS}"), teacher))
             try:
+                dashboard.start()  # the teacher's page waits for the database, and must not hold up anyone else
                 page.get_by_text(PREDICTION_CHOICES[CHOICE]).click()
                 page.get_by_role("button", name="Commit prediction").click()
                 expect(page.get_by_text("Your prediction (final)")).to_be_visible()
                 handle = slider(page, "Attention update scale")
                 handle.focus()
                 page.keyboard.press("Home")
-                expect(attention).to_have_text(["0.000"] * 5)  # answered while the database hangs
+                expect(attention).to_have_text(["0.000"] * 5)  # answered while the database hangs ...
+                assert teacher == {}  # ... and while the teacher's page is still waiting for it
 
                 other = browser.new_context(viewport={"width": 1024, "height": 800})
                 try:  # a student arriving now gets a working page too
@@ -75,9 +92,13 @@ def test_a_hung_database_does_not_hold_up_the_pages(browser: Browser, tmp_path) 
 
                 expect(page.get_by_text(NOTICE)).to_be_visible(timeout=NOTICE_TIMEOUT_MS)
             finally:
+                thawed_at = time.monotonic()
                 pg.thaw()
 
             expect(page.get_by_text(NOTICE)).to_be_hidden(timeout=NOTICE_TIMEOUT_MS + 10_000)
+            dashboard.join(timeout=LAND_TIMEOUT)
+            assert teacher.get("status") == 200, teacher
+            assert teacher["at"] >= thawed_at  # it waited for the database, not for a time-out
             learner = verify(next(c["value"] for c in context.cookies() if c["name"] == "bt_learner"),
                              load_or_create_secret(tmp_path / "data"))
             with EventStore(db_url) as store:
