@@ -1,7 +1,7 @@
 """Print the engine's timings beside their targets: one full trace at several sizes, and the depth plot's pass.
 
     python benchmarks/engine.py            # medians, in milliseconds
-    python benchmarks/engine.py --profile  # also cProfile one lesson-size trace
+    python benchmarks/engine.py --profile  # also cProfile a lesson-size and the wide trace, and count page faults
 
 A trace is `forward(...)` with every stage recorded (parameters and embeddings built
 beforehand). The depth row is forward + backward (`backward.depth_profile`) through 48
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -86,21 +87,33 @@ CASES: list[tuple[str, Callable[[], Callable[[], object]], float]] = [
 ]
 
 
-def profile_lesson_trace(top: int = 15) -> None:
-    """cProfile the decoder-lab trace and print where the time goes."""
-    run = preset_trace("decoder-lab")
+def profile_trace(title: str, run: Callable[[], object], repeats: int, top: int = 15) -> None:
+    """cProfile `repeats` runs and print where the time goes."""
     profiler = cProfile.Profile()
     profiler.enable()
-    for _ in range(2000):
+    for _ in range(repeats):
         run()
     profiler.disable()
-    print("\ncProfile, 2000 decoder-lab traces, by own time:")
+    print(f"\ncProfile, {repeats} {title}, by own time:")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+
+
+def kernel_share(run: Callable[[], object], repeats: int = 200) -> None:
+    """Page faults and system time per run: fresh memory for the recorded stages is paid for in the kernel."""
+    run()
+    before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    for _ in range(repeats):
+        run()
+    after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
+    faults = (after.ru_minflt - before.ru_minflt) / repeats
+    system = 1e3 * (after.ru_stime - before.ru_stime) / repeats
+    print(f"\nT=128, d=256 trace: {faults:.0f} page faults, {system:.2f} ms system time, "
+          f"{1e3 * wall / repeats:.2f} ms wall per trace (mean of {repeats})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", action="store_true", help="cProfile a lesson-size trace")
+    parser.add_argument("--profile", action="store_true", help="cProfile two traces and count page faults")
     args = parser.parse_args()
     print(f"{'case':<48} {'median ms':>10} {'best ms':>9} {'target ms':>10}")
     over = False
@@ -111,7 +124,10 @@ def main() -> None:
         print(f"{label:<48} {ms:>10.3f} {best:>9.3f} {shown:>10}{flag}")
         over = over or (target == 0.2 and ms > target)
     if args.profile or over:
-        profile_lesson_trace()
+        profile_trace("decoder-lab traces", preset_trace("decoder-lab"), 2000)
+    if args.profile:
+        profile_trace("T=128, d=256 traces", wide_trace(1), 200)
+        kernel_share(wide_trace(1))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import numpy as np
 from . import ops
 from .config import MAX_ABS_VALUE, MAX_TOKENS, BlockConfig, ConfigError
 from .params import Params, check_params, position_vectors
-from .stages import BLOCK_KEYS, Stage, describe
+from .stages import BLOCK_KEYS, Stage, stage_texts
 
 Record = Callable[[str, np.ndarray], None]
 
@@ -103,14 +103,18 @@ class Sublayers:
         )
         for name in ("q", "k", "v", "scores", "pattern"):
             record("attn." + name, a[name])
-        return c.attention_scale * a["out"]
+        out = a["out"]
+        out *= c.attention_scale  # in place: the unscaled product is not recorded
+        return out
 
     def mlp(self, x: np.ndarray, record: Record) -> np.ndarray:
         m = MLPS[self.config.mlp](x, self.params, self.prefix + "mlp.")
         for name in ("gate", "value", "hidden"):
             if name in m:
                 record("mlp." + name, m[name])
-        return self.config.mlp_scale * m["out"]
+        out = m["out"]
+        out *= self.config.mlp_scale  # in place: the unscaled product is not recorded
+        return out
 
     def combine(self, stream: np.ndarray, update: np.ndarray) -> np.ndarray:
         return COMBINE[self.config.residual](stream, update)
@@ -162,9 +166,10 @@ def check_input(embed: np.ndarray, config: BlockConfig) -> np.ndarray:
         raise ConfigError(f"input rows have width {x.shape[-1]}, but d_model is {config.d_model}")
     if not 1 <= x.shape[-2] <= MAX_TOKENS:
         raise ConfigError(f"between 1 and {MAX_TOKENS} positions are allowed, got {x.shape[-2]}")
-    if not np.all(np.isfinite(x)):
+    peak = np.max(np.abs(x))  # NaN or infinity when any entry is: one pass checks both
+    if not np.isfinite(peak):
         raise ConfigError("input contains NaN or infinity; every value must be a finite number")
-    if np.max(np.abs(x)) > MAX_ABS_VALUE:
+    if peak > MAX_ABS_VALUE:
         raise ConfigError(f"input values must lie between -{MAX_ABS_VALUE:g} and {MAX_ABS_VALUE:g}")
     return x
 
@@ -187,11 +192,11 @@ def forward(
     if len(tokens) != n_pos:
         raise ConfigError(f"{len(tokens)} token names for {n_pos} positions")
     stages: list[Stage] = []
+    texts = stage_texts(config)
 
     def record_as(prefix: str) -> Record:
         def record(local_key: str, values: np.ndarray) -> None:
-            label, description = describe(local_key, config)
-            stages.append(Stage(prefix + local_key, label, description, values))
+            stages.append(Stage(prefix + local_key, *texts[local_key], values))
         return record
 
     top = record_as("")

@@ -6,6 +6,8 @@ Every function accepts any number of leading dimensions (batch, pos, ...).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 Array = np.ndarray
@@ -26,7 +28,9 @@ def rms_norm(x: Array, g: Array, eps: float) -> Array:
 
     # [..., d_model], [d_model] -> [..., d_model]
     """
-    return rms_normalize(x, eps) * g
+    y = rms_normalize(x, eps)
+    y *= g  # in place: the rows before the gain are not recorded
+    return y
 
 
 def layer_norm(x: Array, g: Array, b: Array, eps: float) -> Array:
@@ -35,7 +39,10 @@ def layer_norm(x: Array, g: Array, b: Array, eps: float) -> Array:
     # [..., d_model], [d_model], [d_model] -> [..., d_model]
     """
     centred = x - np.mean(x, axis=-1, keepdims=True)
-    return rms_normalize(centred, eps) * g + b  # the RMS of a centred row is its standard deviation
+    y = rms_normalize(centred, eps)  # the RMS of a centred row is its standard deviation
+    y *= g  # in place, as in rms_norm
+    y += b
+    return y
 
 
 def softmax(x: Array, axis: int = -1) -> Array:
@@ -44,17 +51,21 @@ def softmax(x: Array, axis: int = -1) -> Array:
     Entries of −inf (masked) get weight exactly 0.
     # [..., n] -> [..., n]
     """
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    e = np.exp(shifted)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    e /= np.sum(e, axis=axis, keepdims=True)  # in place: e is a fresh array
+    return e
 
 
+@lru_cache(maxsize=32)  # at most 8 MB (32 masks of 512 × 512)
 def causal_mask(n_pos: int) -> Array:
     """mask[i, j] = (j ≤ i): query position i may read key positions up to and including itself.
 
+    Built once per length and shared, so it is read-only.
     # -> [pos, pos] of bool
     """
-    return np.tril(np.ones((n_pos, n_pos), dtype=bool))
+    mask = np.tril(np.ones((n_pos, n_pos), dtype=bool))
+    mask.flags.writeable = False
+    return mask
 
 
 def split_heads(x: Array, n_heads: int) -> Array:
@@ -82,7 +93,7 @@ def attention_scores(q: Array, k: Array, causal: bool) -> Array:
     """
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
     if causal:
-        scores = np.where(causal_mask(q.shape[-2]), scores, -np.inf)
+        np.copyto(scores, -np.inf, where=~causal_mask(q.shape[-2]))  # in place: no second [pos, pos] array
     return scores
 
 
@@ -105,12 +116,17 @@ def attention(
 
 def sigmoid(x: Array) -> Array:
     """σ(x) = 1 / (1 + e^(−x)), written as (1 + tanh(x/2)) / 2 so it never overflows."""
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    s = np.tanh(0.5 * x)
+    s += 1.0  # in place: two new arrays instead of four
+    s *= 0.5
+    return s
 
 
 def silu(x: Array) -> Array:
     """SiLU(x) = x · σ(x): a smooth gate, 0 at 0, close to x for large positive x."""
-    return x * sigmoid(x)
+    s = sigmoid(x)
+    s *= x  # in place: σ(x) is not needed afterwards
+    return s
 
 
 def gelu(x: Array) -> Array:
@@ -130,7 +146,8 @@ def swiglu(x: Array, W_gate: Array, W_value: Array, W_down: Array) -> dict[str, 
     """
     gate = x @ W_gate
     value = x @ W_value
-    hidden = silu(gate) * value
+    hidden = silu(gate)
+    hidden *= value  # in place: SiLU(gate) alone is not recorded
     return {"gate": gate, "value": value, "hidden": hidden, "out": hidden @ W_down}
 
 

@@ -86,12 +86,17 @@ def init_params(config: BlockConfig, gain_jitter: float = 0.1) -> Params:
     return params
 
 
+@functools.lru_cache(maxsize=256)
+def _expected_shapes(config: BlockConfig) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(name, shape) of every parameter the config needs: worked out once per config, checked on every trace."""
+    return tuple((name, param_shape(name, config)) for name in param_names(config))
+
+
 def check_params(params: Params, config: BlockConfig) -> None:
     """Raise ValueError when a parameter the config needs is missing or has the wrong shape."""
-    for name in param_names(config):
+    for name, want in _expected_shapes(config):
         if name not in params:
             raise ValueError(f"missing parameter {name}")
-        want = param_shape(name, config)
         if tuple(params[name].shape) != want:
             raise ValueError(f"parameter {name} has shape {tuple(params[name].shape)}, expected {want}")
 
@@ -104,14 +109,18 @@ def word_embedding(word: str, d_model: int, seed: int = 0, scale: float = 1.0) -
     return _normal(seed, "word:" + word.casefold(), (d_model,), scale)
 
 
+@functools.lru_cache(maxsize=8)  # at most 16 MB (8 tables of 512 × 512)
 def position_vectors(n_pos: int, d_model: int, scale: float = 0.4) -> np.ndarray:
     """Sinusoidal slot stamps: pair i of slot k is scale · (cos, sin)(k · π/4 / 100^(2i/d)).
 
     For width 2, slot k is the arrow of length `scale` at angle k · 45°, so slots 0…7 all differ.
+    Built once per size and shared by every trace, so it is read-only.
     # -> [pos, d_model]
     """
     k = np.arange(n_pos)[:, None]
     i = np.arange((d_model + 1) // 2)[None, :]
     angle = k * (np.pi / 4) / 100.0 ** (2 * i / d_model)
     pairs = np.stack([np.cos(angle), np.sin(angle)], axis=-1).reshape(n_pos, -1)
-    return scale * pairs[:, :d_model]
+    table = scale * pairs[:, :d_model]
+    table.flags.writeable = False
+    return table

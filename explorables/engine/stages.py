@@ -6,8 +6,10 @@ Labels may mention the configured norm or MLP, so they are built from the config
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
 
@@ -72,9 +74,17 @@ class Stage:
         return ("batch", *axes) if self.values.ndim == len(axes) + 1 else axes
 
 
-@lru_cache(maxsize=4096)
 def describe(local_key: str, config: BlockConfig) -> tuple[str, str]:
-    """(label, description) of a stage under this configuration (cached: configs are frozen)."""
+    """(label, description) of a stage under this configuration."""
+    return stage_texts(config)[local_key]
+
+
+@lru_cache(maxsize=256)
+def stage_texts(config: BlockConfig) -> Mapping[str, tuple[str, str]]:
+    """(label, description) of every stage under this configuration, by local key.
+
+    Cached (configs are frozen) and read-only: one look-up per trace instead of one per stage.
+    """
     norm = "RMSNorm" if config.norm == "rmsnorm" else "LayerNorm"
     norm_does = "rescaled by its root mean square" if config.norm == "rmsnorm" else "mean-centred, then rescaled"
     post = config.placement == "post"
@@ -144,4 +154,4 @@ def describe(local_key: str, config: BlockConfig) -> tuple[str, str]:
             + (", then normalised (post-norm)." if post else ("" if replace else ": the block's output.")),
         ),
     }
-    return table[local_key]
+    return MappingProxyType(table)
