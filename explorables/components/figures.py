@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import panel as pn
 from bokeh.plotting import figure
 
 from .focus import focus_ring
+from .updates import batched
 
 
 def base_figure(title: str, height: int = 260, **kw) -> figure:
@@ -14,3 +18,40 @@ def base_figure(title: str, height: int = 260, **kw) -> figure:
     fig.toolbar.logo = None
     fig.outline_line_color = None
     return focus_ring(fig)
+
+
+class DrawnAfterLoad:
+    """Places for a page's figures, each kept at its height; the figures are built and sent once the page is up.
+
+    A figure is some forty Bokeh models: building them, sending them, and laying out and painting the
+    canvas in the browser all come before anything on the page can be used. Here the first page carries
+    places saying "Drawing the plot…" instead (class PENDING until filled), and the figures follow in one
+    message as soon as the browser reports the page drawn (Panel's onload). Outside a served page (no session, e.g. in
+    tests) each figure is placed at once. Panel's loading spinner is not used: it is an image from this
+    server, which a page embedding us by script tag may not load (cross-origin).
+    """
+
+    PENDING = "bt-figure-pending"
+    WAITING_CSS = (f":host(.{PENDING})::before {{ content: 'Drawing the plot…'; margin: auto; font-size: 0.9rem; "
+                   "color: var(--panel-on-background-color, #212529); opacity: 0.75; }")
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[pn.Column, Callable[[], figure]]] = []
+
+    def place(self, make: Callable[[], figure], height: int) -> pn.Column:
+        """A place `height` px tall that `make()`'s figure fills once the page is up."""
+        slot = pn.Column(sizing_mode="stretch_width", min_height=height, css_classes=[self.PENDING],
+                         stylesheets=[self.WAITING_CSS])
+        self._waiting.append((slot, make))
+        if len(self._waiting) == 1:  # one call draws every place asked for before the page is up
+            # On the next tick after onload, when Panel counts the session as loaded: batched() then sends
+            # all the figures in one message (during onload itself each change would go on its own).
+            pn.state.onload(lambda: pn.state.execute(self._draw, schedule=True))
+        return slot
+
+    @batched
+    def _draw(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for slot, make in waiting:
+            slot.objects = [pn.pane.Bokeh(make(), sizing_mode="stretch_width")]
+            slot.css_classes = []

@@ -5,6 +5,8 @@ Figures are built once per session; every change replaces only `source.data`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
 from bokeh.plotting import figure
@@ -27,6 +29,7 @@ SHORT = {
     "blocks.0.resid_post": "output",
 }
 SWIGLU_SERIES = ("gate", "SiLU(gate)", "value", "SiLU(gate) × value")
+HEIGHTS = {"norm": 260, "comp": 260, "swiglu": 280}  # px; the page keeps this room for each until it is drawn
 
 
 # --- norm per stage ------------------------------------------------------------------------
@@ -47,7 +50,7 @@ def norm_data(state: TraceState) -> tuple[dict, dict, float]:
 def norm_figure(state: TraceState) -> tuple[figure, ColumnDataSource, ColumnDataSource, Span]:
     current, baseline, input_norm = norm_data(state)
     src, base = ColumnDataSource(current), ColumnDataSource(baseline)
-    fig = base_figure("Norm ‖·‖ at each stage", x_range=FactorRange(*current["stage"]))
+    fig = base_figure("Norm ‖·‖ at each stage", height=HEIGHTS["norm"], x_range=FactorRange(*current["stage"]))
     fig.line("stage", "norm", source=base, line_dash="dashed", color=SERIES[1], line_width=2,
              legend_label="default block, same input")
     fig.scatter("stage", "norm", source=base, marker="square", size=7, color=SERIES[1])
@@ -87,7 +90,8 @@ def _sub(i: int) -> str:
 def component_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
     data = component_data(state)
     src = ColumnDataSource(data)
-    fig = base_figure("Components of the selected stage", x_range=FactorRange(*data["component"]))
+    fig = base_figure("Components of the selected stage", height=HEIGHTS["comp"],
+                      x_range=FactorRange(*data["component"]))
     fig.vbar(x="component", top="value", width=0.7, color="colour", source=src)
     fig.text(x="component", y="label_y", text="label", source=src, text_align="center",
              text_baseline="baseline", text_font_size="11px", text_color="#777777")
@@ -117,7 +121,8 @@ def swiglu_data(state: TraceState) -> dict:
 def swiglu_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
     data = swiglu_data(state)
     src = ColumnDataSource(data)
-    fig = base_figure("SwiGLU, hidden unit by hidden unit", height=280, x_range=FactorRange(*data["unit"]))
+    fig = base_figure("SwiGLU, hidden unit by hidden unit", height=HEIGHTS["swiglu"],
+                      x_range=FactorRange(*data["unit"]))
     width = 0.2
     for n, name in enumerate(SWIGLU_SERIES):
         fig.vbar(x=dodge("unit", (n - 1.5) * width, range=fig.x_range), top=f"s{n}", width=width * 0.95,
@@ -129,3 +134,43 @@ def swiglu_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
     fig.legend.location = "top_left"
     fig.legend.label_text_font_size = "11px"
     return fig, src
+
+
+# --- the three together ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TraceFigures:
+    """One session's three figures and the models a change updates in place."""
+
+    norm_fig: figure
+    norm_src: ColumnDataSource
+    norm_base: ColumnDataSource
+    norm_ref: Span
+    comp_fig: figure
+    comp_src: ColumnDataSource
+    swiglu_fig: figure
+    swiglu_src: ColumnDataSource
+
+
+def trace_figures(state: TraceState) -> TraceFigures:
+    """The three figures, drawn from the state's current trace."""
+    norm = norm_figure(state)
+    comp = component_figure(state)
+    swiglu = swiglu_figure(state)
+    return TraceFigures(*norm, *comp, *swiglu)
+
+
+def update_figures(figs: TraceFigures, state: TraceState) -> None:
+    """Give the figures the state's current trace: new data in the same sources and ranges."""
+    current, baseline, input_norm = norm_data(state)
+    figs.norm_src.data = current
+    figs.norm_base.data = baseline
+    figs.norm_ref.location = input_norm
+    comp = component_data(state)
+    if list(figs.comp_fig.x_range.factors) != comp["component"]:
+        figs.comp_fig.x_range.factors = comp["component"]
+    figs.comp_src.data = comp
+    sw = swiglu_data(state)
+    if list(figs.swiglu_fig.x_range.factors) != sw["unit"]:
+        figs.swiglu_fig.x_range.factors = sw["unit"]
+    figs.swiglu_src.data = sw

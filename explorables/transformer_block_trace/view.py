@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from html import escape
 from urllib.parse import urlencode
 
@@ -11,6 +12,7 @@ import panel as pn
 from explorables.components.downloads import Downloads, worksheet_html
 from explorables.components.embed import EmbedButton, server_base, state_query
 from explorables.components.explorable import ExplorableView
+from explorables.components.figures import DrawnAfterLoad
 from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
@@ -122,9 +124,6 @@ class TraceExplorable(ExplorableView):
         s = self.state
         self.gate = PredictionGate(s.prediction, QUESTION, HINT)
         self.stage_table = LiveHTML(stage_table_html(s), **styled(sizing_mode="stretch_width"))
-        self.norm_fig, self.norm_src, self.norm_base, self.norm_ref = plots.norm_figure(s)
-        self.comp_fig, self.comp_src = plots.component_figure(s)
-        self.swiglu_fig, self.swiglu_src = plots.swiglu_figure(s)
         self.norm_alt = LiveHTML(alt_text("Norm at each stage", describe.norm_sentences(s)),
                                      **styled(sizing_mode="stretch_width"))
         self.comp_alt = LiveHTML(alt_text("Components", describe.component_sentences(s)),
@@ -135,6 +134,11 @@ class TraceExplorable(ExplorableView):
         self.baseline_table = LiveHTML(baseline_table_html(s), **styled(sizing_mode="stretch_width"))
         self.live = LiveHTML(self._live_html(), **styled(sizing_mode="stretch_width"))
         self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet)
+
+    @cached_property
+    def figures(self) -> plots.TraceFigures:
+        """Built the first time they are needed: a served page sends its figures after loading."""
+        return plots.trace_figures(self.state)
 
     def _worksheet(self) -> str:
         link = server_base() + ROUTE + "?" + urlencode(state_query(self.state, QUERY_KEYS))
@@ -158,18 +162,8 @@ class TraceExplorable(ExplorableView):
     @batched
     def _refresh(self, *_events) -> None:
         s = self.state
-        current, baseline, input_norm = plots.norm_data(s)
-        self.norm_src.data = current
-        self.norm_base.data = baseline
-        self.norm_ref.location = input_norm
-        comp = plots.component_data(s)
-        if list(self.comp_fig.x_range.factors) != comp["component"]:
-            self.comp_fig.x_range.factors = comp["component"]
-        self.comp_src.data = comp
-        sw = plots.swiglu_data(s)
-        if list(self.swiglu_fig.x_range.factors) != sw["unit"]:
-            self.swiglu_fig.x_range.factors = sw["unit"]
-        self.swiglu_src.data = sw
+        if "figures" in self.__dict__:  # not built yet: they will be built from the state as it is then
+            plots.update_figures(self.figures, s)
         set_object(self.stage_table, stage_table_html(s))
         set_object(self.baseline_table, baseline_table_html(s))
         set_object(self.swiglu_table, swiglu_table_html(s))
@@ -210,14 +204,19 @@ class TraceExplorable(ExplorableView):
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
         left = pn.Column(*gate, controls, share, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        after_load = DrawnAfterLoad()
+
+        def plot(name: str) -> pn.Column:
+            return after_load.place(lambda: getattr(self.figures, f"{name}_fig"), plots.HEIGHTS[name])
+
         right = pn.Column(
             self.live, self.stage_table,
-            pn.pane.Bokeh(self.norm_fig, sizing_mode="stretch_width"), self.norm_alt,
-            pn.pane.Bokeh(self.comp_fig, sizing_mode="stretch_width"), self.comp_alt,
+            plot("norm"), self.norm_alt,
+            plot("comp"), self.comp_alt,
             LiveHTML('<h2 class="bt-h2">Inside SwiGLU</h2><p class="bt-lead">Each hidden unit multiplies '
                          "SiLU(gate) by its value: a gate near 0 lets almost nothing through, a strongly positive "
                          "gate lets the value pass.</p>", **styled(sizing_mode="stretch_width")),
-            pn.pane.Bokeh(self.swiglu_fig, sizing_mode="stretch_width"), self.swiglu_alt, self.swiglu_table,
+            plot("swiglu"), self.swiglu_alt, self.swiglu_table,
             self.baseline_table,
             styles={"flex": "1 1 36rem", "min-width": "0"},
         )

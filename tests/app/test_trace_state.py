@@ -96,9 +96,9 @@ def html_panes(viewable) -> list[str]:
 def snapshot(e: TraceExplorable) -> dict:
     """What the page shows, copied, to compare before and after a change."""
     return {
-        "norm": dict(e.norm_src.data),
-        "comp": dict(e.comp_src.data),
-        "swiglu": dict(e.swiglu_src.data),
+        "norm": dict(e.figures.norm_src.data),
+        "comp": dict(e.figures.comp_src.data),
+        "swiglu": dict(e.figures.swiglu_src.data),
         "table": e.stage_table.object,
         "values": {k: e.state.trace[k].copy() for k in ROW_KEYS},
     }
@@ -146,14 +146,14 @@ def test_scale_zero_zeroes_the_attention_row_and_keeps_the_input() -> None:
     assert s.attention_scale == 0.0
     np.testing.assert_array_equal(s.trace["blocks.0.attn_out"], 0.0)
     np.testing.assert_array_equal(s.trace["blocks.0.resid_mid"], s.trace["blocks.0.resid_pre"])
-    norms = dict(zip(e.norm_src.data["stage"], e.norm_src.data["norm"], strict=True))
+    norms = dict(zip(e.figures.norm_src.data["stage"], e.figures.norm_src.data["norm"], strict=True))
     assert norms["attn update"] == 0.0
     assert norms["add 1"] == norms["input"]
     rows = table_rows(e.stage_table.object)
     assert row_numbers(rows[2][1]) == [0.0] * 5  # four components and the norm
     assert rows[3][1] == rows[0][1]  # after residual add 1 shows the input's cells
     s.inspect = "blocks.0.attn_out"
-    assert e.comp_src.data["value"] == [0.0, 0.0, 0.0, 0.0]
+    assert e.figures.comp_src.data["value"] == [0.0, 0.0, 0.0, 0.0]
 
 
 def test_replace_with_scale_zero_loses_the_input_at_the_first_residual() -> None:
@@ -185,9 +185,9 @@ def test_zero_updates_preset_returns_the_input() -> None:
     s = e.state
     assert (s.attention_scale, s.mlp_scale) == (0.0, 0.0)
     np.testing.assert_array_equal(s.trace["blocks.0.resid_post"], s.trace["blocks.0.resid_pre"])
-    norms = e.norm_src.data["norm"]
+    norms = e.figures.norm_src.data["norm"]
     assert norms[-1] == norms[0]
-    assert e.comp_src.data["value"] == [1.5, -0.5, 0.25, 2.0]  # the output stage, component by component
+    assert e.figures.comp_src.data["value"] == [1.5, -0.5, 0.25, 2.0]  # the output stage, component by component
     state = TraceState()
     state.zero_updates()
     np.testing.assert_array_equal(state.trace["blocks.0.resid_post"], state.trace["blocks.0.resid_pre"])
@@ -204,7 +204,7 @@ def test_constant_vector_survives_rmsnorm_but_not_layernorm() -> None:
     assert table_rows(e.stage_table.object)[1][1][:4] == ["0.000"] * 4
     # Zeros in, zeros through the MLP: every SwiGLU series is zero and the output is the input.
     for series in ("s0", "s1", "s2", "s3"):
-        np.testing.assert_allclose(e.swiglu_src.data[series], 0.0, atol=1e-12)
+        np.testing.assert_allclose(e.figures.swiglu_src.data[series], 0.0, atol=1e-12)
     np.testing.assert_allclose(e.state.trace["blocks.0.resid_post"], e.state.trace["blocks.0.resid_pre"],
                                atol=1e-12)
 
@@ -212,7 +212,7 @@ def test_constant_vector_survives_rmsnorm_but_not_layernorm() -> None:
 def test_swiglu_source_holds_gate_silu_value_and_product() -> None:
     """The SwiGLU detail's series are gate, SiLU(gate), value and their product, unit by unit."""
     e = explorable()
-    data = e.swiglu_src.data
+    data = e.figures.swiglu_src.data
     gate = np.array(data["s0"])
     np.testing.assert_allclose(data["s1"], ops.silu(gate), rtol=1e-12)
     np.testing.assert_allclose(data["s3"], np.array(data["s1"]) * np.array(data["s2"]), rtol=1e-12)
@@ -222,11 +222,28 @@ def test_swiglu_source_holds_gate_silu_value_and_product() -> None:
 def test_sources_are_updated_in_place() -> None:
     """A change replaces the data of the same ColumnDataSources and panes; nothing is rebuilt."""
     e = explorable()
-    before = (e.norm_src, e.comp_src, e.swiglu_src, e.norm_fig, e.stage_table)
-    old_norms = list(e.norm_src.data["norm"])
+    before = (e.figures.norm_src, e.figures.comp_src, e.figures.swiglu_src, e.figures.norm_fig, e.stage_table)
+    old_norms = list(e.figures.norm_src.data["norm"])
     widget(e, SCALE_LABEL).value = 2.5
-    assert (e.norm_src, e.comp_src, e.swiglu_src, e.norm_fig, e.stage_table) == before
-    assert e.norm_src.data["norm"] != old_norms
+    assert (e.figures.norm_src, e.figures.comp_src, e.figures.swiglu_src, e.figures.norm_fig, e.stage_table) == before
+    assert e.figures.norm_src.data["norm"] != old_norms
+
+
+def test_figures_built_after_a_change_match_figures_updated_by_it() -> None:
+    """A served page builds its figures after loading: built late or updated in place, they show the same data."""
+    early, late = explorable(), explorable()
+    built = early.figures  # as on a page whose figures had arrived before the changes
+    for e in (early, late):
+        widget(e, INPUT_LABEL).value = "1, -2, 3, 0.5, 2, -1"
+        widget(e, SCALE_LABEL).value = 0.5
+        widget(e, REPLACE_LABEL).value = True
+        e.state.inspect = "blocks.0.mlp.hidden"
+    assert early.figures is built
+    for name in ("norm_src", "norm_base", "comp_src", "swiglu_src"):
+        assert getattr(early.figures, name).data == getattr(late.figures, name).data, name
+    assert early.figures.norm_ref.location == late.figures.norm_ref.location
+    for name in ("comp_fig", "swiglu_fig"):
+        assert list(getattr(early.figures, name).x_range.factors) == list(getattr(late.figures, name).x_range.factors)
 
 
 def test_reset_restores_every_default() -> None:
@@ -375,8 +392,9 @@ def test_two_explorables_share_nothing() -> None:
     a, b = explorable(), explorable()
     assert a.state is not b.state and a.state.prediction is not b.state.prediction
     assert not {id(w) for w in a.controls} & {id(w) for w in b.controls}
-    for name in ("norm_src", "comp_src", "swiglu_src", "norm_fig", "comp_fig", "swiglu_fig", "stage_table"):
-        assert getattr(a, name) is not getattr(b, name), name
+    for name in ("norm_src", "comp_src", "swiglu_src", "norm_fig", "comp_fig", "swiglu_fig"):
+        assert getattr(a.figures, name) is not getattr(b.figures, name), name
+    assert a.stage_table is not b.stage_table
     before = snapshot(b)
     widget(a, SCALE_LABEL).value = 0.0
     widget(a, REPLACE_LABEL).value = True

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import asyncio
 
-from .bokeh_ws_client import Session
+from .bokeh_ws_client import Session, models
 
 ROUTE = "/explorables/transformer-block-trace"
+
+
+async def figures_arrived(session: Session) -> None:
+    """The page's figures follow document_ready in a message of their own; the change comes after them."""
+    while True:
+        message = await session.read()
+        if message.msgtype == "PATCH-DOC" and any(m.get("name") == "Figure" for m in models(message.content)):
+            return
 
 
 async def change_and_collect(ws_url: str, value: float) -> list:
     session = await Session.open(ws_url)
     try:
+        await figures_arrived(session)
         slider = session.find("Slider", title="Attention update scale")
         await session.set(slider["id"], "value", value)
         messages = []

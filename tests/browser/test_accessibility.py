@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import start_server, stop_server
 
@@ -42,6 +42,7 @@ def _open(browser: Browser, url: str, width: int = 1280, **context) -> Page:
     page = browser.new_context(viewport={"width": width, "height": 900}, **context).new_page()
     page.goto(url, wait_until="networkidle")
     page.locator(".bt-header, .bt-title, .bt-card").first.wait_for()
+    expect(page.locator(".bt-figure-pending")).to_have_count(0)  # figures sent after the page is up are in too
     return page
 
 

@@ -79,6 +79,7 @@ def test_iframe_embed_renders_and_responds(browser: Browser, host_page: str) -> 
     expect(table.locator("tr", has_text="Attention update").locator("td.num").first).to_have_text("0.000")
     frame.get_by_role("button", name="Constant 2, 2, 2, 2").click()
     expect(table.locator("tr", has_text="Input residual stream").locator("td.num").first).to_have_text("+2.000")
+    expect(frame.locator(".bk-Canvas")).to_have_count(3)  # the plots, sent once the page is up
     assert errors == [] and outside == []
     page.close()
 
@@ -93,6 +94,7 @@ def test_script_tag_embed_renders_and_responds(browser: Browser, host_page: str)
     expect(table.locator("tr", has_text="Attention update").locator("td.num").first).to_have_text("0.000")
     embedded.get_by_role("button", name="Constant 2, 2, 2, 2").click()
     expect(table.locator("tr", has_text="Input residual stream").locator("td.num").first).to_have_text("+2.000")
+    expect(embedded.locator(".bk-Canvas")).to_have_count(3)  # the plots, sent once the page is up
     assert page.url == f"{host_page}/script.html", "the embed must not rewrite the host page's address"
     assert errors == [] and outside == []
     page.close()

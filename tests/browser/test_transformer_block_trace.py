@@ -214,6 +214,16 @@ def test_two_sessions_do_not_affect_each_other(open_page) -> None:
     b.assert_clean()
 
 
+def test_the_plots_arrive_once_the_page_is_up(open_page) -> None:
+    """The three plots, sent after the page is drawn, fill their places: three canvases, none left waiting."""
+    opened = open_page(TRACE + "?predict=off")
+    page = opened.page
+    ready(page)
+    expect(page.locator(".bk-Canvas")).to_have_count(3)
+    expect(page.locator(".bt-figure-pending")).to_have_count(0)
+    opened.assert_clean()
+
+
 def test_no_request_leaves_the_server_and_no_console_errors(open_page) -> None:
     """The index and the explorable (gate and controls used) load everything from this server, without errors."""
     index = open_page("/")

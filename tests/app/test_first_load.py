@@ -1,0 +1,51 @@
+"""What app/first_load.py leaves out of every page, and the checks that stand in for it.
+
+The server skips Bokeh's per-session document validation and Panel's ESM polyfill. Each route
+builds the same kind of document for every student, so checking one of each here covers them all.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from bokeh.core.validation.check import check_integrity
+from bokeh.document import Document
+from bokeh.settings import settings
+from panel.models.esm import ReactiveESM
+
+from app.server import routes
+
+ROUTES = routes()
+
+
+def page_models(path: str) -> set:
+    """Every Bokeh model of a route's page, built outside a session (so its figures are placed at once)."""
+    return ROUTES[path]().get_root(Document()).references()
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+def test_each_page_passes_bokehs_integrity_checks(path: str) -> None:
+    """No Bokeh validation error or warning in a page's models, its figures included."""
+    issues = check_integrity(page_models(path))
+    assert (issues.error, issues.warning) == ([], [])
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+def test_no_page_uses_an_esm_component(path: str) -> None:
+    """No page holds a Panel ESM component, which would need the polyfill the pages no longer load."""
+    assert [type(m).__name__ for m in page_models(path) if isinstance(m, ReactiveESM)] == []
+
+
+def test_served_sessions_skip_the_per_session_check() -> None:
+    """The routes turn Bokeh's per-session validation off (the integrity test above stands in for it)."""
+    assert settings.perform_document_validation() is False
+
+
+@pytest.mark.parametrize("path", ["/", "/explorables/transformer-block-trace", "/lessons/transformer-block"])
+def test_pages_do_not_load_the_esm_polyfill(server, path: str) -> None:
+    """The page's HTML lists Bokeh's and Panel's bundles but not es-module-shims."""
+    with urllib.request.urlopen(server.url(path), timeout=30) as r:
+        page = r.read().decode("utf-8")
+    assert "panel.min.js" in page
+    assert "es-module-shims" not in page
