@@ -151,7 +151,7 @@ def start_server(folder: Path, procs: int, secret: str, db_url: str | None) -> S
     data_dir = folder / "data"
     log_path = folder / "server.log"
     args = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--num-procs", str(procs),
-            "--data-dir", str(data_dir), "--teacher-password", secrets.token_urlsafe(9)]
+            "--data-dir", str(data_dir), f"--teacher-password={secrets.token_urlsafe(9)}"]
     if db_url:
         args += ["--db", db_url]
     with log_path.open("w") as log:
