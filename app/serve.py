@@ -80,8 +80,8 @@ class _ClosedSocketFilter(logging.Filter):
         return "WebSocketClosedError" not in record.getMessage()
 
 
-def _worker_pids(parent: int) -> list[int]:
-    """The processes `parent` started (its --num-procs workers), from /proc."""
+def child_pids(parent: int) -> list[int]:
+    """The processes `parent` started (for the server: its --num-procs workers), from /proc."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -109,7 +109,7 @@ def stop_workers_with_parent() -> None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        for pid in _worker_pids(parent):
+        for pid in child_pids(parent):
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:

@@ -29,6 +29,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from app.serve import child_pids
+
 PG_ROOT = Path("/usr/lib/postgresql")
 START_TIMEOUT = 30.0  # seconds
 STOP_TIMEOUT = 30.0
@@ -128,17 +130,7 @@ class Postgres:
 
     def _family(self) -> list[int]:
         """The postmaster and every process it started (one backend per connection)."""
-        root = self.process.pid
-        family = [root]
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                if ppid == root:
-                    family.append(int(entry.name))
-        return family
+        return [self.process.pid, *child_pids(self.process.pid)]
 
     def freeze(self) -> None:
         """Hang the server without closing anything (SIGSTOP): connections stay open and nothing answers."""

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from app.classroom.identity import load_or_create_secret, verify
 from app.classroom.schema import learners
 from app.classroom.store import EventStore, default_url
-from app.serve import _worker_pids
+from app.serve import child_pids
 from tests.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.browser
@@ -45,7 +45,7 @@ def test_two_workers_register_each_student_once_and_stop_together(browser: Brows
     server = start_server(tmp_path / "server.log", "--data-dir", str(data), "--num-procs", "2",
                           "--teacher-password", "pw")
     try:
-        workers = _worker_pids(server.process.pid)
+        workers = child_pids(server.process.pid)
         assert len(workers) == 2
         secret = load_or_create_secret(data)
         ids = set()
