@@ -9,6 +9,7 @@ from typing import Any
 import panel as pn
 import param
 
+from .control_events import apply_directly
 from .prediction import Prediction
 from .style import styled
 from .updates import LiveHTML, batched
@@ -40,11 +41,12 @@ class ExplorableView(pn.viewable.Viewer):
         Panel holds each change 50 ms to merge a burst (a slider drag); 10 ms still merges a drag's
         events while taking most of the wait out of every click and key press. Everything one change
         sets off (the views, the link in the address bar, the classroom notice) is sent to the browser
-        as one update instead of one per watcher.
+        as one update instead of one per watcher, and the change is applied without Panel's
+        bookkeeping that we do not use (see control_events).
         """
         for widget in widgets:
             widget._debounce = CONTROL_DEBOUNCE_MS
-            widget._process_events = batched(widget._process_events)
+            apply_directly(widget, wrap=batched)
 
     def notice_panes(self) -> list[pn.viewable.Viewable]:
         """The link's refused values, as notices above the explorable (none when the link was fine)."""
