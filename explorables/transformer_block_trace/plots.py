@@ -6,6 +6,7 @@ Figures are built once per session; every change replaces only `source.data`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
@@ -17,6 +18,9 @@ from explorables.components.palette import SERIES, sign_colour, signed
 from explorables.engine import ops
 
 from .state import ROW_KEYS, TraceState
+
+if TYPE_CHECKING:  # renderings builds on these plots' data
+    from .renderings import Rendered
 
 SHORT = {
     "blocks.0.resid_pre": "input",
@@ -160,17 +164,16 @@ def trace_figures(state: TraceState) -> TraceFigures:
     return TraceFigures(*norm, *comp, *swiglu)
 
 
-def update_figures(figs: TraceFigures, state: TraceState) -> None:
-    """Give the figures the state's current trace: new data in the same sources and ranges."""
-    current, baseline, input_norm = norm_data(state)
-    figs.norm_src.data = current
-    figs.norm_base.data = baseline
-    figs.norm_ref.location = input_norm
-    comp = component_data(state)
+def update_figures(figs: TraceFigures, r: Rendered) -> None:
+    """Give the figures a rendering of the current state: new data in the same sources and ranges."""
+    figs.norm_src.data = r.source_data("norm")
+    figs.norm_base.data = r.source_data("norm_base")
+    figs.norm_ref.location = r.input_norm
+    comp = r.source_data("comp")
     if list(figs.comp_fig.x_range.factors) != comp["component"]:
         figs.comp_fig.x_range.factors = comp["component"]
     figs.comp_src.data = comp
-    sw = swiglu_data(state)
+    sw = r.source_data("swiglu")
     if list(figs.swiglu_fig.x_range.factors) != sw["unit"]:
         figs.swiglu_fig.x_range.factors = sw["unit"]
     figs.swiglu_src.data = sw

@@ -6,6 +6,7 @@ import numpy as np
 import param
 
 from explorables.components.prediction import Prediction
+from explorables.components.shared_cache import SharedCache
 from explorables.components.url_state import (
     QueryKey,
     read_choice,
@@ -39,6 +40,32 @@ PREDICTION_CHOICES = {
     "normalised": "The output is the normalised input (RMS 1), either way.",
 }
 CORRECT_PREDICTION = "keep-erase"
+
+
+# Traces for the settings most recently used in this process, shared by its sessions (read-only).
+TRACES: SharedCache[Trace] = SharedCache(512)
+
+
+def settings_key(vector: tuple[float, ...], attention_scale: float = 1.0, mlp_scale: float = 1.0,
+                 replace: bool = False, norm: str = "rmsnorm") -> tuple:
+    """The settings as exact bits: -0.0 and 0.0 are different inputs, 0.35 typed twice is one."""
+    return (np.asarray(vector, dtype=float).tobytes(), float(attention_scale).hex(), float(mlp_scale).hex(),
+            bool(replace), norm)
+
+
+def traced(vector: tuple[float, ...], attention_scale: float = 1.0, mlp_scale: float = 1.0,
+           replace: bool = False, norm: str = "rmsnorm") -> Trace:
+    """The block's trace for these settings; the same object for the same settings, its arrays read-only."""
+    key = settings_key(vector, attention_scale, mlp_scale, replace, norm)
+
+    def compute() -> Trace:
+        trace = run_preset(PRESET, vector=list(vector), attention_scale=float(attention_scale),
+                           mlp_scale=float(mlp_scale), residual="replace" if replace else "add", norm=norm)
+        for stage in trace.stages:
+            stage.values.flags.writeable = False
+        return trace
+
+    return TRACES.get(key, compute)
 
 
 def _read_input(text: str) -> str:
@@ -92,20 +119,16 @@ class TraceState(param.Parameterized):
     def _run(self) -> None:
         if not self.vector:
             return
+        vector = tuple(self.vector)
         self.param.update(
-            trace=run_preset(PRESET, vector=self.vector, attention_scale=float(self.attention_scale),
-                             mlp_scale=float(self.mlp_scale), residual="replace" if self.replace else "add",
-                             norm=self.norm),
-            baseline=self._baseline(),
+            trace=traced(vector, self.attention_scale, self.mlp_scale, self.replace, self.norm),
+            baseline=traced(vector),
         )
 
-    def _baseline(self) -> Trace:
-        """The default block on the current vector; it changes only when the vector does."""
-        key = tuple(self.vector)
-        if self.baseline is None or getattr(self, "_baseline_vector", None) != key:
-            self._baseline_vector = key
-            return run_preset(PRESET, vector=self.vector)
-        return self.baseline
+    def settings(self) -> tuple:
+        """Everything the views show depends on: the trace's settings and the inspected stage."""
+        return (*settings_key(tuple(self.vector), self.attention_scale, self.mlp_scale, self.replace, self.norm),
+                self.inspect)
 
     def reset(self) -> None:
         """Every control back to its default (the prediction stays committed)."""

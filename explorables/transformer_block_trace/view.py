@@ -6,21 +6,21 @@ from functools import cached_property
 from html import escape
 from urllib.parse import urlencode
 
-import numpy as np
 import panel as pn
 
 from explorables.components.downloads import Downloads, worksheet_html
 from explorables.components.embed import EmbedButton, server_base, state_query
 from explorables.components.explorable import ExplorableView
 from explorables.components.figures import DrawnAfterLoad
-from explorables.components.html import alt_text, table
 from explorables.components.prediction import PredictionGate
 from explorables.components.style import styled
 from explorables.components.updates import LiveHTML, batched, set_object
 from explorables.components.url_state import sync_to_url
 
-from . import describe, plots
+from . import plots
+from .renderings import rendered
 from .state import CONSTANT_INPUT, CORRECT_PREDICTION, QUERY_KEYS, ROW_KEYS, TraceState
+from .tables import stage_table_html
 
 TITLE = "Pre-norm Transformer block trace"
 ROUTE = "/explorables/transformer-block-trace"
@@ -35,45 +35,6 @@ INTRO = (
     "The same numbers come from <code>blocktrace trace --preset single-token</code> with the same settings."
 )
 NORM_OPTIONS = {"RMSNorm": "rmsnorm", "Mean-centred (LayerNorm)": "layernorm"}
-
-
-def stage_table_html(state: TraceState) -> str:
-    rows = state.rows()
-    width = max(len(v) for _, _, v in rows)
-    header = ["Stage", *[f"x{i}" for i in range(width)], "‖·‖"]
-    lost = state.lost_at()
-    body = []
-    for key, label, vector in rows:
-        numbers = [float(v) for v in vector] + [None] * (width - len(vector)) + [float(np.linalg.norm(vector))]
-        opts = {"plain": (width,)}
-        if key == lost:
-            opts.update(note="input lost here", **{"class": "lost"})
-        if key == state.inspect:
-            opts["current"] = True
-            opts["class"] = (opts.get("class", "") + " current").strip()
-        body.append((label, numbers, opts))
-    caption = "One forward pass, stage by stage (rows are stages of one token, not separate tokens)"
-    return f'<div class="bt-table-wrap">{table(caption, header, body, "stage-table")}</div>'
-
-
-def baseline_table_html(state: TraceState) -> str:
-    header = ["Stage", "default block ‖·‖", "this run ‖·‖", "‖difference‖"]
-    body = []
-    for key in ROW_KEYS:
-        now, then = state.trace[key][0], state.baseline[key][0]
-        body.append((state.trace.stage(key).label,
-                     [float(np.linalg.norm(then)), float(np.linalg.norm(now)), float(np.linalg.norm(now - then))],
-                     {"plain": (0, 1, 2)}))
-    caption = "Compared with the default block (scale 1, residuals added, RMSNorm) on the same input"
-    return f'<div class="bt-table-wrap">{table(caption, header, body, "baseline-table")}</div>'
-
-
-def swiglu_table_html(state: TraceState) -> str:
-    parts = plots.swiglu_parts(state)
-    header = ["Hidden unit", *plots.SWIGLU_SERIES]
-    body = [(f"h{i}", [float(parts[name][i]) for name in plots.SWIGLU_SERIES], {})
-            for i in range(len(parts["gate"]))]
-    return f'<div class="bt-table-wrap">{table("SwiGLU detail", header, body, "swiglu-table")}</div>'
 
 
 class TraceExplorable(ExplorableView):
@@ -123,16 +84,15 @@ class TraceExplorable(ExplorableView):
     def _build_views(self) -> None:
         s = self.state
         self.gate = PredictionGate(s.prediction, QUESTION, HINT)
-        self.stage_table = LiveHTML(stage_table_html(s), **styled(sizing_mode="stretch_width"))
-        self.norm_alt = LiveHTML(alt_text("Norm at each stage", describe.norm_sentences(s)),
-                                     **styled(sizing_mode="stretch_width"))
-        self.comp_alt = LiveHTML(alt_text("Components", describe.component_sentences(s)),
-                                     **styled(sizing_mode="stretch_width"))
-        self.swiglu_alt = LiveHTML(alt_text("SwiGLU detail", describe.swiglu_sentences(s)),
-                                       **styled(sizing_mode="stretch_width"))
-        self.swiglu_table = LiveHTML(swiglu_table_html(s), **styled(sizing_mode="stretch_width"))
-        self.baseline_table = LiveHTML(baseline_table_html(s), **styled(sizing_mode="stretch_width"))
-        self.live = LiveHTML(self._live_html(), **styled(sizing_mode="stretch_width"))
+        r = rendered(s)
+        wide = styled(sizing_mode="stretch_width")
+        self.stage_table = LiveHTML(r.stage_table, **wide)
+        self.norm_alt = LiveHTML(r.norm_alt, **wide)
+        self.comp_alt = LiveHTML(r.comp_alt, **wide)
+        self.swiglu_alt = LiveHTML(r.swiglu_alt, **wide)
+        self.swiglu_table = LiveHTML(r.swiglu_table, **wide)
+        self.baseline_table = LiveHTML(r.baseline_table, **wide)
+        self.live = LiveHTML(self._live_html(r.announcement), **wide)
         self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet)
 
     @cached_property
@@ -145,8 +105,7 @@ class TraceExplorable(ExplorableView):
         return worksheet_html(TITLE, link, self.state.prediction, [stage_table_html(self.state)],
                               "What happened to the input at each residual step, and why? Name one failure mode.")
 
-    def _live_html(self) -> str:
-        text = describe.announcement(self.state)
+    def _live_html(self, text: str) -> str:
         p = self.state.prediction
         verdict = ""
         if p.committed:
@@ -161,16 +120,16 @@ class TraceExplorable(ExplorableView):
 
     @batched
     def _refresh(self, *_events) -> None:
-        s = self.state
+        r = rendered(self.state)
         if "figures" in self.__dict__:  # not built yet: they will be built from the state as it is then
-            plots.update_figures(self.figures, s)
-        set_object(self.stage_table, stage_table_html(s))
-        set_object(self.baseline_table, baseline_table_html(s))
-        set_object(self.swiglu_table, swiglu_table_html(s))
-        set_object(self.norm_alt, alt_text("Norm at each stage", describe.norm_sentences(s)))
-        set_object(self.comp_alt, alt_text("Components", describe.component_sentences(s)))
-        set_object(self.swiglu_alt, alt_text("SwiGLU detail", describe.swiglu_sentences(s)))
-        set_object(self.live, self._live_html())
+            plots.update_figures(self.figures, r)
+        set_object(self.stage_table, r.stage_table)
+        set_object(self.baseline_table, r.baseline_table)
+        set_object(self.swiglu_table, r.swiglu_table)
+        set_object(self.norm_alt, r.norm_alt)
+        set_object(self.comp_alt, r.comp_alt)
+        set_object(self.swiglu_alt, r.swiglu_alt)
+        set_object(self.live, self._live_html(r.announcement))
 
     @batched
     def _show_input_error(self, *_events) -> None:
@@ -185,7 +144,7 @@ class TraceExplorable(ExplorableView):
         locked = not self.state.prediction.unlocked
         for widget in self.controls:
             widget.disabled = locked
-        set_object(self.live, self._live_html())
+        set_object(self.live, self._live_html(rendered(self.state).announcement))
 
     # --- layout -----------------------------------------------------------------------------
 

@@ -1,0 +1,53 @@
+"""A bounded, process-wide memo for values that are pure functions of an explorable's controls.
+
+A class following a lesson asks the same questions: thirty students drag the same slider over
+the same values on the same default vector. What the server computes for one setting (the
+trace, the tables, the text alternatives, the plot data) is the same for every student, so one
+process keeps the most recently used settings and each session takes its answer from there.
+
+Only immutable things go in: strings, read-only arrays, tuples. Widgets and Bokeh models are
+never shared; a session copies plot data into its own sources.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class SharedCache(Generic[V]):
+    """Least recently used entries beyond `size` are dropped; safe to call from several threads."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict[Hashable, V] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable, compute: Callable[[], V]) -> V:
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return self._entries[key]
+        value = compute()  # outside the lock: two threads may both compute a new key, with the same result
+        with self._lock:
+            self.misses += 1
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)

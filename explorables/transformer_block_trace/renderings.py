@@ -1,0 +1,67 @@
+"""Everything the block trace's views show for one setting of its controls, worked out once per process.
+
+The tables, the text alternatives, the announcement and the plot data are pure functions of the
+state's settings (vector, scales, residual mode, norm, inspected stage). A session asks
+`rendered(state)`; sessions with the same settings share the answer (see SharedCache). The plot
+data are tuples; each session copies them into its own ColumnDataSources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorables.components.html import alt_text
+from explorables.components.shared_cache import SharedCache
+
+from . import describe, plots
+from .state import TraceState
+from .tables import baseline_table_html, stage_table_html, swiglu_table_html
+
+
+@dataclass(frozen=True)
+class Rendered:
+    stage_table: str
+    baseline_table: str
+    swiglu_table: str
+    norm_alt: str
+    comp_alt: str
+    swiglu_alt: str
+    announcement: str
+    norm: tuple  # (column, values) pairs of the norm plot's current run
+    norm_base: tuple  # and of its default-block line
+    input_norm: float
+    comp: tuple
+    swiglu: tuple
+
+    def source_data(self, name: str) -> dict[str, list]:
+        """A fresh dict of fresh lists for one session's ColumnDataSource."""
+        return {column: list(values) for column, values in getattr(self, name)}
+
+
+RENDERINGS: SharedCache[Rendered] = SharedCache(1024)
+
+
+def rendered(state: TraceState) -> Rendered:
+    return RENDERINGS.get(state.settings(), lambda: render(state))
+
+
+def render(state: TraceState) -> Rendered:
+    current, baseline, input_norm = plots.norm_data(state)
+    return Rendered(
+        stage_table=stage_table_html(state),
+        baseline_table=baseline_table_html(state),
+        swiglu_table=swiglu_table_html(state),
+        norm_alt=alt_text("Norm at each stage", describe.norm_sentences(state)),
+        comp_alt=alt_text("Components", describe.component_sentences(state)),
+        swiglu_alt=alt_text("SwiGLU detail", describe.swiglu_sentences(state)),
+        announcement=describe.announcement(state),
+        norm=_frozen(current),
+        norm_base=_frozen(baseline),
+        input_norm=input_norm,
+        comp=_frozen(plots.component_data(state)),
+        swiglu=_frozen(plots.swiglu_data(state)),
+    )
+
+
+def _frozen(data: dict[str, list]) -> tuple:
+    return tuple((column, tuple(values)) for column, values in data.items())
