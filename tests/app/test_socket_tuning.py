@@ -7,6 +7,7 @@ reads the option off the server's end of a real websocket, with and without our 
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +36,59 @@ def test_the_app_installs_the_fix_with_its_routes():
 
     routes()
     assert WSHandler.open is socket_tuning._open_without_delay
+
+
+def loopback_pair():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        client = socket.create_connection(listener.getsockname())
+        server_end, _ = listener.accept()
+    return server_end, client
+
+
+def cork_state(sock) -> int:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")
+def test_the_frames_of_one_update_are_written_corked_and_sent_when_it_ends(monkeypatch):
+    from types import SimpleNamespace
+
+    from app import socket_tuning
+
+    server_end, client = loopback_pair()
+    seen = []
+
+    def panels_dispatch(conn, events=None, msg=None):  # stands in for Panel's: three frames, one update
+        for frame in (b"header", b"metadata", b"content"):
+            seen.append(cork_state(server_end))
+            server_end.sendall(frame)
+        return ["futures"]
+
+    monkeypatch.setattr(socket_tuning, "_original_dispatch", panels_dispatch)
+    conn = SimpleNamespace(_socket=SimpleNamespace(ws_connection=SimpleNamespace(
+        stream=SimpleNamespace(socket=server_end))))
+    try:
+        assert socket_tuning._dispatch_corked(conn, events=["e"]) == ["futures"]
+        assert seen == [1, 1, 1] and cork_state(server_end) == 0
+        client.settimeout(10)
+        received = b""
+        while len(received) < len(b"headermetadatacontent"):
+            received += client.recv(100)
+        assert received == b"headermetadatacontent"  # uncorking sent everything
+        closed = SimpleNamespace(_socket=SimpleNamespace(ws_connection=None))
+        assert socket_tuning._dispatch_corked(closed, events=["e"]) == ["futures"]  # a closed page: no cork
+    finally:
+        server_end.close()
+        client.close()
+
+
+def test_panels_update_path_goes_through_the_corked_dispatch():
+    import panel.io.document as panel_document
+
+    from app import socket_tuning
+    from app.server import routes
+
+    routes()
+    assert panel_document.dispatch_tornado is socket_tuning._dispatch_corked
