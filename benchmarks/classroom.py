@@ -17,6 +17,11 @@ accepts the websocket builds the session:
 3. explore, for --duration seconds: bursts of 3 slider changes 0.4 s apart, then a 1.5 s pause
    (1.3 changes per second), each a new `value` of the "Attention update scale" Slider model.
 
+With --vectors own, each student first types an input vector of their own (no two alike), so no
+two students ever ask for the same setting and the server's shared renderings (one per setting,
+shared by the sessions of a process) never spare it any work: the worst case. The default,
+--vectors shared, is a class following a lesson on the page's default vector.
+
 Latency of a change = from sending the new value to receiving the server's update of the stage
 table's HTML model showing that value's table (tables for every slider value are computed here
 with the app's own code, so each update is matched to the change that caused it; a change the
@@ -81,6 +86,7 @@ from explorables.transformer_block_trace.view import stage_table_html  # noqa: E
 ROUTE = "/explorables/transformer-block-trace"
 QUESTION = "transformer-block-trace/prediction"
 SLIDER_TITLE = "Attention update scale"
+VECTOR_TITLE = "Input vector"
 COMMIT_LABEL = "Commit prediction"
 BURST, BURST_GAP, PAUSE = 3, 0.4, 1.5  # 3 changes in 2.3 s: 1.3 changes per second per student
 CONNECT_PARALLEL = 4  # students joining at the same moment
@@ -210,12 +216,19 @@ PROTOCOL = Protocol()
 SLIDER_VALUES = [round(0.05 * i, 2) for i in range(61)]  # the slider's grid, 0 to 3
 
 
-def table_texts() -> dict[str, float]:
-    """The stage table's HTML for each slider value (the app's own code, the page's default state)."""
+def table_texts(vector: str | None = None) -> dict[str, float]:
+    """The stage table's HTML for each slider value (the app's own code; the page's default vector or this one)."""
     tables: dict[str, float] = {}
     for value in SLIDER_VALUES:
-        tables.setdefault(stage_table_html(TraceState(attention_scale=value)), value)
+        state = TraceState(attention_scale=value) if vector is None else TraceState(input_text=vector,
+                                                                                    attention_scale=value)
+        tables.setdefault(stage_table_html(state), value)
     return tables
+
+
+def own_vector(n: int) -> str:
+    """Student n's own input vector: the default one with its last component moved by a step of its own."""
+    return f"1.5, -0.5, 0.25, {2 + 0.001 * (n + 1):.3f}"
 
 
 def _objects(node, found: list[dict]) -> list[dict]:
@@ -292,6 +305,8 @@ class Student:
             attrs = obj.get("attributes", {})
             if obj.get("name") == "Slider" and attrs.get("title") == SLIDER_TITLE:
                 self.ids["slider"] = obj["id"]
+            elif obj.get("name") == "TextInput" and attrs.get("title") == VECTOR_TITLE:
+                self.ids["vector"] = obj["id"]
             elif obj.get("name") == "RadioGroup" and "(not chosen yet)" in (attrs.get("labels") or []):
                 self.ids["radio"] = obj["id"]
             elif obj.get("name", "").endswith("Button") and attrs.get("label") == COMMIT_LABEL:
@@ -301,7 +316,7 @@ class Student:
             elif obj.get("name") == "CustomJS" and COOKIE_NAME in str(_entries(attrs.get("args")).get("names", "")):
                 args = _entries(attrs.get("args"))
                 self.signed_learner = str(dict(zip(args["names"], args["values"], strict=True)).get(COOKIE_NAME, ""))
-        missing = {"slider", "radio", "commit", "table"} - set(self.ids)
+        missing = {"slider", "radio", "commit", "table", "vector"} - set(self.ids)
         assert not missing, f"not found in the page: {missing}"
         # BokehJS reports the rendered page with a document_ready event; Panel treats the session as loaded
         # from then on (and, for one, sends each batch of changes as one message instead of one per change).
@@ -357,6 +372,18 @@ class Student:
                      ).send(self.sock)
         await self.enabled.wait()
         self.commit_ms = 1000 * (time.perf_counter() - started)
+
+    async def type_vector(self, text: str, tables: dict[str, float]) -> None:
+        """Type an input vector (as on Enter) and wait for its stage table; it is not counted as a change."""
+        self.tables = tables
+        self.outstanding.append((self.last_value, time.perf_counter()))
+        await _patch({"kind": "ModelChanged", "model": {"id": self.ids["vector"]}, "attr": "value_input", "new": text},
+                     {"kind": "ModelChanged", "model": {"id": self.ids["vector"]}, "attr": "value", "new": text},
+                     ).send(self.sock)
+        while self.outstanding:
+            await asyncio.sleep(0.02)
+        self.latencies_ms.clear()
+        self.answered = 0
 
     async def explore(self, until: float, rng: random.Random) -> None:
         await asyncio.sleep(rng.uniform(0, BURST * BURST_GAP + PAUSE))  # students do not move in step
@@ -433,7 +460,8 @@ async def _bounded(what: str, awaitable, timeout: float):
 
 
 async def run_class(server: Server, procs: int, students_n: int, duration: float, secret: bytes,
-                    tables: dict[str, float], rng: random.Random) -> Result:
+                    tables: dict[str, float], rng: random.Random, own_tables: list[dict[str, float]] | None = None,
+                    ) -> Result:
     class_code = f"bench-p{procs}-n{students_n}-{secrets.token_hex(3)}"
     url = f"ws://127.0.0.1:{server.port}{ROUTE}/ws"
     load_before = os.getloadavg()[0]
@@ -455,6 +483,9 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
         await asyncio.gather(*(join(s) for s in students))
         rss_joined = server.rss_mb()
         await _bounded("the class's commits", asyncio.gather(*(s.commit() for s in students)), STEP_TIMEOUT)
+        if own_tables is not None:
+            await _bounded("the class's own vectors", asyncio.gather(
+                *(s.type_vector(own_vector(s.n), own_tables[s.n]) for s in students)), STEP_TIMEOUT)
 
         with EventStore(server.db_url) as store:
             before = len(_counts(store, class_code))
@@ -555,16 +586,20 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of exploring per run (default 15)")
     parser.add_argument("--db", default=None, help="database URL for the servers (default: SQLite per run)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--vectors", choices=["shared", "own"], default="shared",
+                        help="shared: every student on the default vector (default); own: a vector each")
     a = parser.parse_args()
     sizes = [int(x) for x in a.students.split(",")]
     procs_list = [int(x) for x in a.procs.split(",")]
     tables = table_texts()
+    own_tables = [table_texts(own_vector(n)) for n in range(max(sizes))] if a.vectors == "own" else None
     secret = secrets.token_urlsafe(32)
     rng = random.Random(a.seed)
     results: list[Result] = []
     print(f"blocktrace classroom benchmark: {os.cpu_count()} cores, {a.duration:.0f} s of exploring per run, "
           f"bursts of {BURST} changes {BURST_GAP} s apart then {PAUSE} s pause "
-          f"({BURST / ((BURST - 1) * BURST_GAP + PAUSE):.1f} changes/s per student)", flush=True)
+          f"({BURST / ((BURST - 1) * BURST_GAP + PAUSE):.1f} changes/s per student), "
+          f"{'a vector per student' if own_tables else 'every student on the default vector'}", flush=True)
     with tempfile.TemporaryDirectory(prefix="blocktrace-bench-") as tmp:
         for procs in procs_list:
             for n in sizes:
@@ -573,7 +608,7 @@ def main() -> int:
                 server = start_server(folder, procs, secret, a.db)
                 try:
                     result = asyncio.run(asyncio.wait_for(
-                        run_class(server, procs, n, a.duration, secret.encode(), tables, rng),
+                        run_class(server, procs, n, a.duration, secret.encode(), tables, rng, own_tables),
                         timeout=a.duration + 3 * STEP_TIMEOUT + REPLY_TIMEOUT + 2 * IDLE_TIMEOUT + 60))
                     results.append(result)
                     print(f"  done: {procs} process(es), {n} students: p95 {result.latency_p95_ms:.0f} ms, "
