@@ -305,7 +305,7 @@ class Student:
             attrs = obj.get("attributes", {})
             if obj.get("name") == "Slider" and attrs.get("title") == SLIDER_TITLE:
                 self.ids["slider"] = obj["id"]
-            elif obj.get("name") == "TextInput" and attrs.get("title") == VECTOR_TITLE:
+            elif obj.get("name", "").endswith("TextInput") and attrs.get("title") == VECTOR_TITLE:
                 self.ids["vector"] = obj["id"]
             elif obj.get("name") == "RadioGroup" and "(not chosen yet)" in (attrs.get("labels") or []):
                 self.ids["radio"] = obj["id"]

@@ -1,0 +1,95 @@
+"""Our PATCH-DOC serializer writes exactly the message Bokeh's own writes (app/update_serializer.py)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import panel as pn
+from bokeh.document import Document
+from bokeh.models import ColumnDataSource, Div
+from bokeh.plotting import figure
+from bokeh.protocol.messages.patch_doc import patch_doc
+
+from app import update_serializer
+from explorables.transformer_block_trace.view import TraceExplorable
+
+
+def served_page() -> tuple[Document, TraceExplorable]:
+    view = TraceExplorable(predict=False)
+    doc = Document()
+    assert view.figures is not None  # drawn, as after the page loads
+    root = pn.Column(view).get_root(doc)
+    doc.add_root(root)
+    doc.models.flush_synced()  # the browser has the page now
+    return doc, view
+
+
+def capture(doc: Document, change) -> list:
+    events = []
+    doc.on_change(lambda event: events.append(event))
+    change()
+    doc.callbacks._change_callbacks.clear()
+    return events
+
+
+def both_ways(doc: Document, events: list) -> tuple[tuple, tuple]:
+    """(content, buffers, models still new) from Bokeh's create and from ours, each on the same starting state."""
+    new_before = set(doc.models._new_models)
+    results = []
+    for create in (update_serializer._original_create, lambda evs: update_serializer.create(patch_doc, evs)):
+        doc.models._new_models = set(new_before)
+        msg = create(events)
+        content = msg.content_json
+        for n, buffer in enumerate(msg.buffers):  # buffer ids are drawn afresh each time
+            content = content.replace(str(buffer.id), f"buffer-{n}")
+        buffers = [b.to_bytes() for b in msg.buffers]
+        results.append((content, buffers, {m.id for m in doc.models._new_models}))
+    return results[0], results[1]
+
+
+def test_a_slider_change_serialises_exactly_as_bokeh_does():
+    doc, view = served_page()
+    events = capture(doc, lambda: setattr(view.state, "attention_scale", 0.35))
+    assert len(events) >= 8  # tables, texts and plot data
+    bokeh, ours = both_ways(doc, events)
+    assert ours == bokeh
+
+
+def test_new_models_are_sent_whole_and_known_ones_by_reference_exactly_as_bokeh_does():
+    doc, view = served_page()
+    holder = doc.roots[0]
+
+    def add_new():
+        source = ColumnDataSource({"x": [1.0, 2.0], "y": np.array([3.0, 4.0])})  # a NumPy column: a buffer
+        fig = figure(height=100)
+        fig.line("x", "y", source=source)
+        holder.children = [*holder.children, fig, Div(text="<b>new</b>")]
+        view.state.norm = "layernorm"
+
+    events = capture(doc, add_new)
+    assert doc.models._new_models  # the browser does not have the figure yet
+    bokeh, ours = both_ways(doc, events)
+    assert ours == bokeh
+    assert '"type":"object"' in ours[0] and ours[1]  # the figure went whole, its NumPy column as a buffer
+
+
+def test_the_server_installs_it():
+    from app.server import routes
+
+    routes()
+    assert patch_doc.create.__func__ is update_serializer.create
+
+
+def test_events_from_two_documents_are_refused_as_bokeh_refuses_them():
+    doc_a, view_a = served_page()
+    doc_b, view_b = served_page()
+    events = capture(doc_a, lambda: setattr(view_a.state, "mlp_scale", 0.5))
+    events += capture(doc_b, lambda: setattr(view_b.state, "mlp_scale", 0.5))
+    for create in (update_serializer._original_create, lambda evs: update_serializer.create(patch_doc, evs)):
+        try:
+            create(copy.copy(events))
+        except ValueError as err:
+            assert "more than one document" in str(err)
+        else:
+            raise AssertionError("accepted events from two documents")
