@@ -6,6 +6,7 @@ import copy
 
 import numpy as np
 import panel as pn
+from bokeh.core.json_encoder import serialize_json
 from bokeh.document import Document
 from bokeh.models import ColumnDataSource, Div
 from bokeh.plotting import figure
@@ -93,3 +94,62 @@ def test_events_from_two_documents_are_refused_as_bokeh_refuses_them():
             assert "more than one document" in str(err)
         else:
             raise AssertionError("accepted events from two documents")
+
+
+# --- the browser's updates -------------------------------------------------------------------
+
+def twin_documents() -> tuple[Document, Document]:
+    """Two copies of a served page: the same models under the same ids, and no Panel behind either."""
+    doc, _view = served_page()
+    return Document.from_json(doc.to_json()), Document.from_json(doc.to_json())
+
+
+def applied(doc: Document, apply, patch: dict) -> tuple[str, list, set]:
+    seen = []
+    doc.on_change(lambda event: seen.append((type(event).__name__, getattr(getattr(event, "model", None), "id", None),
+                                             getattr(event, "attr", None), repr(getattr(event, "new", None))[:200],
+                                             event.setter)))
+    apply(doc, patch, setter="the-session")
+    doc.callbacks._change_callbacks.clear()
+    return serialize_json(doc.to_json().content["roots"]), seen, {m.id for m in doc.models._new_models}
+
+
+def find(doc: Document, name: str, **attrs):
+    for model in doc.models:
+        if type(model).__name__ == name and all(getattr(model, k, None) == v for k, v in attrs.items()):
+            return model
+    raise LookupError(name)
+
+
+def test_a_browser_update_is_applied_exactly_as_bokeh_applies_it():
+    a, b = twin_documents()
+    slider = find(a, "Slider", title="Attention update scale")
+    column = next(m for m in a.models if type(m).__name__ == "Column" and m.children)
+    new_div = {"type": "object", "name": "Div", "id": "p-new-div", "attributes": {"text": "typed <b>x</b>"}}
+    patch = {"events": [
+        {"kind": "ModelChanged", "model": {"id": slider.id}, "attr": "value", "new": 0.35},
+        {"kind": "ModelChanged", "model": {"id": column.id}, "attr": "children",
+         "new": [*({"id": c.id} for c in column.children), new_div]},
+    ]}
+    bokeh = applied(a, lambda d, p, setter: update_serializer._original_apply(d, copy.deepcopy(p), setter=setter),
+                    patch)
+    ours = applied(b, lambda d, p, setter: update_serializer.apply_json_patch(d, copy.deepcopy(p), setter=setter),
+                   patch)
+    assert ours == bokeh
+    assert find(b, "Slider", title="Attention update scale").value == 0.35
+    assert any(e[2] == "value" and e[4] == "the-session" for e in ours[1])  # the setter stops the echo
+
+
+def test_unknown_and_removed_references_are_treated_as_bokeh_treats_them():
+    import pytest
+    from bokeh.core.serialization import UnknownReferenceError
+
+    for apply in (update_serializer._original_apply, update_serializer.apply_json_patch):
+        doc, _ = twin_documents()
+        with pytest.raises(UnknownReferenceError):
+            apply(doc, {"events": [{"kind": "ModelChanged", "model": {"id": "never-seen"}, "attr": "value",
+                                    "new": 1}]})
+        root = doc.roots[0]
+        gone = root.id
+        doc.remove_root(root)  # a model the browser may still send an update for
+        apply(doc, {"events": [{"kind": "ModelChanged", "model": {"id": gone}, "attr": "visible", "new": False}]})
