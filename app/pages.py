@@ -10,6 +10,7 @@ import panel as pn
 
 from explorables.components.style import dark, styled
 
+from . import gc_tuning
 from .catalogue import EXPLORABLES
 
 SITE = "blocktrace"
@@ -48,6 +49,7 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
         pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = f"{title} · {SITE}"
+    gc_tuning.freeze_after_load()
     if embed:
         return pn.Column(body, sizing_mode="stretch_width", height=780, scroll=True,
                          styles={"padding": "0.25rem"})

@@ -80,3 +80,55 @@ def test_one_closed_session_is_reclaimed_after_the_longest_wait(thawed):
     assert reclaimer.reclaim_if_due()
     assert reclaimer.closed_since == 0 and not reclaimer.due()
     assert len(reclaimer.reclaims) == 1
+
+
+class FakeSession:
+    """Panel's onload and next-tick scheduling for one served page, run by hand in their order."""
+
+    def __init__(self, monkeypatch):
+        import panel as pn
+        from bokeh.document import Document
+
+        self.onload, self.ticks = [], []
+        doc = Document()
+        from types import SimpleNamespace
+
+        context = SimpleNamespace(id="fake-session", request=SimpleNamespace(arguments={}, cookies={}, headers={}))
+        doc._session_context = lambda: context  # a served page (Bokeh keeps a weak reference)
+        monkeypatch.setattr(type(pn.state), "curdoc", property(lambda _self: doc))
+        monkeypatch.setattr(pn.state, "onload", lambda callback, threaded=False: self.onload.append(callback))
+        monkeypatch.setattr(pn.state, "execute", lambda callback, schedule="auto": self.ticks.append(callback))
+
+    def load(self) -> None:
+        for callback in self.onload:
+            callback()
+        while self.ticks:
+            self.ticks.pop(0)()
+
+
+def frozen(obj) -> bool:
+    """Tracked by the collector but in none of its generations: moved out of its sight by gc.freeze()."""
+    return gc.is_tracked(obj) and not any(any(o is obj for o in gc.get_objects(g)) for g in range(3))
+
+
+def test_a_page_is_frozen_again_after_its_figures_are_drawn(monkeypatch, thawed):
+    from bokeh.plotting import figure
+
+    from explorables.components.figures import DrawnAfterLoad
+
+    session = FakeSession(monkeypatch)
+    monkeypatch.setattr(gc_tuning, "_installed", True)
+    drawn = DrawnAfterLoad()
+    made = []
+    slot = drawn.place(lambda: made.append(Cycle()) or figure(), 100)
+    gc_tuning.freeze_after_load()  # as shell() does, after the page's body was built
+    session.load()
+    assert slot.objects and made
+    assert frozen(made[0])  # built by the page's onload work, then frozen with the rest
+
+
+def test_nothing_is_frozen_outside_the_installed_server(monkeypatch, thawed):
+    session = FakeSession(monkeypatch)
+    monkeypatch.setattr(gc_tuning, "_installed", False)
+    gc_tuning.freeze_after_load()
+    assert session.onload == []
