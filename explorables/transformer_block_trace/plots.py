@@ -164,16 +164,27 @@ def trace_figures(state: TraceState) -> TraceFigures:
     return TraceFigures(*norm, *comp, *swiglu)
 
 
-def update_figures(figs: TraceFigures, r: Rendered) -> None:
-    """Give the figures a rendering of the current state: new data in the same sources and ranges."""
-    figs.norm_src.data = r.source_data("norm")
-    figs.norm_base.data = r.source_data("norm_base")
+def update_figures(figs: TraceFigures, r: Rendered, before: Rendered | None = None) -> None:
+    """Give the figures a rendering of the current state: new data in the same sources and ranges.
+
+    A source whose data is the same as in `before` (the rendering the figures show now) is left
+    alone: the default block's line, for one, changes only with the vector.
+    """
+    def changed(name: str) -> bool:
+        return before is None or getattr(before, name) != getattr(r, name)
+
+    if changed("norm"):
+        figs.norm_src.data = r.source_data("norm")
+    if changed("norm_base"):
+        figs.norm_base.data = r.source_data("norm_base")
     figs.norm_ref.location = r.input_norm
-    comp = r.source_data("comp")
-    if list(figs.comp_fig.x_range.factors) != comp["component"]:
-        figs.comp_fig.x_range.factors = comp["component"]
-    figs.comp_src.data = comp
-    sw = r.source_data("swiglu")
-    if list(figs.swiglu_fig.x_range.factors) != sw["unit"]:
-        figs.swiglu_fig.x_range.factors = sw["unit"]
-    figs.swiglu_src.data = sw
+    if changed("comp"):
+        comp = r.source_data("comp")
+        if list(figs.comp_fig.x_range.factors) != comp["component"]:
+            figs.comp_fig.x_range.factors = comp["component"]
+        figs.comp_src.data = comp
+    if changed("swiglu"):
+        sw = r.source_data("swiglu")
+        if list(figs.swiglu_fig.x_range.factors) != sw["unit"]:
+            figs.swiglu_fig.x_range.factors = sw["unit"]
+        figs.swiglu_src.data = sw

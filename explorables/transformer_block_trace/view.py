@@ -98,6 +98,7 @@ class TraceExplorable(ExplorableView):
     @cached_property
     def figures(self) -> plots.TraceFigures:
         """Built the first time they are needed: a served page sends its figures after loading."""
+        self._figures_show = rendered(self.state)
         return plots.trace_figures(self.state)
 
     def _worksheet(self) -> str:
@@ -122,7 +123,8 @@ class TraceExplorable(ExplorableView):
     def _refresh(self, *_events) -> None:
         r = rendered(self.state)
         if "figures" in self.__dict__:  # not built yet: they will be built from the state as it is then
-            plots.update_figures(self.figures, r)
+            plots.update_figures(self.figures, r, self._figures_show)
+            self._figures_show = r
         set_object(self.stage_table, r.stage_table)
         set_object(self.baseline_table, r.baseline_table)
         set_object(self.swiglu_table, r.swiglu_table)

@@ -120,3 +120,31 @@ def test_the_cache_answers_the_same_under_threads():
     for t in threads:
         t.join()
     assert errors == [] and len(cache) <= 8
+
+
+def test_a_plot_source_is_sent_again_only_when_its_data_changed():
+    from bokeh.document import Document
+
+    view = TraceExplorable(predict=False)
+    figs = view.figures
+    doc = Document()
+    for fig in (figs.norm_fig, figs.comp_fig, figs.swiglu_fig):
+        doc.add_root(fig)
+    changed = []
+    doc.on_change(lambda event: changed.append(event.model) if getattr(event, "attr", None) == "data" else None)
+
+    view.state.attention_scale = 0.35  # the default block's line does not depend on it
+    assert figs.norm_src in changed and figs.comp_src in changed and figs.norm_base not in changed
+    assert figs.norm_src.data["norm"] == list(dict(rendered(view.state).norm)["norm"])
+
+    changed.clear()
+    view.state.inspect = "blocks.0.attn_out"  # only the components plot shows the inspected stage
+    assert changed == [figs.comp_src]
+
+    changed.clear()
+    view.state.input_text = "1, 2, 3, 4"
+    assert {figs.norm_src, figs.norm_base, figs.comp_src, figs.swiglu_src} <= set(changed)
+    fresh = TraceExplorable(predict=False)
+    fresh.state.param.update(input_text="1, 2, 3, 4", attention_scale=0.35, inspect="blocks.0.attn_out")
+    for name in ("norm_src", "norm_base", "comp_src", "swiglu_src"):
+        assert dict(getattr(figs, name).data) == dict(getattr(fresh.figures, name).data)
