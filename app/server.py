@@ -11,7 +11,7 @@ from explorables.components.focus import focus_design
 from explorables.components.style import STATIC_DIR
 from explorables.components.url_state import session_query
 
-from . import first_load, panel_fixes, socket_tuning, update_serializer
+from . import design_params, first_load, panel_fixes, socket_tuning, update_serializer
 from .lessons import lesson_for_explorable
 from .pages import apply_theme, index_page, query_flag, shell
 from .registry import EXPLORABLE_SPECS, ExplorableSpec
@@ -56,6 +56,7 @@ def routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
     panel_fixes.apply()
     socket_tuning.apply()
     update_serializer.apply()
+    design_params.apply()
     first_load.apply()
 
     out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}

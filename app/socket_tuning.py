@@ -7,9 +7,10 @@ binary buffers.
   until the browser acknowledges the one before, and browsers hold acknowledgements back by up to
   40 ms (200 ms on some systems). That wait was the largest part of a slider change's delay.
   Tornado's documentation suggests exactly this call once a websocket is open.
-- TCP_CORK around each of Panel's updates (Linux): with NODELAY alone each frame leaves as a packet
-  of its own, three or more per update. Corked, the frames of one update leave together, and the
-  uncork at the end sends them at once. Fewer packets cost the server less time in the kernel and a
+- TCP_CORK around each of Panel's updates and each of Bokeh's own messages, such as the reply to
+  every change the browser sends (Linux): with NODELAY alone each frame leaves as a packet of its
+  own, three or more per message. Corked, the frames of one message leave together, and the uncork
+  at the end sends them at once. Fewer packets cost the server less time in the kernel and a
   student on weak Wi-Fi fewer chances of a lost packet.
 """
 
@@ -24,6 +25,7 @@ from panel.io.server import WSHandler
 TCP_CORK = getattr(socket, "TCP_CORK", None)  # Linux only; elsewhere updates are sent uncorked
 
 _original_open = WSHandler.open
+_original_send = WSHandler.send_message
 _original_dispatch = panel_document.dispatch_tornado
 
 
@@ -54,16 +56,22 @@ def corked(sock: socket.socket | None):
             pass
 
 
-def _server_socket(conn) -> socket.socket | None:
-    ws = getattr(conn._socket, "ws_connection", None)
+def _handler_socket(handler) -> socket.socket | None:
+    ws = getattr(handler, "ws_connection", None)
     stream = getattr(ws, "stream", None)
     return getattr(stream, "socket", None)
 
 
 def _dispatch_corked(conn, events=None, msg=None):
     """Panel's write of one update (PATCH-DOC) to one connection, its frames corked together."""
-    with corked(_server_socket(conn)):
+    with corked(_handler_socket(conn._socket)):
         return _original_dispatch(conn, events, msg)
+
+
+async def _send_corked(self, message):
+    """Bokeh's send of one protocol message (e.g. the OK for a browser's change), its frames corked together."""
+    with corked(_handler_socket(self)):
+        return await _original_send(self, message)
 
 
 def apply() -> None:
@@ -72,3 +80,5 @@ def apply() -> None:
         WSHandler.open = _open_without_delay
     if panel_document.dispatch_tornado is not _dispatch_corked:
         panel_document.dispatch_tornado = _dispatch_corked
+    if WSHandler.send_message is not _send_corked:
+        WSHandler.send_message = _send_corked

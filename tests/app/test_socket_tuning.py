@@ -92,3 +92,44 @@ def test_panels_update_path_goes_through_the_corked_dispatch():
 
     routes()
     assert panel_document.dispatch_tornado is socket_tuning._dispatch_corked
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")
+def test_bokehs_own_messages_are_corked_too_across_their_awaits(monkeypatch):
+    import asyncio
+    from types import SimpleNamespace
+
+    from app import socket_tuning
+
+    server_end, client = loopback_pair()
+    seen = []
+
+    async def bokehs_send(handler, message):  # stands in for Bokeh's: three frames, awaiting each
+        for frame in message:
+            seen.append(cork_state(server_end))
+            server_end.sendall(frame)
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(socket_tuning, "_original_send", bokehs_send)
+    handler = SimpleNamespace(ws_connection=SimpleNamespace(stream=SimpleNamespace(socket=server_end)))
+    try:
+        asyncio.run(socket_tuning._send_corked(handler, [b"ok-header", b"{}", b"{}"]))
+        assert seen == [1, 1, 1] and cork_state(server_end) == 0
+        client.settimeout(10)
+        received = b""
+        while len(received) < len(b"ok-header{}{}"):
+            received += client.recv(100)
+        assert received == b"ok-header{}{}"
+    finally:
+        server_end.close()
+        client.close()
+
+
+def test_bokehs_send_is_corked_once_the_routes_are_installed():
+    from panel.io.server import WSHandler
+
+    from app import socket_tuning
+    from app.server import routes
+
+    routes()
+    assert WSHandler.send_message is socket_tuning._send_corked
