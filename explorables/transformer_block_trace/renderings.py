@@ -38,7 +38,7 @@ class Rendered:
         return {column: list(values) for column, values in getattr(self, name)}
 
 
-RENDERINGS: SharedCache[Rendered] = SharedCache(1024)
+RENDERINGS: SharedCache[Rendered] = SharedCache(256)  # at most about 8 MB (30 KB a setting at width 16)
 
 
 def rendered(state: TraceState) -> Rendered:

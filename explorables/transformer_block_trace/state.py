@@ -43,7 +43,7 @@ CORRECT_PREDICTION = "keep-erase"
 
 
 # Traces for the settings most recently used in this process, shared by its sessions (read-only).
-TRACES: SharedCache[Trace] = SharedCache(512)
+TRACES: SharedCache[Trace] = SharedCache(256)  # at most about 9 MB (35 KB a trace at width 16)
 
 
 def settings_key(vector: tuple[float, ...], attention_scale: float = 1.0, mlp_scale: float = 1.0,
