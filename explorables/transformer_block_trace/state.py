@@ -120,9 +120,12 @@ class TraceState(param.Parameterized):
         if not self.vector:
             return
         vector = tuple(self.vector)
+        baseline, key = self.baseline, settings_key(vector)
+        if baseline is None or getattr(self, "_baseline_key", None) != key:  # it follows the vector only
+            baseline, self._baseline_key = traced(vector), key
         self.param.update(
             trace=traced(vector, self.attention_scale, self.mlp_scale, self.replace, self.norm),
-            baseline=traced(vector),
+            baseline=baseline,
         )
 
     def settings(self) -> tuple:

@@ -9,7 +9,7 @@ from explorables.engine import params as params_module
 from explorables.engine import run_preset
 from explorables.engine.config import BlockConfig
 from explorables.engine.params import _rng, init_params
-from explorables.transformer_block_trace.state import TraceState
+from explorables.transformer_block_trace.state import TRACES, TraceState
 
 
 def fresh_normal(seed, name, shape, std):
@@ -40,6 +40,7 @@ def test_large_weights_are_not_cached():
 def test_the_baseline_follows_the_vector_and_ignores_the_other_controls():
     state = TraceState()
     baseline = state.baseline
+    TRACES.clear()  # the process-wide traces may drop it: the session keeps its own
     state.attention_scale = 0.25
     state.replace = True
     assert state.baseline is baseline  # not recomputed for a control it does not depend on
