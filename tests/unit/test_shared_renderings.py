@@ -72,7 +72,7 @@ def test_two_sessions_share_strings_but_not_models_or_plot_data():
     one, two = TraceExplorable(predict=False), TraceExplorable(predict=False)
     for view in (one, two):
         view.state.attention_scale = 0.35
-        view.figures  # drawn, as after the page loads
+        assert view.figures is not None  # drawn, as after the page loads
         view._refresh()
     assert one.stage_table.object == two.stage_table.object
     assert one.stage_table is not two.stage_table and one.figures.norm_src is not two.figures.norm_src
