@@ -175,6 +175,7 @@ def lesson_routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
             recorder = start_session(query, lesson=lesson.id)
             return shell(LessonView(lesson, recorder=recorder), lesson.title)
         page.__name__ = lesson.id.replace("-", "_") + "_lesson"
+        page.title = lesson.title
         return page
 
     return {lesson.route: page_for(lesson) for lesson in load_lessons()}

@@ -24,9 +24,14 @@ def query_flag(query: Mapping[str, str], key: str, default: bool) -> bool:
     return value.lower() not in ("0", "off", "false", "no")
 
 
+def theme_of(query: Mapping[str, str]) -> str:
+    """Light unless the link says ?theme=dark."""
+    return "dark" if query.get("theme") == "dark" else "light"
+
+
 def apply_theme(query: Mapping[str, str]) -> str:
-    """Light unless the link says ?theme=dark; sets Panel's and Bokeh's theme for this session only."""
-    theme = "dark" if query.get("theme") == "dark" else "light"
+    """Sets Panel's and Bokeh's theme (theme_of the query) for this session only."""
+    theme = theme_of(query)
     if theme == "dark":
         pn.config.theme = "dark"
         if pn.state.curdoc is not None:
@@ -41,6 +46,11 @@ def theme_link(query: Mapping[str, str]) -> str:
     return f'<a class="bt-theme" href="{escape(href)}">{"Light" if other == "light" else "Dark"} theme</a>'
 
 
+def page_title(title: str) -> str:
+    """The browser tab's title of a page: its own name, then the site's."""
+    return f"{title} · {SITE}"
+
+
 def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.viewable.Viewable:
     """Header with the home link around a page's body; the body alone when embedded."""
     from explorables.components.a11y import name_widgets_script
@@ -48,7 +58,7 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
-        pn.state.curdoc.title = f"{title} · {SITE}"
+        pn.state.curdoc.title = page_title(title)
     gc_tuning.freeze_after_load()
     if embed:
         return pn.Column(body, sizing_mode="stretch_width", height=780, scroll=True,
@@ -107,4 +117,7 @@ def index_page(flat: bool = False) -> pn.viewable.Viewable:
         '<h2 class="bt-h2">Explorables</h2>'
         f'<section class="bt-cards" aria-label="Explorables">{"".join(cards)}</section>'
     )
-    return shell(pn.pane.HTML(html, **styled(sizing_mode="stretch_width")), "Explorables")
+    return shell(pn.pane.HTML(html, **styled(sizing_mode="stretch_width")), index_page.title)
+
+
+index_page.title = "Explorables"

@@ -123,7 +123,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
 
     from . import gc_tuning
-    from .server import routes, server_kwargs
+    from .server import page_titles, routes, server_kwargs
 
     if not 1 <= args.port <= 65535 and args.port != 0:
         sys.stderr.write(f"error: port must be between 1 and 65535, got {args.port}\n")
@@ -142,8 +142,10 @@ def run_serve(args: argparse.Namespace) -> int:
         stop_workers_with_parent()
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
+    pages = routes()
     pn.serve(
-        routes(),
+        pages,
+        title=page_titles(pages),
         port=args.port,
         address=args.address,
         websocket_origin=websocket_origins(args),

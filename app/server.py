@@ -11,9 +11,9 @@ from explorables.components.focus import focus_design
 from explorables.components.style import STATIC_DIR
 from explorables.components.url_state import session_query
 
-from . import design_params, first_load, panel_fixes, socket_tuning, update_serializer
+from . import design_params, early_page, first_load, panel_fixes, socket_tuning, update_serializer
 from .lessons import lesson_for_explorable
-from .pages import apply_theme, index_page, query_flag, shell
+from .pages import apply_theme, index_page, page_title, query_flag, shell
 from .registry import EXPLORABLE_SPECS, ExplorableSpec
 from .session_setup import attach_explorable, learner_bar, start_session
 
@@ -47,6 +47,7 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
         return shell(body, spec.title(), embed=embed)
 
     page.__name__ = spec.id.replace("-", "_") + "_page"
+    page.title = spec.title()
     return page
 
 
@@ -58,11 +59,17 @@ def routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
     update_serializer.apply()
     design_params.apply()
     first_load.apply()
+    early_page.apply()
 
     out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}
     out.update({spec.route(): explorable_page(spec) for spec in EXPLORABLE_SPECS.values()})
     out.update(lesson_routes())
     return out
+
+
+def page_titles(pages: dict[str, Callable[[], pn.viewable.Viewable]]) -> dict[str, str]:
+    """Each route's browser-tab title, for `pn.serve` (which would otherwise call every page "Panel Application")."""
+    return {path: page_title(page.title) for path, page in pages.items()}
 
 
 def server_kwargs() -> dict:

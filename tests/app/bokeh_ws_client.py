@@ -43,8 +43,9 @@ class Session:
         self.document: dict = {}
 
     @classmethod
-    async def open(cls, ws_url: str) -> Session:
-        token = generate_jwt_token(generate_session_id())
+    async def open(cls, ws_url: str, token: str | None = None) -> Session:
+        """Connect with a page's session token (as BokehJS does), or a fresh one of its own."""
+        token = token or generate_jwt_token(generate_session_id())
         ws = await websocket_connect(HTTPRequest(ws_url), subprotocols=["bokeh", token])
         session = cls(ws)
         ack = await session.read()

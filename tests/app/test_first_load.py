@@ -1,4 +1,4 @@
-"""What app/first_load.py leaves out of every page, and the checks that stand in for it.
+"""What app/first_load.py (and app/early_page.py) leave out of every page, and the checks that stand in for it.
 
 The server skips Bokeh's per-session document validation and Panel's ESM polyfill. Each route
 builds the same kind of document for every student, so checking one of each here covers them all.
@@ -49,3 +49,11 @@ def test_pages_do_not_load_the_esm_polyfill(server, path: str) -> None:
         page = r.read().decode("utf-8")
     assert "panel.min.js" in page
     assert "es-module-shims" not in page
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+def test_no_page_draws_with_webgl(path: str) -> None:
+    """Pages leave out bokeh-gl.min.js (app/early_page.py), which only figures drawn with WebGL need."""
+    plots = [m for m in page_models(path) if hasattr(m, "output_backend")]
+    assert plots or path == "/"  # every explorable and lesson page has figures to check
+    assert [m.output_backend for m in plots if m.output_backend == "webgl"] == []

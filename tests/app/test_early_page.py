@@ -1,0 +1,209 @@
+"""app/early_page.py: a page's HTML goes out before its session is built, and the session is built once.
+
+The first half runs the real server (the `server` fixture) and compares each route's early page with
+the page Panel writes for a named session. The second half runs the server inside the test's own
+event loop, so it can see which sessions exist when a page has been sent and when its websocket opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import urllib.request
+from html.parser import HTMLParser
+
+import pytest
+from bokeh.util.token import get_session_id, get_token_payload
+from panel.io.server import get_server
+from tornado.httpclient import AsyncHTTPClient
+
+from app import early_page
+from app.pages import page_title
+from app.server import page_titles, routes, server_kwargs
+
+from ..conftest import free_port
+from .bokeh_ws_client import Session
+
+PAGES = routes()
+TITLES = page_titles(PAGES)
+TRACE = "/explorables/transformer-block-trace"
+
+
+class PageParts(HTMLParser):
+    """What a page loads and says: its title, scripts, stylesheets and inline styles."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.title, self.scripts, self.links, self.styles, self.roots = "", [], [], [], 0
+        self._in = None
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs) -> None:
+        a = dict(attrs)
+        self._in = tag
+        if tag == "script" and a.get("src"):
+            self.scripts.append(a["src"])
+        elif tag == "link":
+            self.links.append((a.get("rel"), a.get("href")))
+        elif "data-root-id" in a:
+            self.roots += 1
+
+    def handle_endtag(self, tag) -> None:
+        self._in = None
+
+    def handle_data(self, data) -> None:
+        if self._in == "title":
+            self.title += data
+        elif self._in == "style":
+            self.styles.append(data.strip())
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return r.read().decode("utf-8")
+
+
+def page_token(html: str) -> str:
+    return re.search(r'"token":\s*"([^"]+)"', html).group(1)
+
+
+@pytest.mark.parametrize("path", sorted(PAGES))
+def test_every_page_has_its_own_title(server, path: str) -> None:
+    """The browser tab names the page and the site (Panel alone would say "Panel Application")."""
+    expected = page_title(PAGES[path].title)
+    for _ in range(2):  # the route's first page, then an early one
+        assert PageParts(fetch(server.url(path))).title == expected
+    assert "Panel Application" not in expected
+
+
+@pytest.mark.parametrize("path", sorted(PAGES))
+@pytest.mark.parametrize("query", ["", "?theme=dark", "?embed=1&predict=off"])
+def test_an_early_page_loads_what_panels_own_page_loads(server, path: str, query: str) -> None:
+    """Same scripts (but bokeh-gl), stylesheets, inline styles and title as the page Panel writes."""
+    fetch(server.url(path + query))  # the route's first page leaves its frame behind
+    early = PageParts(fetch(server.url(path + query)))
+    sep = "&" if query else "?"
+    panels = PageParts(fetch(server.url(f"{path}{query}{sep}bokeh-session-id={secrets.token_urlsafe(32)}")))
+    assert panels.roots >= 1 and early.roots == 0  # Panel places the roots; BokehJS appends them to the body
+    assert early.scripts == [s for s in panels.scripts if "bokeh-gl" not in s]
+    assert len(early.scripts) == len(panels.scripts) - 1
+    assert (early.links, early.styles, early.title) == (panels.links, panels.styles, panels.title)
+
+
+def test_the_theme_picks_the_frame() -> None:
+    """Dark and light pages of a route differ (their background), so each theme has its own frame."""
+    assert early_page.frame_key(TRACE, {"theme": [b"dark"]}) == (TRACE, "dark")
+    assert early_page.frame_key(TRACE, {"theme": [b"dark", b"light"]}) == (TRACE, "light")  # the last one counts
+    assert early_page.frame_key(TRACE, {"predict": [b"off"]}) == (TRACE, "light")
+
+
+# --- the server inside the test's event loop -------------------------------------------------------------
+
+
+BUILDS: dict[str, asyncio.Future] = {}  # session id -> the build the page handler scheduled
+
+
+def recording(schedule):
+    def schedule_and_record(context, session_id, request, token):
+        BUILDS[session_id] = schedule(context, session_id, request, token)
+        return BUILDS[session_id]
+
+    return schedule_and_record
+
+
+async def with_server(scenario, delay_s: float) -> None:
+    saved, early_page.BUILD_DELAY_S = early_page.BUILD_DELAY_S, delay_s
+    port = free_port()
+    server = get_server(PAGES, port=port, address="127.0.0.1", start=False, show=False, title=TITLES,
+                        websocket_origin=[f"127.0.0.1:{port}"], **server_kwargs())
+    server.start()
+    try:
+        context = server._tornado._applications[TRACE]
+        await scenario(f"http://127.0.0.1:{port}", context)
+    finally:
+        early_page.BUILD_DELAY_S = saved
+        server.stop()
+        server.unlisten()
+
+
+async def get_page(base: str, query: str = "") -> tuple[str, str]:
+    response = await AsyncHTTPClient().fetch(base + TRACE + query, request_timeout=60)
+    token = page_token(response.body.decode("utf-8"))
+    return token, get_session_id(token)
+
+
+def session_ids(context) -> set[str]:
+    return {s.id for s in context.sessions}
+
+
+def test_the_session_of_an_early_page_is_built_once_and_its_websocket_gets_it(monkeypatch) -> None:
+    """After the page is sent, its session is built with the page's query, and the page's websocket
+    gets that very document."""
+
+    async def scenario(base: str, context) -> None:
+        await get_page(base)  # the route's first page, built while the request waits
+        token, session_id = await get_page(base, "?predict=off&v=1,2,3,4")
+        build = BUILDS[session_id]
+        session = await asyncio.wait_for(build, 60)
+        assert session.id == session_id and session_id in session_ids(context)
+        assert session.document.session_context.request.arguments["predict"] == [b"off"]
+        assert get_token_payload(token)["arguments"]["v"] == [b"1,2,3,4"]
+        count = len(context.sessions)
+        client = await Session.open(base.replace("http", "ws") + TRACE + "/ws", token)
+        try:
+            pulled = {r["id"] for r in client.document["doc"]["roots"]}
+            assert pulled == {r.id for r in session.document.roots}
+            assert len(context.sessions) == count  # the websocket built nothing more
+        finally:
+            client.close()
+
+    monkeypatch.setattr(early_page, "schedule_build", recording(early_page.schedule_build))
+    asyncio.run(with_server(scenario, delay_s=0.0))
+
+
+def test_the_page_goes_out_before_its_session_is_built(monkeypatch) -> None:
+    """The page is sent with no session behind it yet; a websocket that opens before the build's turn
+    builds the session itself, and the build, when its turn comes, finds it and builds nothing."""
+
+    async def scenario(base: str, context) -> None:
+        await get_page(base)
+        token, session_id = await get_page(base)
+        assert session_id not in session_ids(context) and not BUILDS[session_id].done()
+        client = await Session.open(base.replace("http", "ws") + TRACE + "/ws", token)
+        try:
+            assert session_id in session_ids(context)
+            count = len(context.sessions)
+            again = await early_page.build(context, session_id, None, token)  # what the late timer would do
+            assert again is context.get_session(session_id) and len(context.sessions) == count
+        finally:
+            client.close()
+
+    monkeypatch.setattr(early_page, "schedule_build", recording(early_page.schedule_build))
+    asyncio.run(with_server(scenario, delay_s=3600.0))
+
+
+def test_a_failed_build_ends_the_wait_of_its_websocket() -> None:
+    """Bokeh leaves a failed build's pending session unresolved; build() resolves it with the error."""
+
+    class Broken(RuntimeError):
+        pass
+
+    class Context:  # the part of Bokeh's ApplicationContext that build() uses
+        def __init__(self) -> None:
+            self._pending_sessions: dict[str, asyncio.Future] = {}
+            self.waiting: asyncio.Future | None = None
+
+        async def create_session_if_needed(self, session_id, request=None, token=None):
+            self.waiting = self._pending_sessions[session_id] = asyncio.get_running_loop().create_future()
+            raise Broken("the page function raised")
+
+    async def scenario() -> None:
+        context = Context()
+        with pytest.raises(Broken):
+            await early_page.build(context, "s1", None, "token")
+        assert "s1" not in context._pending_sessions
+        with pytest.raises(Broken):  # a websocket waiting on this session gets the error, not a hang
+            await asyncio.wait_for(context.waiting, 5)
+
+    asyncio.run(scenario())
