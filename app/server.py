@@ -11,7 +11,7 @@ from explorables.components.focus import focus_design
 from explorables.components.style import STATIC_DIR
 from explorables.components.url_state import session_query
 
-from . import design_params, early_page, first_load, panel_fixes, socket_tuning, update_serializer
+from . import compressed_static, design_params, early_page, first_load, panel_fixes, socket_tuning, update_serializer
 from .lessons import lesson_for_explorable
 from .pages import apply_theme, index_page, page_title, query_flag, shell
 from .registry import EXPLORABLE_SPECS, ExplorableSpec
@@ -60,6 +60,7 @@ def routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
     design_params.apply()
     first_load.apply()
     early_page.apply()
+    compressed_static.apply()
 
     out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}
     out.update({spec.route(): explorable_page(spec) for spec in EXPLORABLE_SPECS.values()})
@@ -73,8 +74,8 @@ def page_titles(pages: dict[str, Callable[[], pn.viewable.Viewable]]) -> dict[st
 
 
 def server_kwargs() -> dict:
-    """What `pn.serve` needs besides the routes: our static files and /health."""
+    """What `pn.serve` needs besides the routes: our static files, gzipped scripts and /health."""
     return {
         "static_dirs": {"assets": str(STATIC_DIR), panel_fixes.PANEL_DIST_ALIAS: panel_fixes.PANEL_DIST_DIR},
-        "extra_patterns": [(r"/health", HealthHandler)],
+        "extra_patterns": [(r"/health", HealthHandler), *compressed_static.static_patterns()],
     }

@@ -1,6 +1,6 @@
 """Latency of the block-trace explorable in headless Chromium: control change -> updated value on the page.
 
-usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL]
+usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL] [--wifi MBIT]
 
 Starts `python -m app.cli serve` on a free port (unless --url is given), opens the explorable with
 ?predict=off and measures, with the page's own clock (performance.now()):
@@ -8,6 +8,10 @@ Starts `python -m app.cli serve` on a free port (unless --url is given), opens t
 - interactive: navigation start -> the Input vector field enabled and visible with the stage table drawn;
 - per change: the keydown that changes a control -> the stage table's output row showing a new value
   (a MutationObserver on the table's shadow root), and -> the next animation frame after it.
+
+--wifi MBIT loads the pages through Chromium's network throttling (MBIT Mbit/s each way, 20 ms
+round trip), as one student's share of a classroom access point might be; changes are then measured
+on that network too.
 
 The slider is moved with the arrow keys on its handle; the vector field is filled and committed with
 Tab (leaving the field). Target from issue 3: median <= 80 ms, p95 <= 150 ms.
@@ -159,6 +163,8 @@ def main() -> int:
     p.add_argument("--changes", type=int, default=30, help="changes measured per control (default 30)")
     p.add_argument("--loads", type=int, default=5, help="page loads for the time to interactive (default 5)")
     p.add_argument("--url", help="an already running server, e.g. http://127.0.0.1:5006 (default: start one)")
+    p.add_argument("--wifi", type=float, metavar="MBIT",
+                   help="throttle the browser's network to MBIT Mbit/s with a 20 ms round trip (default: none)")
     a = p.parse_args()
 
     load = os.getloadavg()
@@ -176,6 +182,13 @@ def main() -> int:
                 context = browser.new_context(viewport={"width": 1280, "height": 900})
                 page = context.new_page()
                 page.add_init_script(HELPERS)
+                if a.wifi:
+                    bytes_per_s = a.wifi * 1e6 / 8
+                    cdp = context.new_cdp_session(page)
+                    cdp.send("Network.enable")
+                    cdp.send("Network.emulateNetworkConditions", {
+                        "offline": False, "latency": 20, "downloadThroughput": bytes_per_s,
+                        "uploadThroughput": bytes_per_s})
                 page.goto(url, wait_until="commit")
                 page.wait_for_function("window.__bt && window.__bt.interactive !== undefined", timeout=60_000)
                 interactive.append(page.evaluate("window.__bt.interactive"))
@@ -195,7 +208,8 @@ def main() -> int:
             process.wait(timeout=10)
         log_dir.cleanup()
 
-    print(f"blocktrace latency, headless Chromium, {url}")
+    network = f", network throttled to {a.wifi:g} Mbit/s and 20 ms" if a.wifi else ""
+    print(f"blocktrace latency, headless Chromium, {url}{network}")
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after (other work on the machine inflates every figure)")
     print(f"time to interactive page (navigation start -> Input vector enabled and stage table drawn), "

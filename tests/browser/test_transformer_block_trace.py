@@ -224,6 +224,31 @@ def test_the_plots_arrive_once_the_page_is_up(open_page) -> None:
     opened.assert_clean()
 
 
+def test_the_page_arrives_titled_with_its_scripts_gzipped(browser, server) -> None:
+    """Chromium gets BokehJS and Panel's bundle gzipped, shows the page's own title, and the page works
+    (a page sent before its session is built: app/early_page.py, app/compressed_static.py)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        encodings: dict[str, str | None] = {}
+
+        def on_response(response) -> None:
+            name = response.url.split("?")[0].rsplit("/", 1)[-1]
+            if name.endswith(".js"):
+                encodings[name] = response.headers.get("content-encoding")
+
+        page.on("response", on_response)
+        for _ in range(2):  # the route's first page, then one sent before its session is built
+            page.goto(server.url(TRACE + "?predict=off"))
+            ready(page)
+            expect(page).to_have_title("Pre-norm Transformer block trace · blocktrace")
+        assert encodings.get("bokeh.min.js") == "gzip" and encodings.get("panel.min.js") == "gzip", encodings
+        set_vector(page, "1, 2, 3, 4")
+        expect(numbers(stage_row(page, "Input residual stream")).first).to_have_text("+1.000")
+    finally:
+        context.close()
+
+
 def test_no_request_leaves_the_server_and_no_console_errors(open_page) -> None:
     """The index and the explorable (gate and controls used) load everything from this server, without errors."""
     index = open_page("/")

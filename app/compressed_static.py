@@ -1,0 +1,122 @@
+"""Bokeh's and Panel's scripts and stylesheets, sent gzipped to browsers that accept it.
+
+Every page needs about 2.7 MB of BokehJS and Panel scripts; gzipped they are about a quarter of that.
+On a classroom's shared Wi-Fi that is most of what 30 students download at once. Tornado could
+compress each response as it goes, but that would cost the server tens of milliseconds of CPU per
+student; here each file is compressed once per process, into a temporary folder, and served from
+there like any static file (with its own ETag, and `Vary: Accept-Encoding` for caches).
+
+`static_patterns()` puts a handler in front of Bokeh's own for /static/extensions/ (Panel's bundle
+and stylesheets); `apply()` has Bokeh route each app's /static/ (BokehJS) to a gzipping subclass of
+its handler. Everything else about them is Bokeh's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gzip
+import hashlib
+import mimetypes
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from bokeh.embed.bundle import extension_dirs
+from bokeh.server import tornado as bokeh_tornado
+from bokeh.server.views.multi_root_static_handler import MultiRootStaticHandler
+from bokeh.server.views.static_handler import StaticHandler
+
+COMPRESSIBLE = (".js", ".css", ".json", ".svg", ".map")
+MIN_BYTES = 1024  # smaller files gain nothing worth a header
+_copies: dict[str, tuple[int, int, str]] = {}  # plain path -> (mtime_ns, size, gzipped copy)
+_folder: str | None = None
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding header allows gzip (a q of 0 refuses it)."""
+    for part in accept_encoding.split(","):
+        name, *params = (p.strip() for p in part.split(";"))
+        if name.lower() in ("gzip", "*"):
+            q = next((p[2:] for p in params if p.startswith("q=")), "1")
+            try:
+                return float(q) > 0
+            except ValueError:
+                return False
+    return False
+
+
+def _cache_folder() -> str:
+    global _folder
+    if _folder is None:
+        _folder = tempfile.mkdtemp(prefix="blocktrace-gzip-")
+        atexit.register(shutil.rmtree, _folder, True)
+    return _folder
+
+
+def gzipped_copy(path: str) -> str:
+    """A gzipped copy of a file, made once per process and remade if the file changes."""
+    stat = os.stat(path)
+    known = _copies.get(path)
+    if known is not None and known[:2] == (stat.st_mtime_ns, stat.st_size) and os.path.exists(known[2]):
+        return known[2]
+    name = hashlib.sha256(path.encode("utf-8")).hexdigest()[:16] + "-" + Path(path).name + ".gz"
+    target = os.path.join(_cache_folder(), name)
+    data = gzip.compress(Path(path).read_bytes(), compresslevel=6, mtime=0)
+    partial = target + ".part"
+    Path(partial).write_bytes(data)
+    os.replace(partial, target)
+    _copies[path] = (stat.st_mtime_ns, stat.st_size, target)
+    return target
+
+
+class Gzipped:
+    """A StaticFileHandler mix-in: serve the gzipped copy of a text file when the browser accepts it."""
+
+    plain_path: str | None = None
+
+    def validate_absolute_path(self, root, absolute_path):
+        path = self.plain_path = super().validate_absolute_path(root, absolute_path)
+        if (path is None or not path.endswith(COMPRESSIBLE) or os.path.getsize(path) < MIN_BYTES
+                or not accepts_gzip(self.request.headers.get("Accept-Encoding", ""))):
+            return path
+        copy = gzipped_copy(path)
+        self._stat_result = os.stat(copy)  # Tornado's size and date of the file to send (set by the check above)
+        return copy
+
+    def get_content_type(self) -> str:
+        mime, _ = mimetypes.guess_type(self.plain_path or "")
+        return mime or super().get_content_type()
+
+    def set_extra_headers(self, path: str) -> None:
+        super().set_extra_headers(path)
+        if self.plain_path is not None and self.plain_path.endswith(COMPRESSIBLE):
+            self.set_header("Vary", "Accept-Encoding")
+        if self.absolute_path is not None and self.absolute_path != self.plain_path:
+            self.set_header("Content-Encoding", "gzip")
+
+
+class GzippedBokehStatic(Gzipped, StaticHandler):
+    """/static/…: BokehJS."""
+
+
+class GzippedExtensionStatic(Gzipped, MultiRootStaticHandler):
+    """/static/extensions/…: Panel's bundle, its stylesheets and images."""
+
+
+def static_patterns() -> list[tuple]:
+    """Routes for pn.serve's extra_patterns, which Bokeh matches before its own /static/extensions/."""
+    return [(r"/static/extensions/(.*)", GzippedExtensionStatic, {"root": extension_dirs})]
+
+
+_bokeh_static_route = bokeh_tornado.create_static_handler
+
+
+def _static_route(prefix, key, app):
+    route, handler, kwargs = _bokeh_static_route(prefix, key, app)
+    return route, (GzippedBokehStatic if handler is StaticHandler else handler), kwargs
+
+
+def apply() -> None:
+    """Route each app's /static/ to GzippedBokehStatic (idempotent; before the server is made)."""
+    bokeh_tornado.create_static_handler = _static_route
