@@ -1,7 +1,10 @@
 """Bokeh's and Panel's scripts and stylesheets, sent gzipped to browsers that accept it.
 
 Every page needs about 2.7 MB of BokehJS and Panel scripts; gzipped they are about a quarter of that.
-On a classroom's shared Wi-Fi that is most of what 30 students download at once. Tornado could
+On a classroom's shared Wi-Fi that is most of what 30 students download at once. A browser on the
+server's own machine (the teacher's, on 127.0.0.1) gets them as they are: there is no network to
+save there, only the unpacking to pay. Behind a load balancer on the same machine, pass
+--use-xheaders so the students' own addresses are seen. Tornado could
 compress each response as it goes, but that would cost the server tens of milliseconds of CPU per
 student; here each file is compressed once per process, into a temporary folder, and served from
 there like any static file (with its own ETag, and `Vary: Accept-Encoding` for caches).
@@ -16,6 +19,7 @@ from __future__ import annotations
 import atexit
 import gzip
 import hashlib
+import ipaddress
 import mimetypes
 import os
 import shutil
@@ -44,6 +48,14 @@ def accepts_gzip(accept_encoding: str) -> bool:
             except ValueError:
                 return False
     return False
+
+
+def over_a_network(remote_ip: str | None) -> bool:
+    """Whether the browser is on another machine (not a loopback address)."""
+    try:
+        return not ipaddress.ip_address(remote_ip or "").is_loopback
+    except ValueError:
+        return True
 
 
 def _cache_folder() -> str:
@@ -78,7 +90,8 @@ class Gzipped:
     def validate_absolute_path(self, root, absolute_path):
         path = self.plain_path = super().validate_absolute_path(root, absolute_path)
         if (path is None or not path.endswith(COMPRESSIBLE) or os.path.getsize(path) < MIN_BYTES
-                or not accepts_gzip(self.request.headers.get("Accept-Encoding", ""))):
+                or not accepts_gzip(self.request.headers.get("Accept-Encoding", ""))
+                or not over_a_network(self.request.remote_ip)):
             return path
         copy = gzipped_copy(path)
         self._stat_result = os.stat(copy)  # Tornado's size and date of the file to send (set by the check above)

@@ -98,3 +98,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running = start_server(tmp_path_factory.mktemp("server") / "server.log")
     yield running
     stop_server(running)
+
+
+STUDENT_LAPTOP = {"X-Forwarded-For": "192.168.1.23"}  # a request from the classroom network, as lan_server sees it
+
+
+@pytest.fixture(scope="session")
+def lan_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server that takes the client's address from X-Forwarded-For (--use-xheaders), so a test on this
+    machine can ask as a student's laptop would (send STUDENT_LAPTOP as headers)."""
+    running = start_server(tmp_path_factory.mktemp("lan-server") / "server.log", "--use-xheaders")
+    yield running
+    stop_server(running)

@@ -1,4 +1,5 @@
-"""app/compressed_static.py: the page's scripts and stylesheets go out gzipped, byte for byte the same."""
+"""app/compressed_static.py: the page's scripts and stylesheets go out gzipped, byte for byte the same,
+to browsers on other machines (lan_server sees these tests' requests as a student laptop's)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import pytest
 
 from app import compressed_static
 
+from ..conftest import STUDENT_LAPTOP
+
 TRACE = "/explorables/transformer-block-trace"
 
 
 def get(url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(url, headers=headers)
+    request = urllib.request.Request(url, headers={**STUDENT_LAPTOP, **headers})
     try:
         with urllib.request.urlopen(request, timeout=60) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
@@ -32,10 +35,10 @@ def page_files(server) -> list[str]:
     return [*scripts, server.url("/static/extensions/panel/css/button.css")]
 
 
-def test_every_script_of_a_page_arrives_gzipped_and_unchanged(server) -> None:
+def test_every_script_of_a_page_arrives_gzipped_and_unchanged(lan_server) -> None:
     """Same bytes once unpacked, same type, a smaller body, and caches told the answer depends on it."""
     total_plain = total_gzipped = 0
-    for url in page_files(server):
+    for url in page_files(lan_server):
         status, plain_headers, plain = get(url)
         assert status == 200 and "content-encoding" not in plain_headers
         status, headers, body = get(url, **{"Accept-Encoding": "gzip, deflate"})
@@ -49,20 +52,36 @@ def test_every_script_of_a_page_arrives_gzipped_and_unchanged(server) -> None:
     assert total_gzipped < total_plain / 3
 
 
-def test_a_gzipped_script_is_revalidated_by_its_own_tag(server) -> None:
-    url = page_files(server)[0]
+def test_a_gzipped_script_is_revalidated_by_its_own_tag(lan_server) -> None:
+    url = page_files(lan_server)[0]
     _, headers, _ = get(url, **{"Accept-Encoding": "gzip"})
     status, _, body = get(url, **{"Accept-Encoding": "gzip", "If-None-Match": headers["etag"]})
     assert (status, body) == (304, b"")
 
 
-def test_a_refused_gzip_and_paths_outside_the_folders_are_handled(server) -> None:
-    url = page_files(server)[0]
+def test_a_refused_gzip_and_paths_outside_the_folders_are_handled(lan_server) -> None:
+    url = page_files(lan_server)[0]
     _, headers, _ = get(url, **{"Accept-Encoding": "gzip;q=0, identity"})
     assert "content-encoding" not in headers
     for path in ("/static/../app/server.py", "/static/extensions/panel/../../../../etc/hostname", "/static/js/none.js"):
-        status, _, _ = get(server.url(path), **{"Accept-Encoding": "gzip"})
+        status, _, _ = get(lan_server.url(path), **{"Accept-Encoding": "gzip"})
         assert status in (403, 404), path
+
+
+def test_a_browser_on_the_servers_own_machine_gets_the_files_as_they_are(server, lan_server) -> None:
+    """On loopback there is no network to save, only unpacking to pay: no gzip, whatever the browser accepts."""
+    for running, headers in ((server, STUDENT_LAPTOP), (lan_server, {"X-Forwarded-For": "127.0.0.1"})):
+        request = urllib.request.Request(page_files(running)[0], headers={**headers, "Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=60) as r:  # `server` ignores X-Forwarded-For
+            assert r.headers.get("Content-Encoding") is None and r.headers.get("Vary") == "Accept-Encoding"
+
+
+@pytest.mark.parametrize(("address", "remote"), [
+    ("127.0.0.1", False), ("::1", False), ("127.8.0.3", False),
+    ("192.168.1.23", True), ("10.0.0.7", True), ("fe80::1", True), ("", True), (None, True),
+])
+def test_loopback_is_told_from_the_classroom_network(address, remote: bool) -> None:
+    assert compressed_static.over_a_network(address) is remote
 
 
 @pytest.mark.parametrize(("header", "accepted"), [

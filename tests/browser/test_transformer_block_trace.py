@@ -7,6 +7,8 @@ import re
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
+from ..conftest import STUDENT_LAPTOP
+
 pytestmark = pytest.mark.browser
 
 TRACE = "/explorables/transformer-block-trace"
@@ -224,10 +226,10 @@ def test_the_plots_arrive_once_the_page_is_up(open_page) -> None:
     opened.assert_clean()
 
 
-def test_the_page_arrives_titled_with_its_scripts_gzipped(browser, server) -> None:
-    """Chromium gets BokehJS and Panel's bundle gzipped, shows the page's own title, and the page works
-    (a page sent before its session is built: app/early_page.py, app/compressed_static.py)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def test_the_page_arrives_titled_with_its_scripts_gzipped(browser, lan_server) -> None:
+    """A student's Chromium gets BokehJS and Panel's bundle gzipped, shows the page's own title, and the
+    page works (a page sent before its session is built: app/early_page.py, app/compressed_static.py)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=STUDENT_LAPTOP)
     try:
         page = context.new_page()
         encodings: dict[str, str | None] = {}
@@ -239,7 +241,7 @@ def test_the_page_arrives_titled_with_its_scripts_gzipped(browser, server) -> No
 
         page.on("response", on_response)
         for _ in range(2):  # the route's first page, then one sent before its session is built
-            page.goto(server.url(TRACE + "?predict=off"))
+            page.goto(lan_server.url(TRACE + "?predict=off"))
             ready(page)
             expect(page).to_have_title("Pre-norm Transformer block trace · blocktrace")
         assert encodings.get("bokeh.min.js") == "gzip" and encodings.get("panel.min.js") == "gzip", encodings
