@@ -1,13 +1,16 @@
 """Bokeh's and Panel's scripts and stylesheets, sent gzipped to browsers that accept it.
 
 Every page needs about 2.7 MB of BokehJS and Panel scripts; gzipped they are about a quarter of that.
-On a classroom's shared Wi-Fi that is most of what 30 students download at once. A browser on the
-server's own machine (the teacher's, on 127.0.0.1) gets them as they are: there is no network to
-save there, only the unpacking to pay. Behind a load balancer on the same machine, pass
---use-xheaders so the students' own addresses are seen. Tornado could
-compress each response as it goes, but that would cost the server tens of milliseconds of CPU per
-student; here each file is compressed once per process, into a temporary folder, and served from
-there like any static file (with its own ETag, and `Vary: Accept-Encoding` for caches).
+On a classroom's shared Wi-Fi that is most of what 30 students download at once.
+
+A browser on the server's own machine (the teacher's, on 127.0.0.1) gets them as they are: there is
+no network to save there, only the unpacking to pay. Behind a load balancer on the same machine,
+pass --use-xheaders so the students' own addresses are seen.
+
+Tornado could compress each response as it goes, but that would cost the server tens of
+milliseconds of CPU per student; here each file is compressed once per process, into a temporary
+folder, and served from there like any static file (with its own ETag, and `Vary: Accept-Encoding`
+for caches).
 
 `static_patterns()` puts a handler in front of Bokeh's own for /static/extensions/ (Panel's bundle
 and stylesheets); `apply()` has Bokeh route each app's /static/ (BokehJS) to a gzipping subclass of

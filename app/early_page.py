@@ -35,8 +35,8 @@ from bokeh.server.urls import per_app_patterns
 from bokeh.util.token import generate_jwt_token, generate_session_id
 from panel.config import config
 from panel.io import server as panel_server
-from panel.io.resources import BASE_TEMPLATE, LOCAL_DIST, Resources, bundle_resources, patch_model_css
-from panel.io.state import set_curdoc, state
+from panel.io.resources import BASE_TEMPLATE, Resources, bundle_resources, get_dist_path, patch_model_css
+from panel.io.state import set_curdoc
 from tornado.web import authenticated
 
 from .pages import theme_of
@@ -58,15 +58,11 @@ def frame_key(path: str, arguments: Mapping[str, list[bytes]]) -> tuple[str, str
     return path, theme_of(last)
 
 
-def _dist_url() -> str:
-    return f"{state.rel_path}/{LOCAL_DIST}" if state.rel_path else LOCAL_DIST
-
-
-def page_frame(session: ServerSession, resources: Resources) -> str:
+def page_frame(session: ServerSession, bokeh_resources) -> str:
     """The page of a session's route with TOKEN_MARK for the token and no root placeholders."""
     doc = session.document
     with set_curdoc(doc):
-        bundle = bundle_resources(doc.roots, resources)
+        bundle = bundle_resources(doc.roots, Resources.from_bokeh(bokeh_resources))
         bundle.js_files = [url for url in bundle.js_files if not any(name in str(url) for name in UNUSED_SCRIPTS)]
         template = doc.template if doc.template not in (None, panel_server.FILE) else BASE_TEMPLATE
         return panel_server.html_page_for_render_items(
@@ -87,7 +83,7 @@ async def build(context: ApplicationContext, session_id: str, request, token: st
     doc = session.document
     with set_curdoc(doc):  # what Panel does to a session while writing its page
         doc._template_variables["theme_name"] = config.theme
-        dist_url = doc._template_variables.setdefault("dist_url", _dist_url())
+        dist_url = doc._template_variables.setdefault("dist_url", get_dist_path(cdn=False))
         for root in doc.roots:
             patch_model_css(root, dist_url=dist_url)
     return session
@@ -136,9 +132,7 @@ class EarlyDocHandler(panel_server.DocHandler):
         frame = FRAMES.get(key)
         if frame is None:  # the route's first page: build now, and keep its frame for the next ones
             session = await build(self.application_context, session_id, self.request, token)
-            with set_curdoc(session.document):
-                resources = Resources.from_bokeh(app.resources())
-            frame = FRAMES[key] = page_frame(session, resources)
+            frame = FRAMES[key] = page_frame(session, app.resources())
         else:
             schedule_build(self.application_context, session_id, self.request, token)
         self.set_header("Content-Type", "text/html")
