@@ -17,6 +17,12 @@ Without placeholders, BokehJS appends the document's roots to the page's body, i
 The frame also leaves out bokeh-gl.min.js (190 KB), which only draws figures whose output_backend
 is "webgl"; no page here has one (tests/app/test_first_load.py).
 
+And the frame fetches Panel's component stylesheets as soon as the scripts have run, while the
+websocket opens (`preload_script`). BokehJS would only ask for them once the document has arrived,
+draw the page without them, and draw it again when they come. Not earlier: on top of the four
+scripts they would exceed the browser's six connections to the server, and a script still waiting
+when the session build starts would wait for all of it.
+
 tests/app/test_early_page.py checks that each route's early page lists the same scripts and styles
 as a page built the ordinary way (bokeh-gl aside), and that a session is built once, from the token
 of its page.
@@ -25,10 +31,13 @@ of its page.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Mapping
 
+from bokeh.document import Document
 from bokeh.embed.util import RenderItem
+from bokeh.models import ImportedStyleSheet
 from bokeh.server.contexts import ApplicationContext
 from bokeh.server.session import ServerSession
 from bokeh.server.urls import per_app_patterns
@@ -58,17 +67,36 @@ def frame_key(path: str, arguments: Mapping[str, list[bytes]]) -> tuple[str, str
     return path, theme_of(last)
 
 
+def imported_stylesheets(doc: Document) -> list[str]:
+    """The URL of every stylesheet the document's models import (Panel's component CSS), once each."""
+    urls = {str(sheet.url) for model in doc.models for sheet in getattr(model, "stylesheets", None) or ()
+            if isinstance(sheet, ImportedStyleSheet)}
+    return sorted(urls)
+
+
 def page_frame(session: ServerSession, bokeh_resources) -> str:
-    """The page of a session's route with TOKEN_MARK for the token and no root placeholders."""
+    """The page of a session's route with TOKEN_MARK for the token, no root placeholders, and the
+    preload of each stylesheet its models import."""
     doc = session.document
     with set_curdoc(doc):
         bundle = bundle_resources(doc.roots, Resources.from_bokeh(bokeh_resources))
         bundle.js_files = [url for url in bundle.js_files if not any(name in str(url) for name in UNUSED_SCRIPTS)]
         template = doc.template if doc.template not in (None, panel_server.FILE) else BASE_TEMPLATE
-        return panel_server.html_page_for_render_items(
+        page = panel_server.html_page_for_render_items(
             bundle, {}, [RenderItem(token=TOKEN_MARK, use_for_title=False)], doc.title,
             template=template, template_variables=doc.template_variables,
         )
+    return page.replace("</head>", preload_script(imported_stylesheets(doc)) + "</head>", 1)
+
+
+def preload_script(urls: list[str]) -> str:
+    """A script that, once the page's scripts have run, has the browser fetch `urls` as stylesheets."""
+    if not urls:
+        return ""
+    listed = json.dumps(urls).replace("</", "<\\/")  # JSON inside <script>: no way out of the element
+    return ("<script>document.addEventListener('DOMContentLoaded', () => { for (const href of " + listed + ") {"
+            " const link = document.createElement('link'); link.rel = 'preload'; link.as = 'style';"
+            " link.href = href; document.head.appendChild(link); } }, {once: true});</script>\n")
 
 
 async def build(context: ApplicationContext, session_id: str, request, token: str) -> ServerSession:

@@ -82,3 +82,9 @@ class Session:
 
     def close(self) -> None:
         self.ws.close()
+
+    async def close_and_wait(self) -> None:
+        """Close, and read on until the server's side has closed too (no socket left for the GC to find)."""
+        self.ws.close()
+        while await asyncio.wait_for(self.ws.read_message(), READ_TIMEOUT_S) is not None:
+            pass

@@ -8,10 +8,12 @@ event loop, so it can see which sessions exist when a page has been sent and whe
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import secrets
 import urllib.request
 from html.parser import HTMLParser
+from urllib.parse import urljoin
 
 import pytest
 from bokeh.util.token import get_session_id, get_token_payload
@@ -23,7 +25,7 @@ from app.pages import page_title
 from app.server import page_titles, routes, server_kwargs
 
 from ..conftest import free_port
-from .bokeh_ws_client import Session
+from .bokeh_ws_client import Session, models
 
 PAGES = routes()
 TITLES = page_titles(PAGES)
@@ -89,6 +91,41 @@ def test_an_early_page_loads_what_panels_own_page_loads(server, path: str, query
     assert early.scripts == [s for s in panels.scripts if "bokeh-gl" not in s]
     assert len(early.scripts) == len(panels.scripts) - 1
     assert (early.links, early.styles, early.title) == (panels.links, panels.styles, panels.title)
+
+
+def preloaded(html: str) -> list[str]:
+    """The stylesheet URLs an early page's preload script lists."""
+    found = re.search(r"for \(const href of (\[.*?\])\)", html)
+    return json.loads(found.group(1)) if found else []
+
+
+def test_an_early_page_preloads_the_stylesheets_its_document_imports(server) -> None:
+    """The frame's list is exactly the ImportedStyleSheet URLs of the session document the page gets."""
+
+    async def imported(token: str) -> set[str]:
+        client = await Session.open(server.url(TRACE + "/ws").replace("http://", "ws://"), token)
+        try:
+            return {m["attributes"]["url"] for m in models(client.document) if m.get("name") == "ImportedStyleSheet"}
+        finally:
+            await client.close_and_wait()
+
+    page_url = server.url(TRACE)
+    fetch(page_url)
+    html = fetch(page_url)
+    listed = preloaded(html)
+    assert any(url.endswith("/css/loading.css") for url in listed), listed
+    assert len(listed) == len(set(listed))
+    # As the browser resolves them: a session built by its websocket writes them relative to /ws.
+    assert {urljoin(page_url, url) for url in listed} == {
+        urljoin(page_url, url) for url in asyncio.run(imported(page_token(html)))}
+
+
+def test_the_preload_script_keeps_its_urls_inside_it() -> None:
+    """URLs go into the page as JSON that cannot end the script element, and no list means no script."""
+    script = early_page.preload_script(["a.css", "</script><script>alert(1)</script>.css"])
+    assert script.count("</script>") == 1 and script.endswith("</script>\n")
+    assert preloaded(script) == ["a.css", "</script><script>alert(1)</script>.css"]
+    assert early_page.preload_script([]) == ""
 
 
 def test_the_theme_picks_the_frame() -> None:

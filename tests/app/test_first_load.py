@@ -6,15 +6,19 @@ builds the same kind of document for every student, so checking one of each here
 
 from __future__ import annotations
 
+import asyncio
 import urllib.request
 
 import pytest
 from bokeh.core.validation.check import check_integrity
 from bokeh.document import Document
 from bokeh.settings import settings
+from panel.config import config
 from panel.models.esm import ReactiveESM
 
 from app.server import routes
+
+from .bokeh_ws_client import Session, models
 
 ROUTES = routes()
 
@@ -57,3 +61,20 @@ def test_no_page_draws_with_webgl(path: str) -> None:
     plots = [m for m in page_models(path) if hasattr(m, "output_backend")]
     assert plots or path == "/"  # every explorable and lesson page has figures to check
     assert [m.output_backend for m in plots if m.output_backend == "webgl"] == []
+
+
+@pytest.mark.parametrize("path", ["/", "/explorables/transformer-block-trace", "/lessons/transformer-block"])
+def test_served_pages_leave_out_panels_browser_probe(server, path: str) -> None:
+    """A served page's document has no BrowserInfo, whose view would open a WebGL context on every load."""
+
+    async def pulled_model_names() -> list[str]:
+        client = await Session.open(server.url(path.rstrip("/") + "/ws").replace("http://", "ws://"))
+        try:
+            return [m["name"].split(".")[-1] for m in models(client.document)]
+        finally:
+            await client.close_and_wait()
+
+    names = asyncio.run(pulled_model_names())
+    assert config.browser_info is False
+    assert "Column" in names  # the page itself came
+    assert "BrowserInfo" not in names

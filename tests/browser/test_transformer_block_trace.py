@@ -251,6 +251,34 @@ def test_the_page_arrives_titled_with_its_scripts_gzipped(browser, lan_server) -
         context.close()
 
 
+def test_panels_stylesheets_are_fetched_once_while_the_websocket_opens(browser, server) -> None:
+    """An early page asks for Panel's component stylesheets when its scripts have run, not after the
+    document has come over the websocket (app/early_page.py), and the document's own links reuse them."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.add_init_script("""(() => { const Original = window.WebSocket;
+          window.WebSocket = function (...args) {
+            window.__wsOpenedAt ??= performance.now();
+            return new Original(...args);
+          };
+          window.WebSocket.prototype = Original.prototype; Object.assign(window.WebSocket, Original); })();""")
+        for _ in range(2):  # the route's first page, then one sent before its session is built
+            page.goto(server.url(TRACE + "?predict=off"))
+            ready(page)
+        fetched = page.evaluate("""() => performance.getEntriesByType('resource')
+            .filter(r => r.initiatorType === 'link' && r.name.split('?')[0].endsWith('.css'))
+            .map(r => [r.name, r.startTime])""")
+        opened = page.evaluate("window.__wsOpenedAt")
+        names = [name for name, _ in fetched]
+        assert any("/static/extensions/panel/" in name for name in names), names
+        assert len(names) == len(set(names)), names  # each stylesheet fetched once
+        late = [name for name, start in fetched if start > opened]
+        assert late == [], f"asked for after the websocket opened at {opened:.0f} ms: {late}"
+    finally:
+        context.close()
+
+
 def test_no_request_leaves_the_server_and_no_console_errors(open_page) -> None:
     """The index and the explorable (gate and controls used) load everything from this server, without errors."""
     index = open_page("/")
