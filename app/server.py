@@ -11,7 +11,16 @@ from explorables.components.focus import focus_design
 from explorables.components.style import STATIC_DIR
 from explorables.components.url_state import session_query
 
-from . import compressed_static, design_params, early_page, first_load, panel_fixes, socket_tuning, update_serializer
+from . import (
+    compressed_static,
+    design_params,
+    early_page,
+    first_load,
+    panel_fixes,
+    shared_stylesheets,
+    socket_tuning,
+    update_serializer,
+)
 from .lessons import lesson_for_explorable
 from .pages import apply_theme, index_page, page_title, query_flag, shell
 from .registry import EXPLORABLE_SPECS, ExplorableSpec
@@ -61,6 +70,7 @@ def routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
     first_load.apply()
     early_page.apply()
     compressed_static.apply()
+    shared_stylesheets.apply()
 
     out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}
     out.update({spec.route(): explorable_page(spec) for spec in EXPLORABLE_SPECS.values()})
