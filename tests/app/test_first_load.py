@@ -41,9 +41,24 @@ def test_no_page_uses_an_esm_component(path: str) -> None:
     assert [type(m).__name__ for m in page_models(path) if isinstance(m, ReactiveESM)] == []
 
 
-def test_served_sessions_skip_the_per_session_check() -> None:
-    """The routes turn Bokeh's per-session validation off (the integrity test above stands in for it)."""
+@pytest.mark.parametrize("path", sorted(ROUTES))
+def test_each_page_registers_callbacks_bokeh_accepts(path: str) -> None:
+    """With Bokeh's signature check on, as it is off in served sessions, every callback of a page's
+    models (its figures and their tools included) is registered without complaint."""
+    before = settings.perform_error_diagnostics()
+    settings.perform_error_diagnostics.set_value(True)
+    try:
+        found = page_models(path)  # each on_change and on_event runs the check; a wrong signature raises
+    finally:
+        settings.perform_error_diagnostics.set_value(before)
+    checked = [m for m in found if getattr(m, "_callbacks", None) or getattr(m, "_event_callbacks", None)]
+    assert checked  # Panel registers its own callbacks on every page
+
+
+def test_served_sessions_skip_the_per_session_checks() -> None:
+    """The routes turn Bokeh's per-session validation and signature checks off (the tests above stand in)."""
     assert settings.perform_document_validation() is False
+    assert settings.perform_error_diagnostics() is False
 
 
 @pytest.mark.parametrize("path", ["/", "/explorables/transformer-block-trace", "/lessons/transformer-block"])
