@@ -16,6 +16,7 @@ from . import (
     design_params,
     early_page,
     first_load,
+    lean_properties,
     panel_fixes,
     shared_stylesheets,
     socket_tuning,
@@ -71,6 +72,7 @@ def routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
     early_page.apply()
     compressed_static.apply()
     shared_stylesheets.apply()
+    lean_properties.apply()
 
     out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}
     out.update({spec.route(): explorable_page(spec) for spec in EXPLORABLE_SPECS.values()})

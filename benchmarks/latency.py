@@ -5,7 +5,9 @@ usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL] [--wi
 Starts `python -m app.cli serve` on a free port (unless --url is given), opens the explorable with
 ?predict=off and measures, with the page's own clock (performance.now()):
 
-- interactive: navigation start -> the Input vector field enabled and visible with the stage table drawn;
+- interactive: navigation start -> the Input vector field enabled and visible with the stage table drawn
+  (each load in a fresh browser context, so nothing is cached; the next load starts once this page
+  has drawn its figures, which come after it is interactive);
 - per change: the keydown that changes a control -> the stage table's output row showing a new value
   (a MutationObserver on the table's shadow root), and -> the next animation frame after it.
 
@@ -192,6 +194,9 @@ def main() -> int:
                 page.goto(url, wait_until="commit")
                 page.wait_for_function("window.__bt && window.__bt.interactive !== undefined", timeout=60_000)
                 interactive.append(page.evaluate("window.__bt.interactive"))
+                # The page finishes loading (its figures come after it is interactive) before the next
+                # load starts, so each load meets a server with nothing of the last one left to do.
+                page.locator(".bt-figure-pending").first.wait_for(state="detached", timeout=60_000)
                 if len(interactive) < a.loads:
                     context.close()
             # The last page stays open for the changes; two unmeasured changes warm up each path

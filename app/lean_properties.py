@@ -1,0 +1,95 @@
+"""Bokeh's serialization of a model without working out the defaults it then leaves out.
+
+To write a model into a message (`to_serializable`), Bokeh 3.9 asks `query_properties_with_values`
+for the properties set on it, and that method first gets the value of every property the model
+has, defaults included (each one built and validated), before it drops the ones that were never
+set. A Panel model has a hundred-odd properties and sets a dozen. So sending a page's document to
+its browser (PULL-DOC) took about 55 ms of the server's time for the explorable's 80 models, on the
+path between the websocket opening and the page being drawn; the figures that follow took longer.
+
+Here a property that was not set is passed over without getting its value when getting it could
+change nothing: its default is stable (Bokeh does not keep it on the model) and defined (getting it
+cannot raise). Every other property is got exactly as before, so the result, and what the model
+keeps, are Bokeh's (tests/app/test_lean_properties.py compares them on every model of every page).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bokeh.core.has_props import HasProps
+from bokeh.core.property.descriptors import PropertyDescriptor, UnsetValueError
+from bokeh.core.property.singletons import Undefined
+from bokeh.core.property.wrappers import PropertyValueContainer
+
+_original = HasProps.query_properties_with_values
+_PASSABLE: dict[type, frozenset[str]] = {}  # model class -> properties whose default needs no getting
+
+
+def passable(cls: type[HasProps]) -> frozenset[str]:
+    """The properties of `cls` whose default is stable (by Bokeh's own test, `has_unstable_default`,
+    overrides included) and defined."""
+    found = _PASSABLE.get(cls)
+    if found is None:
+        overridden = cls._overridden_defaults()
+        names = set()
+        for name in cls.properties(_with_props=True):
+            descriptor = cls.lookup(name)
+            if not isinstance(descriptor, PropertyDescriptor):  # an alias: left to Bokeh's own path
+                continue
+            if descriptor.property._may_have_unstable_default():
+                continue
+            if PropertyDescriptor.is_unstable(cls.__overridden_defaults__.get(name, None)):
+                continue
+            if overridden.get(name, descriptor.property._default) is Undefined:
+                continue
+            names.add(name)
+        found = _PASSABLE[cls] = frozenset(names)
+    return found
+
+
+def query_properties_with_values(self, query: Callable[[PropertyDescriptor[Any]], bool], *,
+                                 include_defaults: bool = True, include_undefined: bool = False) -> dict[str, Any]:
+    """Bokeh's method; with include_defaults=False, unset properties in `passable` are not got."""
+    if include_defaults:
+        return _original(self, query, include_defaults=include_defaults, include_undefined=include_undefined)
+
+    themed_keys: set[str] = set()
+    result: dict[str, Any] = {}
+    keys = self.properties(_with_props=True)
+    selected_keys = set(self._property_values.keys()) | set(self._unstable_default_values.keys())
+    themed_values = self.themed_values()
+    if themed_values is not None:
+        themed_keys = set(themed_values.keys())
+        selected_keys |= themed_keys
+    skip = passable(type(self))
+
+    for key in keys:
+        if key not in selected_keys and key in skip:
+            continue
+        descriptor = self.lookup(key)
+        if not query(descriptor):
+            continue
+        try:
+            value = descriptor.get_value(self)
+        except UnsetValueError:
+            if include_undefined:
+                value = Undefined
+            else:
+                raise
+        else:
+            if key not in selected_keys:
+                continue
+            if key not in themed_keys:
+                if isinstance(value, PropertyValueContainer) and key in self._unstable_default_values:
+                    continue
+        result[key] = value
+
+    return result
+
+
+def apply() -> None:
+    """Install once (idempotent)."""
+    if HasProps.query_properties_with_values is not query_properties_with_values:
+        HasProps.query_properties_with_values = query_properties_with_values

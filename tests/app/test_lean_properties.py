@@ -1,0 +1,115 @@
+"""app/lean_properties.py: the same properties, values and kept defaults as Bokeh's own method."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from bokeh.core.property.descriptors import UnsetValueError
+from bokeh.core.serialization import Serializer
+from bokeh.document import Document
+from bokeh.models import Div, Slider
+from bokeh.themes import Theme
+from panel.io.server import get_server
+
+from app import lean_properties
+from app.server import page_titles, routes, server_kwargs
+
+from ..conftest import free_port
+from .bokeh_ws_client import Session
+
+ROUTES = routes()
+TRACE = "/explorables/transformer-block-trace"
+
+
+def serialized(descriptor) -> bool:
+    return descriptor.serialized
+
+
+def both(model, first: str = "lean", **kwargs) -> tuple[dict, dict]:
+    """(this module's result, Bokeh's result) for one model, `first` asked first."""
+    lean = lambda: lean_properties.query_properties_with_values(model, serialized, **kwargs)  # noqa: E731
+    bokeh = lambda: lean_properties._original(model, serialized, **kwargs)  # noqa: E731
+    if first == "lean":
+        return lean(), bokeh()
+    theirs = bokeh()
+    return lean(), theirs
+
+
+def same(lean: dict, bokeh: dict) -> bool:
+    return list(lean) == list(bokeh) and all(lean[k] is bokeh[k] or lean[k] == bokeh[k] for k in lean)
+
+
+def page_models(path: str) -> list:
+    """A fresh build of a route's page, figures placed (built outside a session)."""
+    return sorted(ROUTES[path]().get_root(Document()).references(), key=lambda m: m.id)
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+@pytest.mark.parametrize("first", ["lean", "bokeh"])
+def test_every_model_of_every_page_gives_bokehs_result(path: str, first: str) -> None:
+    """Set properties, unstable defaults and unset ones alike, whichever method meets a model first
+    (Bokeh's keeps some defaults on the model as it reads them)."""
+    for model in page_models(path):
+        for kwargs in ({"include_defaults": False}, {"include_defaults": False, "include_undefined": True},
+                       {"include_defaults": True}):
+            assert same(*both(model, first, **kwargs)), (model, kwargs)
+
+
+def test_theme_values_are_written_as_bokeh_writes_them() -> None:
+    """A property the document's theme sets is written even though the model never set it."""
+    doc = Document()
+    div = Div(text="x")
+    doc.add_root(div)
+    doc.theme = Theme(json={"attrs": {"Div": {"width": 321}}})
+    lean, bokeh = both(div, include_defaults=False)
+    assert lean == bokeh and lean["width"] == 321
+
+
+def test_passable_properties_are_stable_and_defined() -> None:
+    """Containers and lists (kept on the model once read) and required values (which raise) are read."""
+    assert "text" in lean_properties.passable(Div)
+    assert "css_classes" not in lean_properties.passable(Div)  # a list: an unstable default
+    assert "start" not in lean_properties.passable(Slider)  # required: no default
+    assert "value" not in lean_properties.passable(Slider)
+
+
+def test_an_unset_required_property_still_raises() -> None:
+    slider = Slider(end=1, value=0)  # no start
+    for method in (lean_properties.query_properties_with_values, lean_properties._original):
+        with pytest.raises(UnsetValueError):
+            method(slider, serialized, include_defaults=False)
+
+
+def test_a_served_document_is_written_as_bokeh_writes_it() -> None:
+    """A session's document (Panel's theme, a page the browser has pulled) serializes the same either
+    way, model by model and as a whole."""
+
+    async def scenario() -> None:
+        port = free_port()
+        server = get_server(ROUTES, port=port, address="127.0.0.1", start=False, show=False,
+                            title=page_titles(ROUTES), websocket_origin=[f"127.0.0.1:{port}"], **server_kwargs())
+        server.start()
+        try:
+            client = await Session.open(f"ws://127.0.0.1:{port}{TRACE}/ws")
+            try:
+                [session] = list(server._tornado._applications[TRACE].sessions)
+                doc = session.document  # read with no await in between: nothing changes it meanwhile
+                assert client.document["doc"]["roots"]
+                assert all(same(*both(model, include_defaults=False)) for model in doc.models)
+                lean = Serializer().encode(doc.to_json())
+                saved = lean_properties.HasProps.query_properties_with_values
+                lean_properties.HasProps.query_properties_with_values = lean_properties._original
+                try:
+                    bokehs = Serializer().encode(doc.to_json())
+                finally:
+                    lean_properties.HasProps.query_properties_with_values = saved
+                assert saved is lean_properties.query_properties_with_values
+                assert lean == bokehs
+            finally:
+                await client.close_and_wait()
+        finally:
+            server.stop()
+            server.unlisten()
+
+    asyncio.run(scenario())
