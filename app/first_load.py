@@ -9,7 +9,8 @@
   what it finds. Every session of a route builds the same kind of document.
 - Bokeh works out the signature of every callback registered on a model (`perform_error_diagnostics`):
   Panel registers a few thousand per session, about a tenth of the server's time to build one. A
-  wrong signature would raise; the callbacks are the same for every session of a route.
+  wrong signature would raise; the callbacks are the same for every session of a route. (The same
+  setting also drops Bokeh's "did you mean" hint when code reads a property that does not exist.)
 - Panel adds a BrowserInfo model to every served page. When its view starts, it creates a WebGL
   context to learn whether the browser has one (about 20 ms of a cold load in headless Chromium, and
   a GPU start-up on a laptop), then reports the time zone, language and dark-mode preference to
