@@ -22,11 +22,23 @@ def question_id(explorable_id: str) -> str:
     return f"{explorable_id}/prediction"
 
 
+def for_a_browser(context: Any) -> bool:
+    """A session of the running server, opened by a browser's page or websocket.
+
+    Not Panel's start-up warm-up, which builds every page once with no server behind it (its
+    session context has no server context) and throws it away: learning from it registered a
+    learner per page at every start, and its store answers could land on the page while Panel
+    was taking the page's callbacks aside, which stopped the server from starting.
+    """
+    return context is not None and getattr(context, "server_context", None) is not None \
+        and getattr(context, "request", None) is not None
+
+
 def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRecorder:
     """The recorder for this session; sets the learner's cookies in the browser when they are new."""
     classroom = learners.current()
     context = getattr(pn.state.curdoc, "session_context", None)
-    if classroom is None or getattr(context, "request", None) is None:
+    if classroom is None or not for_a_browser(context):
         return SessionRecorder(None, None, lesson)  # no classroom, or the start-up warm-up (no browser)
     cookies = dict(pn.state.cookies or {})
     learner = learners.identify(cookies, query, classroom.secret)

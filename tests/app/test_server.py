@@ -202,3 +202,21 @@ def test_server_logged_no_traceback(server) -> None:
     log = server.log()
     assert "Traceback" not in log
     assert " ERROR " not in log
+
+
+def test_starting_the_server_registers_no_learner(tmp_path) -> None:
+    """Panel's start-up warm-up builds every page once with no browser behind it; none of them may
+    join the class (each had registered a learner the teacher would see, at every start)."""
+    from app.classroom.store import EventStore, default_url
+    from app.learner import DEFAULT_CLASS
+
+    from ..conftest import start_server, stop_server
+
+    fresh = start_server(tmp_path / "server.log")  # returns once /health answers: the warm-up is over
+    try:
+        with EventStore(default_url(tmp_path / "data")) as store:
+            assert store.summary(DEFAULT_CLASS, "transformer-block")["joined"] == 0
+            store.join(DEFAULT_CLASS, "a" * 32, None)  # and the count does see a learner who joins
+            assert store.summary(DEFAULT_CLASS, "transformer-block")["joined"] == 1
+    finally:
+        stop_server(fresh)
