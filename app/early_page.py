@@ -93,7 +93,9 @@ def preload_script(urls: list[str]) -> str:
     """A script that, once the page's scripts have run, has the browser fetch `urls` as stylesheets."""
     if not urls:
         return ""
-    listed = json.dumps(urls).replace("</", "<\\/")  # JSON inside <script>: no way out of the element
+    # JSON inside <script>: with no <, > or & left as such, nothing in it can end the element or
+    # open a comment that swallows the page.
+    listed = json.dumps(urls).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return ("<script>document.addEventListener('DOMContentLoaded', () => { for (const href of " + listed + ") {"
             " const link = document.createElement('link'); link.rel = 'preload'; link.as = 'style';"
             " link.href = href; document.head.appendChild(link); } }, {once: true});</script>\n")
@@ -138,8 +140,15 @@ class EarlyDocHandler(panel_server.DocHandler):
     """Panel's page handler, answering from the route's page frame when it has one."""
 
     def _ordinary(self) -> bool:
-        """Requests for a given session, or servers set up in ways this handler does not cover."""
-        names_session = any(self.get_argument(k, None) is not None for k in ("bokeh-token", "bokeh-session-id"))
+        """Requests for a given session, requests whose query changes the page's own URLs, or servers
+        set up in ways this handler does not cover.
+
+        A page asked for with `bokeh-absolute-url` (which a script-tag embed sends, and anyone can add)
+        takes its stylesheet and icon URLs from it (app/panel_fixes.py); kept as the route's frame,
+        it would send every later student to that host.
+        """
+        names_session = any(self.get_argument(k, None) is not None
+                            for k in ("bokeh-token", "bokeh-session-id", "bokeh-absolute-url"))
         prefix = self.application.prefix
         return (names_session or "Bokeh-Session-Id" in self.request.headers or bool(config.authorize_callback)
                 or bool(config.reuse_sessions) or not self.application.generate_session_ids

@@ -13,7 +13,7 @@ import re
 import secrets
 import urllib.request
 from html.parser import HTMLParser
-from urllib.parse import urljoin
+from urllib.parse import quote, urljoin
 
 import pytest
 from bokeh.util.token import get_session_id, get_token_payload
@@ -121,10 +121,12 @@ def test_an_early_page_preloads_the_stylesheets_its_document_imports(server) -> 
 
 
 def test_the_preload_script_keeps_its_urls_inside_it() -> None:
-    """URLs go into the page as JSON that cannot end the script element, and no list means no script."""
-    script = early_page.preload_script(["a.css", "</script><script>alert(1)</script>.css"])
-    assert script.count("</script>") == 1 and script.endswith("</script>\n")
-    assert preloaded(script) == ["a.css", "</script><script>alert(1)</script>.css"]
+    """URLs go into the page as JSON that can neither end the script element nor open a comment
+    (in a script, "<!--<script>" keeps the element open past its end tag), and no list means no script."""
+    urls = ["a.css", "</script><script>alert(1)</script>.css", "http://<!--<script>/x.css?a=1&b=2"]
+    script = early_page.preload_script(urls)
+    assert script.count("<") == 2 and script.startswith("<script>") and script.endswith("</script>\n")
+    assert preloaded(script) == urls
     assert early_page.preload_script([]) == ""
 
 
@@ -218,6 +220,28 @@ def test_the_page_goes_out_before_its_session_is_built(monkeypatch) -> None:
 
     monkeypatch.setattr(early_page, "schedule_build", recording(early_page.schedule_build))
     asyncio.run(with_server(scenario, delay_s=3600.0))
+
+
+def test_a_page_asked_for_with_an_absolute_url_leaves_no_frame() -> None:
+    """`bokeh-absolute-url` (sent by script-tag embeds, and addable by anyone) points a page's stylesheets
+    and icons at the host it names; such a page is Panel's own and the next students' frame never has it."""
+
+    async def scenario(base: str, context) -> None:
+        evil = "?bokeh-absolute-url=" + quote("http://evil.example/", safe="")
+        first = await AsyncHTTPClient().fetch(base + TRACE + evil, request_timeout=60)
+        assert first.code == 200 and early_page.FRAMES == {}  # served by Panel's own handler, not kept
+        later = (await AsyncHTTPClient().fetch(base + TRACE, request_timeout=60)).body.decode()
+        again = (await AsyncHTTPClient().fetch(base + TRACE, request_timeout=60)).body.decode()
+        assert "evil.example" not in later and "evil.example" not in again
+        assert set(early_page.FRAMES) == {(TRACE, "light")}
+
+    saved = dict(early_page.FRAMES)
+    early_page.FRAMES.clear()
+    try:
+        asyncio.run(with_server(scenario, delay_s=0.0))
+    finally:
+        early_page.FRAMES.clear()
+        early_page.FRAMES.update(saved)
 
 
 def test_a_failed_build_ends_the_wait_of_its_websocket() -> None:
