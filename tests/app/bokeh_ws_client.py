@@ -88,3 +88,19 @@ class Session:
         self.ws.close()
         while await asyncio.wait_for(self.ws.read_message(), READ_TIMEOUT_S) is not None:
             pass
+
+
+def pull_document(page_url: str, token: str | None = None) -> dict:
+    """The document a served page's websocket gets (the PULL-DOC reply's content), the socket closed
+    cleanly afterwards. `page_url` is the page's http address; `token` a page's session token, or None
+    for a fresh session."""
+    ws_url = page_url.split("?")[0].rstrip("/").replace("http://", "ws://", 1) + "/ws"
+
+    async def pull() -> dict:
+        client = await Session.open(ws_url, token)
+        try:
+            return client.document
+        finally:
+            await client.close_and_wait()
+
+    return asyncio.run(pull())

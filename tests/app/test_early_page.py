@@ -25,7 +25,7 @@ from app.pages import page_title
 from app.server import page_titles, routes, server_kwargs
 
 from ..conftest import free_port
-from .bokeh_ws_client import Session, models
+from .bokeh_ws_client import Session, models, pull_document
 
 PAGES = routes()
 TITLES = page_titles(PAGES)
@@ -102,13 +102,6 @@ def preloaded(html: str) -> list[str]:
 def test_an_early_page_preloads_the_stylesheets_its_document_imports(server) -> None:
     """The frame's list is exactly the ImportedStyleSheet URLs of the session document the page gets."""
 
-    async def imported(token: str) -> set[str]:
-        client = await Session.open(server.url(TRACE + "/ws").replace("http://", "ws://"), token)
-        try:
-            return {m["attributes"]["url"] for m in models(client.document) if m.get("name") == "ImportedStyleSheet"}
-        finally:
-            await client.close_and_wait()
-
     page_url = server.url(TRACE)
     fetch(page_url)
     html = fetch(page_url)
@@ -116,8 +109,9 @@ def test_an_early_page_preloads_the_stylesheets_its_document_imports(server) -> 
     assert any(url.endswith("/css/loading.css") for url in listed), listed
     assert len(listed) == len(set(listed))
     # As the browser resolves them: a session built by its websocket writes them relative to /ws.
-    assert {urljoin(page_url, url) for url in listed} == {
-        urljoin(page_url, url) for url in asyncio.run(imported(page_token(html)))}
+    imported = {m["attributes"]["url"] for m in models(pull_document(page_url, page_token(html)))
+                if m.get("name") == "ImportedStyleSheet"}
+    assert {urljoin(page_url, url) for url in listed} == {urljoin(page_url, url) for url in imported}
 
 
 def test_the_preload_script_keeps_its_urls_inside_it() -> None:

@@ -6,7 +6,6 @@ builds the same kind of document for every student, so checking one of each here
 
 from __future__ import annotations
 
-import asyncio
 import urllib.request
 
 import pytest
@@ -18,7 +17,7 @@ from panel.models.esm import ReactiveESM
 
 from app.server import routes
 
-from .bokeh_ws_client import Session, models
+from .bokeh_ws_client import models, pull_document
 
 ROUTES = routes()
 
@@ -82,14 +81,7 @@ def test_no_page_draws_with_webgl(path: str) -> None:
 def test_served_pages_leave_out_panels_browser_probe(server, path: str) -> None:
     """A served page's document has no BrowserInfo, whose view would open a WebGL context on every load."""
 
-    async def pulled_model_names() -> list[str]:
-        client = await Session.open(server.url(path.rstrip("/") + "/ws").replace("http://", "ws://"))
-        try:
-            return [m["name"].split(".")[-1] for m in models(client.document)]
-        finally:
-            await client.close_and_wait()
-
-    names = asyncio.run(pulled_model_names())
+    names = [m["name"].split(".")[-1] for m in models(pull_document(server.url(path)))]
     assert config.browser_info is False
     assert "Column" in names  # the page itself came
     assert "BrowserInfo" not in names

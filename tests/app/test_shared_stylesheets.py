@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
 import weakref
@@ -16,30 +15,17 @@ from app import shared_stylesheets
 from app.server import routes
 from explorables.components.style import stylesheet
 
-from .bokeh_ws_client import Session, models
+from .bokeh_ws_client import models, pull_document
 
 ROUTES = routes()
 BOKEH_STYLED = {"Tooltip", "Figure", "Toolbar"}  # a widget's help text; explorables/components/focus.py
 PAGES = ["/", "/explorables/transformer-block-trace", "/lessons/transformer-block", "/explorables/block-floor"]
 
 
-def pulled(server, path: str) -> dict:
-    """A served page's document, as its websocket gets it."""
-
-    async def pull() -> dict:
-        client = await Session.open(server.url(path.rstrip("/") + "/ws").replace("http://", "ws://"))
-        try:
-            return client.document
-        finally:
-            await client.close_and_wait()
-
-    return asyncio.run(pull())
-
-
 @pytest.mark.parametrize("path", PAGES)
 def test_a_served_document_holds_each_stylesheet_text_once(server, path: str) -> None:
     """Our house sheet and Panel's own rules: one InlineStyleSheet each, listed by many models."""
-    document = pulled(server, path)
+    document = pull_document(server.url(path))
     sheets = [m for m in models(document) if m.get("name") == "InlineStyleSheet"]
     texts = Counter(m["attributes"]["css"] for m in sheets)
     assert texts and max(texts.values()) == 1, [t[:60] for t, n in texts.items() if n > 1]
