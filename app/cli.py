@@ -7,7 +7,17 @@ import math
 import sys
 from collections.abc import Sequence
 
-from explorables.engine import PRESETS, ConfigError
+from blocktrace.explorables.engine import PRESETS, ConfigError
+
+
+def installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's, as pip recorded it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("blocktrace")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,6 +48,7 @@ def _on_off(text: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="blocktrace", description="Trace what happens inside a Transformer block.")
+    parser.add_argument("--version", action="version", version=f"blocktrace {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     t = sub.add_parser("trace", help="print every intermediate of one forward pass",
@@ -67,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--format", choices=["table", "csv", "json"], default="table")
     t.add_argument("--detail", action="store_true", help="also show queries, keys, values and scores in the table")
 
-    from app.serve import add_serve_arguments  # the server's flags live beside the server
+    from blocktrace.app.serve import add_serve_arguments  # the server's flags live beside the server
 
     s = sub.add_parser("serve", help="serve the explorables and lessons",
                        description="Serve the explorables and lessons to a browser or a classroom.")
@@ -78,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "trace":
-        from app.trace_command import run_trace
+        from blocktrace.app.trace_command import run_trace
 
         try:
             sys.stdout.write(run_trace(args))
@@ -86,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"error: {err}\n")
             return 2
         return 0
-    from app.serve import run_serve
+    from blocktrace.app.serve import run_serve
 
     return run_serve(args)
 

@@ -27,6 +27,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"password of /teacher (or set {PASSWORD_ENV}); generated and printed when the server "
                              "listens beyond this machine and none is given")
     parser.add_argument("--no-classroom", action="store_true", help="record nothing (no database, no /teacher)")
+    parser.add_argument("--no-tuning", action="store_true",
+                        help="run on stock Panel, Bokeh and Tornado: apply none of app/tuning's patches")
     parser.add_argument("--use-xheaders", action="store_true",
                         help="trust X-Forwarded-For from a load balancer in front (for the teacher-login limit)")
 
@@ -48,10 +50,10 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None]:
     """Configure the store and /teacher; returns the extra routes and a password to print (if generated)."""
     from pathlib import Path
 
-    from .classroom.identity import load_or_create_secret
-    from .classroom.store import default_url
-    from .learner import ClassroomSettings, configure
-    from .teacher import Guard, generate_password, teacher_patterns
+    from blocktrace.app.classroom.identity import load_or_create_secret
+    from blocktrace.app.classroom.learner import ClassroomSettings, configure
+    from blocktrace.app.classroom.store import default_url
+    from blocktrace.app.classroom.teacher import Guard, generate_password, teacher_patterns
 
     if args.no_classroom:
         configure(None)
@@ -121,9 +123,7 @@ def stop_workers_with_parent() -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
-
-    from . import gc_tuning
-    from .server import page_titles, routes, server_kwargs
+    from blocktrace.app.server.routes import page_titles, routes, server_kwargs
 
     if not 1 <= args.port <= 65535 and args.port != 0:
         sys.stderr.write(f"error: port must be between 1 and 65535, got {args.port}\n")
@@ -137,12 +137,11 @@ def run_serve(args: argparse.Namespace) -> int:
     print(f"blocktrace: serving on http://{args.address}:{args.port}/  (Ctrl-C to stop)", flush=True)
     if generated:
         print(f"blocktrace: teacher page http://{args.address}:{args.port}/teacher  password: {generated}", flush=True)
-    gc_tuning.install()
     if args.num_procs > 1:
         stop_workers_with_parent()
+    pages = routes(tuned=not args.no_tuning)  # applies the tuning layer first, so server_kwargs sees it
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
-    pages = routes()
     pn.serve(
         pages,
         title=page_titles(pages),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from explorables.engine import run_preset
-from explorables.engine.export import to_csv, to_json, to_table
-from explorables.engine.parsing import parse_phrase, parse_vector
+from blocktrace.explorables.engine import run_preset
+from blocktrace.explorables.engine.export import to_csv, to_json, to_table
+from blocktrace.explorables.engine.parsing import parse_phrase, parse_vector
 
 # flag attribute -> BlockConfig field
 _CONFIG_FLAGS = {

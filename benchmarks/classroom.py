@@ -74,15 +74,14 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from blocktrace.app.classroom.identity import COOKIE_NAME, verify  # noqa: E402
+from blocktrace.app.classroom.learner import COALESCE_MS  # noqa: E402
+from blocktrace.app.classroom.schema import events  # noqa: E402
+from blocktrace.app.classroom.store import EventStore, default_url  # noqa: E402
+from blocktrace.app.serve import SECRET_ENV  # noqa: E402
+from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES, TraceState  # noqa: E402
+from blocktrace.explorables.transformer_block_trace.view import stage_table_html  # noqa: E402
 from sqlalchemy import select  # noqa: E402
-
-from app.classroom.identity import COOKIE_NAME, verify  # noqa: E402
-from app.classroom.schema import events  # noqa: E402
-from app.classroom.store import EventStore, default_url  # noqa: E402
-from app.learner import COALESCE_MS  # noqa: E402
-from app.serve import SECRET_ENV  # noqa: E402
-from explorables.transformer_block_trace.state import PREDICTION_CHOICES, TraceState  # noqa: E402
-from explorables.transformer_block_trace.view import stage_table_html  # noqa: E402
 
 ROUTE = "/explorables/transformer-block-trace"
 QUESTION = "transformer-block-trace/prediction"
@@ -157,7 +156,7 @@ def start_server(folder: Path, procs: int, secret: str, db_url: str | None) -> S
     port = free_port()
     data_dir = folder / "data"
     log_path = folder / "server.log"
-    args = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--num-procs", str(procs),
+    args = [sys.executable, "-m", "blocktrace.app.cli", "serve", "--port", str(port), "--num-procs", str(procs),
             "--data-dir", str(data_dir), f"--teacher-password={secrets.token_urlsafe(9)}"]
     if db_url:
         args += ["--db", db_url]

@@ -20,9 +20,8 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-
-from explorables.engine import forward, get_preset, init_params
-from explorables.engine.backward import depth_profile
+from blocktrace.explorables.engine import forward, get_preset, init_params
+from blocktrace.explorables.engine.backward import depth_profile
 
 MIN_REPEATS = 20
 MIN_SECONDS = 0.5  # keep repeating small cases until this much time has been measured

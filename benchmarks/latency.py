@@ -107,7 +107,7 @@ def free_port() -> int:
 def start_server(log_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     with log_path.open("w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+        process = subprocess.Popen([sys.executable, "-m", "blocktrace.app.cli", "serve", "--port", str(port),
                                     "--data-dir", str(log_path.parent / "data"), *extra], cwd=ROOT,
                                    stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     base = f"http://127.0.0.1:{port}"

@@ -64,7 +64,7 @@ def start_server(log_path: Path, *extra: str) -> Server:
     log = log_path.open("w", encoding="utf-8")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), *extra],
+        [sys.executable, "-m", "blocktrace.app.cli", "serve", "--port", str(port), *extra],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
     )
     log.close()  # the child keeps its own handle

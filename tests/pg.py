@@ -28,8 +28,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-
-from app.serve import child_pids
+from blocktrace.app.serve import child_pids
 
 PG_ROOT = Path("/usr/lib/postgresql")
 START_TIMEOUT = 30.0  # seconds

@@ -3,7 +3,7 @@
 See ``store`` for the rules the store keeps and ``identity`` for the signed learner cookie.
 """
 
-from .identity import (
+from blocktrace.app.classroom.identity import (
     COOKIE_NAME,
     clean_display_name,
     load_or_create_secret,
@@ -13,9 +13,9 @@ from .identity import (
     valid_learner_id,
     verify,
 )
-from .outbox import Outbox
-from .schema import SCHEMA_VERSION, SchemaTooNew
-from .store import (
+from blocktrace.app.classroom.outbox import Outbox
+from blocktrace.app.classroom.schema import SCHEMA_VERSION, SchemaTooNew
+from blocktrace.app.classroom.store import (
     MISCONCEPTIONS,
     EventStore,
     Misconception,

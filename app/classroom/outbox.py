@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .store import EventStore, StoreUnavailable, check_prediction, check_record
+from blocktrace.app.classroom.store import EventStore, StoreUnavailable, check_prediction, check_record
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .outbox import Outbox
-from .store import StoreUnavailable
+from blocktrace.app.classroom.outbox import Outbox
+from blocktrace.app.classroom.store import StoreUnavailable
 
 log = logging.getLogger("blocktrace.classroom")
 

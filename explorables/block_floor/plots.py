@@ -5,14 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from blocktrace.explorables.block_floor.divergence import STAGE_KEYS, stage_labels
+from blocktrace.explorables.block_floor.state import FloorState
+from blocktrace.explorables.components.focus import focus_ring
+from blocktrace.explorables.components.palette import SERIES
 from bokeh.models import Arrow, ColumnDataSource, NormalHead, Range1d, Span
 from bokeh.plotting import figure
-
-from explorables.components.focus import focus_ring
-from explorables.components.palette import SERIES
-
-from .divergence import STAGE_KEYS, stage_labels
-from .state import FloorState
 
 LIMIT = 1.5  # the plane shown runs from −1.5 to 1.5 unless a vector is longer
 

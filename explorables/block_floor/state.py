@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import param
-
-from explorables.components.checkpoint import Checkpoint, Option
-from explorables.components.prediction import Prediction
-from explorables.components.url_state import QueryKey, read_int, read_on_off, write_on_off
-from explorables.engine import ConfigError, Trace, run_preset
-from explorables.engine.parsing import parse_phrase
-
-from .divergence import first_divergence, verdict
+from blocktrace.explorables.block_floor.divergence import first_divergence, verdict
+from blocktrace.explorables.components.checkpoint import Checkpoint, Option
+from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.url_state import QueryKey, read_int, read_on_off, write_on_off
+from blocktrace.explorables.engine import ConfigError, Trace, run_preset
+from blocktrace.explorables.engine.parsing import parse_phrase
 
 PRESET = "eat-an-orange"
 DEFAULT_PHRASE = "eat an orange"

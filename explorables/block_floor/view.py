@@ -7,27 +7,25 @@ from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
-
-from explorables.components.checkpoint import CheckpointView
-from explorables.components.downloads import Downloads, worksheet_html
-from explorables.components.embed import EmbedButton, server_base, state_query
-from explorables.components.explorable import ExplorableView
-from explorables.components.heatmap import (
+from blocktrace.explorables.block_floor import plots
+from blocktrace.explorables.block_floor.divergence import STAGE_KEYS, agree, floor_rows, stage_labels
+from blocktrace.explorables.block_floor.state import CORRECT_BET, MAX_WORDS, QUERY_KEYS, FloorState
+from blocktrace.explorables.components.checkpoint import CheckpointView
+from blocktrace.explorables.components.downloads import Downloads, worksheet_html
+from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
+from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.heatmap import (
     heatmap_data,
     heatmap_figure,
     heatmap_sentences,
     set_factors,
     token_factors,
 )
-from explorables.components.html import alt_text, table
-from explorables.components.prediction import PredictionGate
-from explorables.components.style import styled
-from explorables.components.updates import LiveHTML, batched, set_object
-from explorables.components.url_state import sync_to_url
-
-from . import plots
-from .divergence import STAGE_KEYS, agree, floor_rows, stage_labels
-from .state import CORRECT_BET, MAX_WORDS, QUERY_KEYS, FloorState
+from blocktrace.explorables.components.html import alt_text, table
+from blocktrace.explorables.components.prediction import PredictionGate
+from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
+from blocktrace.explorables.components.url_state import sync_to_url
 
 TITLE = "One floor, two word orders"
 ROUTE = "/explorables/block-floor"

@@ -8,9 +8,8 @@ from html import escape
 
 import panel as pn
 import param
-
-from .style import WRAPPING_CHOICES, styled
-from .updates import LiveHTML
+from blocktrace.explorables.components.style import WRAPPING_CHOICES, styled
+from blocktrace.explorables.components.updates import LiveHTML
 
 NOT_CHOSEN = "(not chosen yet)"
 

@@ -8,12 +8,10 @@ from datetime import date
 from html import escape
 
 import panel as pn
-
-from explorables.engine import Trace
-from explorables.engine.export import to_csv, to_json
-
-from .prediction import Prediction
-from .style import stylesheet
+from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.style import stylesheet
+from blocktrace.explorables.engine import Trace
+from blocktrace.explorables.engine.export import to_csv, to_json
 
 PRINT_CSS = """
 @media print { .no-print { display: none; } body { margin: 1cm; } }

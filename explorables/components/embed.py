@@ -8,11 +8,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 import panel as pn
+from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.updates import LiveHTML
+from blocktrace.explorables.components.url_state import QueryKey
 from bokeh.embed import server_document
-
-from .style import styled
-from .updates import LiveHTML
-from .url_state import QueryKey
 
 
 def state_query(state: Any, keys: Mapping[str, QueryKey]) -> dict[str, str]:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from html import escape
 from typing import Any
 
 import panel as pn
 import param
+from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.updates import LiveHTML
+from blocktrace.explorables.components.url_state import QueryKey, apply_query
 
-from .control_events import apply_directly
-from .prediction import Prediction
-from .style import styled
-from .updates import LiveHTML, batched
-from .url_state import QueryKey, apply_query
-
-CONTROL_DEBOUNCE_MS = 10
+# What the tuning layer (app/tuning/control_events.py) does to each control; nothing on stock Panel.
+CONTROL_HOOKS: list[Callable[[pn.widgets.Widget], None]] = []
 
 
 class ExplorableView(pn.viewable.Viewer):
@@ -38,15 +37,12 @@ class ExplorableView(pn.viewable.Viewer):
     def respond_quickly(self, widgets) -> None:
         """Let these controls reach the server sooner, and answer each change with one message.
 
-        Panel holds each change 50 ms to merge a burst (a slider drag); 10 ms still merges a drag's
-        events while taking most of the wait out of every click and key press. Everything one change
-        sets off (the views, the link in the address bar, the classroom notice) is sent to the browser
-        as one update instead of one per watcher, and the change is applied without Panel's
-        bookkeeping that we do not use (see control_events).
+        The views' own updates are batched (components/updates.py) on any Panel; the tuning layer
+        also shortens Panel's debounce and applies each change directly (app/tuning/control_events.py).
         """
         for widget in widgets:
-            widget._debounce = CONTROL_DEBOUNCE_MS
-            apply_directly(widget, wrap=batched)
+            for hook in CONTROL_HOOKS:
+                hook(widget)
 
     def notice_panes(self) -> list[pn.viewable.Viewable]:
         """The link's refused values, as notices above the explorable (none when the link was fine)."""

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import panel as pn
+from blocktrace.explorables.components.focus import focus_ring
+from blocktrace.explorables.components.updates import batched
 from bokeh.plotting import figure
-
-from .focus import focus_ring
-from .updates import batched
 
 
 def base_figure(title: str, height: int = 260, **kw) -> figure:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from .palette import signed
+from blocktrace.explorables.components.palette import signed
 
 
 def cell_number(value: float | str | None, plain: bool = False) -> str:

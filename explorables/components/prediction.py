@@ -7,9 +7,8 @@ from html import escape
 
 import panel as pn
 import param
-
-from .style import WRAPPING_CHOICES
-from .updates import LiveHTML
+from blocktrace.explorables.components.style import WRAPPING_CHOICES
+from blocktrace.explorables.components.updates import LiveHTML
 
 MAX_NOTE = 500
 NOT_CHOSEN = "(not chosen yet)"

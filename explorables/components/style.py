@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from functools import cache
+from importlib.resources import files
 from pathlib import Path
 
-STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
+STATIC_DIR = Path(str(files("blocktrace.explorables"))).parent / "static"  # beside the package, installed or not
 
 
 @cache

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from explorables.engine import ops
-from explorables.engine.forward import Trace
+from blocktrace.explorables.engine import ops
+from blocktrace.explorables.engine.forward import Trace
 
 PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "n/a"
 ROW_SUM_TOL = 1e-9  # softmax rows sum to 1 up to rounding

@@ -5,12 +5,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from explorables.components.palette import signed
-
-from . import plots
-from .state import VARIANTS, LabState
-from .tables import VARIANT_NAMES
+from blocktrace.explorables.components.palette import signed
+from blocktrace.explorables.decoder_block_lab import plots
+from blocktrace.explorables.decoder_block_lab.state import VARIANTS, LabState
+from blocktrace.explorables.decoder_block_lab.tables import VARIANT_NAMES
 
 
 def _num(v: float, digits: int = 3) -> str:

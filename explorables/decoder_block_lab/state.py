@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import param
-
-from explorables.components.prediction import Prediction
-from explorables.components.url_state import (
+from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.url_state import (
     QueryKey,
     read_choice,
     read_int,
@@ -15,14 +14,13 @@ from explorables.components.url_state import (
     write_number,
     write_on_off,
 )
-from explorables.engine import BlockConfig, ConfigError, Trace, forward, get_preset, ops
-from explorables.engine.backward import depth_profile
-from explorables.engine.config import MAX_ABS_VALUE
-from explorables.engine.parsing import parse_vector
-
-from . import checks
-from .shapes import Sizes
-from .worked import WorkedExample, worked_example
+from blocktrace.explorables.decoder_block_lab import checks
+from blocktrace.explorables.decoder_block_lab.shapes import Sizes
+from blocktrace.explorables.decoder_block_lab.worked import WorkedExample, worked_example
+from blocktrace.explorables.engine import BlockConfig, ConfigError, Trace, forward, get_preset, ops
+from blocktrace.explorables.engine.backward import depth_profile
+from blocktrace.explorables.engine.config import MAX_ABS_VALUE
+from blocktrace.explorables.engine.parsing import parse_vector
 
 PRESET = "decoder-lab"
 # Position labels: the preset's four words, then four more so T can reach 8.

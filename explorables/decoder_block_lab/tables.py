@@ -5,14 +5,12 @@ from __future__ import annotations
 from html import escape
 
 import numpy as np
-
-from explorables.components.html import table
-from explorables.engine.forward import block_keys
-
-from . import checks
-from .shapes import block_params, param_rows, shape_rows
-from .state import LabState
-from .worked import TOLERANCE
+from blocktrace.explorables.components.html import table
+from blocktrace.explorables.decoder_block_lab import checks
+from blocktrace.explorables.decoder_block_lab.shapes import block_params, param_rows, shape_rows
+from blocktrace.explorables.decoder_block_lab.state import LabState
+from blocktrace.explorables.decoder_block_lab.worked import TOLERANCE
+from blocktrace.explorables.engine.forward import block_keys
 
 N_SHOWN = 6  # components shown per row in the stage table
 MARK = {checks.PASS: "✓ holds", checks.FAIL: "✗ fails", checks.NOT_APPLICABLE: "– not applicable"}

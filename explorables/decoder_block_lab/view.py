@@ -7,20 +7,18 @@ from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
-
-from explorables.components.downloads import Downloads, worksheet_html
-from explorables.components.embed import EmbedButton, server_base, state_query
-from explorables.components.explorable import ExplorableView
-from explorables.components.heatmap import set_factors
-from explorables.components.html import alt_text
-from explorables.components.prediction import PredictionGate
-from explorables.components.style import styled
-from explorables.components.updates import LiveHTML, batched
-from explorables.components.url_state import sync_to_url
-
-from . import describe, plots, tables
-from .shapes import exercise_answer
-from .state import (
+from blocktrace.explorables.components.downloads import Downloads, worksheet_html
+from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
+from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.heatmap import set_factors
+from blocktrace.explorables.components.html import alt_text
+from blocktrace.explorables.components.prediction import PredictionGate
+from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.updates import LiveHTML, batched
+from blocktrace.explorables.components.url_state import sync_to_url
+from blocktrace.explorables.decoder_block_lab import describe, plots, tables
+from blocktrace.explorables.decoder_block_lab.shapes import exercise_answer
+from blocktrace.explorables.decoder_block_lab.state import (
     CONSTANT_NORM_TEXT,
     CORRECT_PREDICTION,
     DEFAULT_NORM_TEXT,

@@ -1,6 +1,7 @@
 """The lesson's seed-42 worked example: the committed PyTorch fixtures beside this engine's numbers.
 
-The fixtures live in tests/fixtures/reference.json (case "lesson-seed-42"). The lesson's weights
+The fixture is lesson_seed_42.json beside this module: the case "lesson-seed-42" of the PyTorch
+reference (tests/fixtures/reference.json, where a test keeps the two equal). The lesson's weights
 map onto the engine as the parity test does: W_gate = W_swiglu[:, :16], W_value = W_swiglu[:, 16:],
 W_down = W_mlp_out, W_O = identity, unit gains, eps 1e-6, no mask.
 """
@@ -12,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from blocktrace.explorables.engine import BlockConfig, Trace, forward
 
-from explorables.engine import BlockConfig, Trace, forward
-
-FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "reference.json"
+FIXTURE = Path(__file__).resolve().with_name("lesson_seed_42.json")  # package data, installed with the module
 CASE = "lesson-seed-42"
 TOLERANCE = 1e-5  # the lesson ran in float32; the engine runs in float64
 

@@ -1,10 +1,10 @@
 """The NumPy Transformer-block engine: pure NumPy, no user-interface imports."""
 
-from .config import BlockConfig, ConfigError
-from .forward import Trace, block_keys, forward
-from .params import init_params, position_vectors, word_embedding
-from .presets import PRESETS, Preset, get_preset, run_preset
-from .stages import BLOCK_KEYS, Stage
+from blocktrace.explorables.engine.config import BlockConfig, ConfigError
+from blocktrace.explorables.engine.forward import Trace, block_keys, forward
+from blocktrace.explorables.engine.params import init_params, position_vectors, word_embedding
+from blocktrace.explorables.engine.presets import PRESETS, Preset, get_preset, run_preset
+from blocktrace.explorables.engine.stages import BLOCK_KEYS, Stage
 
 __all__ = [
     "BLOCK_KEYS", "PRESETS", "BlockConfig", "ConfigError", "Preset", "Stage", "Trace",

@@ -22,12 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from . import ops
-from .config import BlockConfig, ConfigError
-from .forward import COMBINE as COMBINE_FORWARD
-from .forward import PLACEMENTS, Sublayers, check_input
-from .params import Params, check_params, position_vectors
+from blocktrace.explorables.engine import ops
+from blocktrace.explorables.engine.config import BlockConfig, ConfigError
+from blocktrace.explorables.engine.forward import COMBINE as COMBINE_FORWARD
+from blocktrace.explorables.engine.forward import PLACEMENTS, Sublayers, check_input
+from blocktrace.explorables.engine.params import Params, check_params, position_vectors
 
 Array = np.ndarray
 Saved = dict[str, Array]  # forward intermediates of one block, under the stages' local keys

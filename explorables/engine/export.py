@@ -10,9 +10,8 @@ import math
 from typing import Any
 
 import numpy as np
-
-from .forward import Trace
-from .stages import Stage
+from blocktrace.explorables.engine.forward import Trace
+from blocktrace.explorables.engine.stages import Stage
 
 EXPORT_VERSION = 1
 # Column names used in the CSV for each kind of axis.

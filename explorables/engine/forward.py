@@ -6,11 +6,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from . import ops
-from .config import MAX_ABS_VALUE, MAX_TOKENS, BlockConfig, ConfigError
-from .params import Params, check_params, position_vectors
-from .stages import BLOCK_KEYS, Stage, stage_texts
+from blocktrace.explorables.engine import ops
+from blocktrace.explorables.engine.config import MAX_ABS_VALUE, MAX_TOKENS, BlockConfig, ConfigError
+from blocktrace.explorables.engine.params import Params, check_params, position_vectors
+from blocktrace.explorables.engine.stages import BLOCK_KEYS, Stage, stage_texts
 
 Record = Callable[[str, np.ndarray], None]
 

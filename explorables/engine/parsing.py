@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from .config import MAX_ABS_VALUE, MAX_TOKENS, ConfigError
+from blocktrace.explorables.engine.config import MAX_ABS_VALUE, MAX_TOKENS, ConfigError
 
 # Minus signs people paste from documents, mapped to ASCII.
 _MINUS = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-", "\ufe63": "-", "\uff0d": "-"})

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from .config import BlockConfig, ConfigError
-from .forward import Trace, forward
-from .params import Params, init_params, word_embedding
+from blocktrace.explorables.engine.config import BlockConfig, ConfigError
+from blocktrace.explorables.engine.forward import Trace, forward
+from blocktrace.explorables.engine.params import Params, init_params, word_embedding
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Explorable "Pre-norm Transformer block trace" (lesson 000): one token vector through one block."""
 
-from .state import TraceState
-from .view import TraceExplorable
+from blocktrace.explorables.transformer_block_trace.state import TraceState
+from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
 EXPLORABLE_ID = "transformer-block-trace"
 __all__ = ["EXPLORABLE_ID", "TraceExplorable", "TraceState"]

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-
-from explorables.components.palette import signed
-
-from .plots import SHORT, swiglu_parts
-from .state import ROW_KEYS, TraceState
+from blocktrace.explorables.components.palette import signed
+from blocktrace.explorables.transformer_block_trace.plots import SHORT, swiglu_parts
+from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
 
 def norm_sentences(state: TraceState) -> list[str]:

@@ -9,18 +9,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from blocktrace.explorables.components.figures import base_figure
+from blocktrace.explorables.components.palette import SERIES, sign_colour, signed
+from blocktrace.explorables.engine import ops
+from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
-from explorables.components.figures import base_figure
-from explorables.components.palette import SERIES, sign_colour, signed
-from explorables.engine import ops
-
-from .state import ROW_KEYS, TraceState
-
 if TYPE_CHECKING:  # renderings builds on these plots' data
-    from .renderings import Rendered
+    from blocktrace.explorables.transformer_block_trace.renderings import Rendered
 
 SHORT = {
     "blocks.0.resid_pre": "input",

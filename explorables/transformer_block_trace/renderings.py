@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from explorables.components.html import alt_text
-from explorables.components.shared_cache import SharedCache
-
-from . import describe, plots
-from .state import TraceState
-from .tables import baseline_table_html, stage_table_html, swiglu_table_html
+from blocktrace.explorables.components.html import alt_text
+from blocktrace.explorables.components.shared_cache import SharedCache
+from blocktrace.explorables.transformer_block_trace import describe, plots
+from blocktrace.explorables.transformer_block_trace.state import TraceState
+from blocktrace.explorables.transformer_block_trace.tables import (
+    baseline_table_html,
+    stage_table_html,
+    swiglu_table_html,
+)
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import param
-
-from explorables.components.prediction import Prediction
-from explorables.components.shared_cache import SharedCache
-from explorables.components.url_state import (
+from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.shared_cache import SharedCache
+from blocktrace.explorables.components.url_state import (
     QueryKey,
     read_choice,
     read_number,
     write_number,
 )
-from explorables.engine import ConfigError, Trace, run_preset
-from explorables.engine.parsing import parse_vector
+from blocktrace.explorables.engine import ConfigError, Trace, run_preset
+from blocktrace.explorables.engine.parsing import parse_vector
 
 PRESET = "single-token"
 DEFAULT_INPUT = "1.5, -0.5, 0.25, 2"

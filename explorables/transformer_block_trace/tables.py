@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-
-from explorables.components.html import table
-
-from . import plots
-from .state import ROW_KEYS, TraceState
+from blocktrace.explorables.components.html import table
+from blocktrace.explorables.transformer_block_trace import plots
+from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
 
 def stage_table_html(state: TraceState) -> str:

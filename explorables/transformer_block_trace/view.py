@@ -7,20 +7,24 @@ from html import escape
 from urllib.parse import urlencode
 
 import panel as pn
-
-from explorables.components.downloads import Downloads, worksheet_html
-from explorables.components.embed import EmbedButton, server_base, state_query
-from explorables.components.explorable import ExplorableView
-from explorables.components.figures import DrawnAfterLoad
-from explorables.components.prediction import PredictionGate
-from explorables.components.style import styled
-from explorables.components.updates import LiveHTML, batched, set_object
-from explorables.components.url_state import sync_to_url
-
-from . import plots
-from .renderings import rendered
-from .state import CONSTANT_INPUT, CORRECT_PREDICTION, QUERY_KEYS, ROW_KEYS, TraceState
-from .tables import stage_table_html
+from blocktrace.explorables.components.downloads import Downloads, worksheet_html
+from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
+from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.figures import DrawnAfterLoad
+from blocktrace.explorables.components.prediction import PredictionGate
+from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
+from blocktrace.explorables.components.url_state import sync_to_url
+from blocktrace.explorables.transformer_block_trace import plots
+from blocktrace.explorables.transformer_block_trace.renderings import rendered
+from blocktrace.explorables.transformer_block_trace.state import (
+    CONSTANT_INPUT,
+    CORRECT_PREDICTION,
+    QUERY_KEYS,
+    ROW_KEYS,
+    TraceState,
+)
+from blocktrace.explorables.transformer_block_trace.tables import stage_table_html
 
 TITLE = "Pre-norm Transformer block trace"
 ROUTE = "/explorables/transformer-block-trace"

@@ -40,7 +40,7 @@ def server_side_nodelay(port: int, client_port: int) -> int:
 async def main(tuned: bool) -> None:
     if tuned:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-        from app import socket_tuning
+        from blocktrace.app.tuning import socket_tuning
 
         socket_tuning.apply()
     with socket.socket() as s:

@@ -8,12 +8,11 @@ import json
 
 import numpy as np
 import pytest
-
-from app.cli import main as cli
-from explorables.block_floor import FloorExplorable, FloorState
-from explorables.block_floor.divergence import verdict
-from explorables.block_floor.view import phrase_html
-from explorables.engine import run_preset
+from blocktrace.app.cli import main as cli
+from blocktrace.explorables.block_floor import FloorExplorable, FloorState
+from blocktrace.explorables.block_floor.divergence import verdict
+from blocktrace.explorables.block_floor.view import phrase_html
+from blocktrace.explorables.engine import run_preset
 
 # The lesson's eight stages, written out here rather than taken from the code under test.
 EIGHT = ["embed", "blocks.0.resid_pre", "blocks.0.ln1.normalized", "blocks.0.attn_out", "blocks.0.resid_mid",

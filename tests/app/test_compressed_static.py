@@ -10,10 +10,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from app import compressed_static
-
-from ..conftest import STUDENT_LAPTOP
+from blocktrace.app.tuning import compressed_static
+from blocktrace.tests.conftest import STUDENT_LAPTOP
 
 TRACE = "/explorables/transformer-block-trace"
 
@@ -93,7 +91,7 @@ def test_accept_encoding_is_read_as_browsers_write_it(header: str, accepted: boo
 
 
 def test_a_changed_file_gets_a_new_copy(tmp_path) -> None:
-    source = tmp_path / "app.js"
+    source = tmp_path / "blocktrace.app.js"
     source.write_text("let a = 1;\n" * 200)
     first = compressed_static.gzipped_copy(str(source))
     assert gzip.decompress(Path(first).read_bytes()) == source.read_bytes()

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from explorables.decoder_block_lab import DecoderLabExplorable, LabState
-from explorables.decoder_block_lab import state as state_module
-from explorables.decoder_block_lab.state import CORRECT_PREDICTION, QUERY_KEYS
-from explorables.decoder_block_lab.worked import FIXTURE, TOLERANCE, worked_example
-from explorables.engine import run_preset
-from explorables.engine.export import CSV_COLUMNS
+from blocktrace.explorables.decoder_block_lab import DecoderLabExplorable, LabState
+from blocktrace.explorables.decoder_block_lab import state as state_module
+from blocktrace.explorables.decoder_block_lab.state import CORRECT_PREDICTION, QUERY_KEYS
+from blocktrace.explorables.decoder_block_lab.worked import FIXTURE, TOLERANCE, worked_example
+from blocktrace.explorables.engine import run_preset
+from blocktrace.explorables.engine.export import CSV_COLUMNS
 
 
 @pytest.fixture

@@ -5,18 +5,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from blocktrace.app.server.routes import page_titles, routes, server_kwargs
+from blocktrace.app.tuning import lean_properties
+from blocktrace.tests.app.bokeh_ws_client import Session
+from blocktrace.tests.conftest import free_port
 from bokeh.core.property.descriptors import UnsetValueError
 from bokeh.core.serialization import Serializer
 from bokeh.document import Document
 from bokeh.models import Div, Slider
 from bokeh.themes import Theme
 from panel.io.server import get_server
-
-from app import lean_properties
-from app.server import page_titles, routes, server_kwargs
-
-from ..conftest import free_port
-from .bokeh_ws_client import Session
 
 ROUTES = routes()
 TRACE = "/explorables/transformer-block-trace"

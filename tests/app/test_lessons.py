@@ -11,14 +11,13 @@ from typing import Any
 import numpy as np
 import panel as pn
 import pytest
-
-from app.lesson_check import lesson_problems
-from app.lesson_page import LessonView
-from app.lessons import Lesson, load_lessons, parse_lesson
-from app.markdown import render
-from app.pages import lesson_cards
-from explorables.block_floor.state import FloorState
-from explorables.engine import run_preset
+from blocktrace.app.lessons.check import lesson_problems
+from blocktrace.app.lessons.loading import Lesson, load_lessons, parse_lesson
+from blocktrace.app.lessons.markdown import render
+from blocktrace.app.lessons.page import LessonView
+from blocktrace.app.server.pages import lesson_cards
+from blocktrace.explorables.block_floor.state import FloorState
+from blocktrace.explorables.engine import run_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons()

@@ -8,14 +8,12 @@ import weakref
 from collections import Counter
 
 import pytest
+from blocktrace.app.server.routes import routes
+from blocktrace.app.tuning import shared_stylesheets
+from blocktrace.explorables.components.style import stylesheet
+from blocktrace.tests.app.bokeh_ws_client import models, pull_document
 from bokeh.document import Document
 from bokeh.models import Div, ImportedStyleSheet, InlineStyleSheet
-
-from app import shared_stylesheets
-from app.server import routes
-from explorables.components.style import stylesheet
-
-from .bokeh_ws_client import models, pull_document
 
 ROUTES = routes()
 BOKEH_STYLED = {"Tooltip", "Figure", "Toolbar"}  # a widget's help text; explorables/components/focus.py

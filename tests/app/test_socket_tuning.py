@@ -29,10 +29,9 @@ def test_the_fix_turns_on_nodelay_for_the_server_end_of_each_websocket(flags, ex
 
 
 def test_the_app_installs_the_fix_with_its_routes():
+    from blocktrace.app.server.routes import routes
+    from blocktrace.app.tuning import socket_tuning
     from panel.io.server import WSHandler
-
-    from app import socket_tuning
-    from app.server import routes
 
     routes()
     assert WSHandler.open is socket_tuning._open_without_delay
@@ -55,7 +54,7 @@ def cork_state(sock) -> int:
 def test_the_frames_of_one_update_are_written_corked_and_sent_when_it_ends(monkeypatch):
     from types import SimpleNamespace
 
-    from app import socket_tuning
+    from blocktrace.app.tuning import socket_tuning
 
     server_end, client = loopback_pair()
     seen = []
@@ -86,9 +85,8 @@ def test_the_frames_of_one_update_are_written_corked_and_sent_when_it_ends(monke
 
 def test_panels_update_path_goes_through_the_corked_dispatch():
     import panel.io.document as panel_document
-
-    from app import socket_tuning
-    from app.server import routes
+    from blocktrace.app.server.routes import routes
+    from blocktrace.app.tuning import socket_tuning
 
     routes()
     assert panel_document.dispatch_tornado is socket_tuning._dispatch_corked
@@ -99,7 +97,7 @@ def test_bokehs_own_messages_are_corked_too_across_their_awaits(monkeypatch):
     import asyncio
     from types import SimpleNamespace
 
-    from app import socket_tuning
+    from blocktrace.app.tuning import socket_tuning
 
     server_end, client = loopback_pair()
     seen = []
@@ -126,10 +124,9 @@ def test_bokehs_own_messages_are_corked_too_across_their_awaits(monkeypatch):
 
 
 def test_bokehs_send_is_corked_once_the_routes_are_installed():
+    from blocktrace.app.server.routes import routes
+    from blocktrace.app.tuning import socket_tuning
     from panel.io.server import WSHandler
-
-    from app import socket_tuning
-    from app.server import routes
 
     routes()
     assert WSHandler.send_message is socket_tuning._send_corked

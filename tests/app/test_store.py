@@ -13,15 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, func, inspect, select, text
-from sqlalchemy.exc import IntegrityError, OperationalError
-
-from app.classroom import schema
-from app.classroom import store as store_module
-from app.classroom.identity import new_learner_id
-from app.classroom.outbox import Outbox
-from app.classroom.schema import SCHEMA_VERSION, SchemaTooNew
-from app.classroom.store import (
+from blocktrace.app.classroom import schema
+from blocktrace.app.classroom import store as store_module
+from blocktrace.app.classroom.identity import new_learner_id
+from blocktrace.app.classroom.outbox import Outbox
+from blocktrace.app.classroom.schema import SCHEMA_VERSION, SchemaTooNew
+from blocktrace.app.classroom.store import (
     CSV_COLUMNS,
     DB_FILE,
     EventStore,
@@ -29,6 +26,8 @@ from app.classroom.store import (
     default_url,
     new_event_id,
 )
+from sqlalchemy import event, func, inspect, select, text
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 CLASS = "physics-3"
 LESSON = "transformer-block"

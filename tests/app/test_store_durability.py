@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from app.classroom.store import EventStore, default_url
+from blocktrace.app.classroom.store import EventStore, default_url
 
 ROOT = Path(__file__).resolve().parents[2]
 ACKNOWLEDGED_BEFORE_KILL = 300
@@ -20,7 +19,7 @@ ACKNOWLEDGED_BEFORE_KILL = 300
 # print each event id once record() has returned, i.e. once the app would tell the learner "saved".
 WRITER = r"""
 import sys, threading
-from app.classroom.store import EventStore, new_event_id
+from blocktrace.app.classroom.store import EventStore, new_event_id
 
 store = EventStore(sys.argv[1])
 store.upgrade()

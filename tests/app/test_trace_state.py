@@ -9,11 +9,10 @@ from html.parser import HTMLParser
 import numpy as np
 import panel as pn
 import pytest
-
-from app.cli import main as cli_main
-from explorables.engine import ops
-from explorables.transformer_block_trace import TraceExplorable, TraceState
-from explorables.transformer_block_trace.state import DEFAULT_INPUT, ROW_KEYS
+from blocktrace.app.cli import main as cli_main
+from blocktrace.explorables.engine import ops
+from blocktrace.explorables.transformer_block_trace import TraceExplorable, TraceState
+from blocktrace.explorables.transformer_block_trace.state import DEFAULT_INPUT, ROW_KEYS
 
 INPUT_LABEL = "Input vector"
 SCALE_LABEL = "Attention update scale"

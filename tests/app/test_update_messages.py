@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .bokeh_ws_client import Session, models
+from blocktrace.tests.app.bokeh_ws_client import Session, models
 
 ROUTE = "/explorables/transformer-block-trace"
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from blocktrace.tests.conftest import STUDENT_LAPTOP
 from playwright.sync_api import Locator, Page, expect
-
-from ..conftest import STUDENT_LAPTOP
 
 pytestmark = pytest.mark.browser
 

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from explorables.engine import BlockConfig, ConfigError, forward, init_params, ops
-from explorables.engine import backward as bw
-from explorables.engine.forward import COMBINE, PLACEMENTS, Sublayers
+from blocktrace.explorables.engine import BlockConfig, ConfigError, forward, init_params, ops
+from blocktrace.explorables.engine import backward as bw
+from blocktrace.explorables.engine.forward import COMBINE, PLACEMENTS, Sublayers
 
 ROOT = Path(__file__).resolve().parents[2]
 EPS = 1e-6  # finite-difference step
@@ -393,11 +392,11 @@ def test_eps_zero_on_a_zero_row_gives_nan_quietly(norm: str, placement: str) -> 
 
 
 def test_backward_imports_no_ui_library() -> None:
-    """`import explorables.engine.backward` and a depth profile leave panel, bokeh and param unloaded."""
+    """`import blocktrace.explorables.engine.backward` and a depth profile leave panel, bokeh and param unloaded."""
     code = (
         "import json, sys\n"
-        "from explorables.engine import BlockConfig, init_params\n"
-        "from explorables.engine.backward import depth_profile\n"
+        "from blocktrace.explorables.engine import BlockConfig, init_params\n"
+        "from blocktrace.explorables.engine.backward import depth_profile\n"
         "c = BlockConfig(n_layers=2)\n"
         "depth_profile(c, init_params(c), [[1.0] * 8, [0.5] * 8])\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"

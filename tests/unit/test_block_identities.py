@@ -13,9 +13,8 @@ import math
 
 import numpy as np
 import pytest
-
-from explorables.engine import BlockConfig, Trace, block_keys, forward, init_params
-from explorables.engine.params import position_vectors
+from blocktrace.explorables.engine import BlockConfig, Trace, block_keys, forward, init_params
+from blocktrace.explorables.engine.params import position_vectors
 
 NORMS = ("rmsnorm", "layernorm")
 PLACEMENTS = ("pre", "post")
@@ -350,7 +349,7 @@ def test_param_shapes_follow_the_contract(norm: str, mlp: str, d_model: int, n_h
 
 def test_default_d_head_is_width_over_heads() -> None:
     """d_head defaults to d_model // n_heads, and a width the heads do not divide is refused."""
-    from explorables.engine import ConfigError
+    from blocktrace.explorables.engine import ConfigError
 
     assert BlockConfig(d_model=12, n_heads=3).d_head == 4
     with pytest.raises(ConfigError, match="divisible"):

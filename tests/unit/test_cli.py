@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from app.cli import main
-from explorables.engine import run_preset
+from blocktrace.app.cli import main
+from blocktrace.explorables.engine import run_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,7 +172,7 @@ def test_error_line_names_the_problem(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def _subprocess(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "app.cli", "trace", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "blocktrace.app.cli", "trace", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import panel as pn
 import param
 import pytest
+from blocktrace.app.tuning.control_events import apply_directly
 from bokeh.document import Document
 from panel.io.state import set_curdoc
-
-from explorables.components.control_events import apply_directly
 
 
 class Controls(param.Parameterized):

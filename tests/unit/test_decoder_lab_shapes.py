@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from explorables.decoder_block_lab import checks
-from explorables.decoder_block_lab.shapes import (
+from blocktrace.explorables.decoder_block_lab import checks
+from blocktrace.explorables.decoder_block_lab.shapes import (
     Sizes,
     attention_params,
     block_params,
@@ -17,7 +16,7 @@ from explorables.decoder_block_lab.shapes import (
     param_rows,
     shape_rows,
 )
-from explorables.engine import BlockConfig, forward, init_params, ops
+from blocktrace.explorables.engine import BlockConfig, forward, init_params, ops
 
 SIZES = [(1, 4, 8), (2, 16, 256), (1, 128, 256), (3, 7, 64), (1, 1, 512), (2, 128, 512), (4, 3, 16)]
 

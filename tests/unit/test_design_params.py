@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import panel as pn
 import param
+from blocktrace.app.tuning import design_params
+from blocktrace.explorables.components.focus import focus_design
 from bokeh.document import Document
-
-from app import design_params
-from explorables.components.focus import focus_design
 
 
 def event(obj, name, new):
@@ -47,9 +46,8 @@ def test_every_change_gives_the_properties_panels_own_method_gives():
 
 
 def test_the_server_installs_it():
+    from blocktrace.app.server.routes import routes
     from panel.reactive import Reactive
-
-    from app.server import routes
 
     routes()
     assert Reactive._update_properties is design_params._update_properties

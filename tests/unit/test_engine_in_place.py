@@ -6,10 +6,9 @@ import itertools
 
 import numpy as np
 import pytest
-
-from explorables.engine import BlockConfig, forward, init_params, ops
-from explorables.engine.params import position_vectors
-from explorables.engine.stages import BLOCK_KEYS, describe, stage_texts
+from blocktrace.explorables.engine import BlockConfig, forward, init_params, ops
+from blocktrace.explorables.engine.params import position_vectors
+from blocktrace.explorables.engine.stages import BLOCK_KEYS, describe, stage_texts
 
 VARIANTS = list(itertools.product(("rmsnorm", "layernorm"), ("pre", "post"), ("swiglu", "gelu", "relu"),
                                   ("add", "replace")))

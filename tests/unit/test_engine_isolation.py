@@ -22,12 +22,12 @@ def _modules_after(statement: str) -> list[str]:
 def test_importing_the_engine_imports_no_ui_library() -> None:
     """Importing explorables.engine (every module) and running a trace leaves panel, bokeh and param unloaded."""
     modules = _modules_after(
-        "import explorables.engine\n"
-        "from explorables.engine import config, export, forward, ops, params, parsing, presets, stages\n"
-        "from explorables.engine.export import to_json\n"
-        "to_json(explorables.engine.run_preset('decoder-lab'))"
+        "import blocktrace.explorables.engine\n"
+        "from blocktrace.explorables.engine import config, export, forward, ops, params, parsing, presets, stages\n"
+        "from blocktrace.explorables.engine.export import to_json\n"
+        "to_json(blocktrace.explorables.engine.run_preset('decoder-lab'))"
     )
-    assert "explorables" in modules and "numpy" in modules  # the check itself ran
+    assert "blocktrace" in modules and "numpy" in modules  # the check itself ran
     loaded = [name for name in UI_MODULES if name in modules]
     assert loaded == [], f"the engine imported {loaded}"
 

@@ -9,9 +9,8 @@ import math
 
 import numpy as np
 import pytest
-
-from explorables.engine import BlockConfig, Trace, forward, init_params, run_preset
-from explorables.engine.export import to_csv, to_dict, to_json, to_table
+from blocktrace.explorables.engine import BlockConfig, Trace, forward, init_params, run_preset
+from blocktrace.explorables.engine.export import to_csv, to_dict, to_json, to_table
 
 CSV_HEADER = ["key", "label", "batch", "head", "pos", "token", "key_pos", "component", "value"]
 

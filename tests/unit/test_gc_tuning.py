@@ -6,9 +6,8 @@ import gc
 import weakref
 
 import pytest
-
-from app import gc_tuning
-from app.gc_tuning import Reclaimer
+from blocktrace.app.tuning import gc_pauses as gc_tuning
+from blocktrace.app.tuning.gc_pauses import Reclaimer
 
 
 class Cycle:
@@ -112,9 +111,8 @@ def frozen(obj) -> bool:
 
 
 def test_a_page_is_frozen_again_after_its_figures_are_drawn(monkeypatch, thawed):
+    from blocktrace.explorables.components.figures import DrawnAfterLoad
     from bokeh.plotting import figure
-
-    from explorables.components.figures import DrawnAfterLoad
 
     session = FakeSession(monkeypatch)
     monkeypatch.setattr(gc_tuning, "_installed", True)

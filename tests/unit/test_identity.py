@@ -6,8 +6,7 @@ import stat
 from pathlib import Path
 
 import pytest
-
-from app.classroom.identity import (
+from blocktrace.app.classroom.identity import (
     SECRET_FILE,
     clean_display_name,
     load_or_create_secret,

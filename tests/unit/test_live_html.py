@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import panel as pn
+from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.updates import LiveHTML
 from bokeh.document import Document
-
-from explorables.components.style import styled
-from explorables.components.updates import LiveHTML
 
 SAMPLES = ["<p>plain</p>", '<p class="x">a &amp; b <script>alert(1)</script></p>', "",
            "<table><tr><td>1</td></tr></table>"]

@@ -6,8 +6,7 @@ import math
 
 import numpy as np
 import pytest
-
-from explorables.engine import ops
+from blocktrace.explorables.engine import ops
 
 
 def test_rms_norm_with_unit_gain_has_rms_one() -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from blocktrace.explorables.engine import ConfigError
+from blocktrace.explorables.engine.parsing import MAX_WORD_LENGTH, parse_phrase, parse_vector
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from explorables.engine import ConfigError
-from explorables.engine.parsing import MAX_WORD_LENGTH, parse_phrase, parse_vector
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from explorables.engine import BlockConfig, forward
-from explorables.engine.params import param_names, param_shape
+from blocktrace.explorables.engine import BlockConfig, forward
+from blocktrace.explorables.engine.params import param_names, param_shape
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REFERENCE = json.loads((FIXTURES / "reference.json").read_text(encoding="utf-8"))

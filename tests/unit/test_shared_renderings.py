@@ -7,12 +7,11 @@ import threading
 
 import numpy as np
 import pytest
-
-from explorables.components.shared_cache import SharedCache
-from explorables.engine import run_preset
-from explorables.transformer_block_trace.renderings import RENDERINGS, render, rendered
-from explorables.transformer_block_trace.state import ROW_KEYS, TRACES, TraceState, traced
-from explorables.transformer_block_trace.view import TraceExplorable
+from blocktrace.explorables.components.shared_cache import SharedCache
+from blocktrace.explorables.engine import run_preset
+from blocktrace.explorables.transformer_block_trace.renderings import RENDERINGS, render, rendered
+from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TRACES, TraceState, traced
+from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
 SETTINGS = list(itertools.product(
     ["1.5, -0.5, 0.25, 2", "2, 2, 2, 2", "0, 0, 0, 0", "-3, 1e-3, 7, 0.5, 1, -1"],

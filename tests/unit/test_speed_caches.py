@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from explorables.engine import params as params_module
-from explorables.engine import run_preset
-from explorables.engine.config import BlockConfig
-from explorables.engine.params import _rng, init_params
-from explorables.transformer_block_trace.state import TRACES, TraceState
+from blocktrace.explorables.engine import params as params_module
+from blocktrace.explorables.engine import run_preset
+from blocktrace.explorables.engine.config import BlockConfig
+from blocktrace.explorables.engine.params import _rng, init_params
+from blocktrace.explorables.transformer_block_trace.state import TRACES, TraceState
 
 
 def fresh_normal(seed, name, shape, std):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from app.classroom.outbox import Outbox
-from app.classroom.store import EventStore, StoreUnavailable, new_event_id
-from app.classroom.store_thread import STALLED_AFTER_S, StoreThread
+from blocktrace.app.classroom.outbox import Outbox
+from blocktrace.app.classroom.store import EventStore, StoreUnavailable, new_event_id
+from blocktrace.app.classroom.store_thread import STALLED_AFTER_S, StoreThread
 
 
 def make(tmp_path, refresh_s: float = 3600.0) -> tuple[EventStore, StoreThread]:

@@ -6,14 +6,13 @@ import copy
 
 import numpy as np
 import panel as pn
+from blocktrace.app.tuning import update_serializer
+from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 from bokeh.core.json_encoder import serialize_json
 from bokeh.document import Document
 from bokeh.models import ColumnDataSource, Div
 from bokeh.plotting import figure
 from bokeh.protocol.messages.patch_doc import patch_doc
-
-from app import update_serializer
-from explorables.transformer_block_trace.view import TraceExplorable
 
 
 def served_page() -> tuple[Document, TraceExplorable]:
@@ -76,7 +75,7 @@ def test_new_models_are_sent_whole_and_known_ones_by_reference_exactly_as_bokeh_
 
 
 def test_the_server_installs_it():
-    from app.server import routes
+    from blocktrace.app.server.routes import routes
 
     routes()
     assert patch_doc.create.__func__ is update_serializer.create

@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from explorables.engine import BlockConfig, forward, init_params, ops
+from blocktrace.explorables.engine import BlockConfig, forward, init_params, ops
 
 EPS = 1e-6
 TOL = {"rtol": 1e-9, "atol": 1e-12}

@@ -1,6 +1,6 @@
 """Entry for plain `panel serve app/apps/*.py`: the decoder-block-lab explorable at /decoder-block-lab."""
 
-from app.registry import EXPLORABLE_SPECS
-from app.server import explorable_page
+from blocktrace.app.server.registry import EXPLORABLE_SPECS
+from blocktrace.app.server.routes import explorable_page
 
 explorable_page(EXPLORABLE_SPECS["decoder-block-lab"])().servable()

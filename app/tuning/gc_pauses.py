@@ -101,7 +101,7 @@ reclaimer = Reclaimer()
 _installed = False
 
 
-def install() -> None:
+def apply() -> None:
     """Set the thresholds and hook session creation (before the server starts; idempotent)."""
     global _installed
     if _installed:

@@ -16,16 +16,15 @@ from collections import defaultdict, deque
 from html import escape
 from urllib.parse import quote
 
+from blocktrace.app.classroom.identity import valid_class_code
+from blocktrace.app.classroom.learner import DEFAULT_CLASS
+from blocktrace.app.classroom.learner import current as current_classroom
+from blocktrace.app.classroom.store import StoreUnavailable
+from blocktrace.app.lessons.loading import load_lessons
+from blocktrace.app.server.registry import EXPLORABLE_SPECS
+from blocktrace.app.server.session_setup import question_id
 from tornado.ioloop import IOLoop
 from tornado.web import RequestHandler
-
-from .classroom.identity import valid_class_code
-from .classroom.store import StoreUnavailable
-from .learner import DEFAULT_CLASS
-from .learner import current as current_classroom
-from .lessons import load_lessons
-from .registry import EXPLORABLE_SPECS
-from .session_setup import question_id
 
 REFRESH_SECONDS = 5
 MAX_FAILURES = 5  # per address per window

@@ -18,14 +18,19 @@ from html import escape
 from typing import Any
 
 import panel as pn
+from blocktrace.app.classroom.identity import (
+    COOKIE_NAME,
+    clean_display_name,
+    new_learner_id,
+    sign,
+    valid_class_code,
+    verify,
+)
+from blocktrace.app.classroom.outbox import Outbox
+from blocktrace.app.classroom.store import EventStore, StoreUnavailable, check_prediction, check_record, new_event_id
+from blocktrace.app.classroom.store_thread import StoreThread
+from blocktrace.explorables.components.updates import LiveHTML
 from bokeh.models import CustomJS
-
-from explorables.components.updates import LiveHTML
-
-from .classroom.identity import COOKIE_NAME, clean_display_name, new_learner_id, sign, valid_class_code, verify
-from .classroom.outbox import Outbox
-from .classroom.store import EventStore, StoreUnavailable, check_prediction, check_record, new_event_id
-from .classroom.store_thread import StoreThread
 
 log = logging.getLogger("blocktrace.classroom")
 CLASS_COOKIE = "bt_class"

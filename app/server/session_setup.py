@@ -6,13 +6,11 @@ from html import escape
 from typing import Any
 
 import panel as pn
-
-from explorables.components.style import styled
-from explorables.components.updates import LiveHTML
-
-from . import learner as learners
-from .learner import Learner, SessionRecorder
-from .registry import EXPLORABLE_SPECS
+from blocktrace.app.classroom import learner as learners
+from blocktrace.app.classroom.learner import Learner, SessionRecorder
+from blocktrace.app.server.registry import EXPLORABLE_SPECS
+from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.updates import LiveHTML
 
 REVEAL_POLL_MS = 4000
 

@@ -1,5 +1,5 @@
 """Entry for plain `panel serve app/apps/*.py --index app/apps/index.py`: the list of explorables."""
 
-from app.pages import index_page
+from blocktrace.app.server.pages import index_page
 
 index_page(flat=True).servable()

@@ -7,11 +7,9 @@ from html import escape
 from urllib.parse import urlencode
 
 import panel as pn
-
-from explorables.components.style import dark, styled
-
-from . import gc_tuning
-from .catalogue import EXPLORABLES
+from blocktrace.app.server.catalogue import EXPLORABLES
+from blocktrace.app.tuning import gc_pauses
+from blocktrace.explorables.components.style import dark, styled
 
 SITE = "blocktrace"
 TAGLINE = "inside one floor of a language model"
@@ -53,17 +51,17 @@ def page_title(title: str) -> str:
 
 def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.viewable.Viewable:
     """Header with the home link around a page's body; the body alone when embedded."""
-    from explorables.components.a11y import name_widgets_script
+    from blocktrace.explorables.components.a11y import name_widgets_script
 
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = page_title(title)
-    gc_tuning.freeze_after_load()
+    gc_pauses.freeze_after_load()  # nothing unless the tuning layer installed it
     if embed:
         return pn.Column(body, sizing_mode="stretch_width", height=780, scroll=True,
                          styles={"padding": "0.25rem"})
-    from explorables.components.url_state import session_query
+    from blocktrace.explorables.components.url_state import session_query
 
     header = pn.pane.HTML(
         f'<header class="bt-header"><a class="bt-home" href="/">{SITE}</a>'
@@ -77,7 +75,7 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
 
 
 def lesson_cards(flat: bool = False) -> str:
-    from .lessons import load_lessons
+    from blocktrace.app.lessons.loading import load_lessons
 
     if flat:
         return '<p class="bt-muted">Lessons are served by <code>blocktrace serve</code>.</p>'
@@ -96,7 +94,7 @@ def lesson_cards(flat: bool = False) -> str:
 
 def index_page(flat: bool = False) -> pn.viewable.Viewable:
     """The index; flat=True links explorables as /<id>, as plain `panel serve app/apps/*.py` routes them."""
-    from explorables.components.url_state import session_query
+    from blocktrace.explorables.components.url_state import session_query
 
     apply_theme(session_query())
     cards = []

@@ -1,4 +1,7 @@
-"""A control's change from the browser, applied with the least of Panel's bookkeeping.
+"""A control's change from the browser, sooner and applied with the least of Panel's bookkeeping.
+
+Panel holds each change 50 ms (`_debounce`) to merge a burst (a slider drag); 10 ms still merges a
+drag's events while taking most of the wait out of every click and key press.
 
 Panel's `Syncable._process_events` does three things around setting the widget's parameters:
 it records a process-wide "busy" event (several read-only toggles of every parameter of
@@ -21,6 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 import panel as pn
+from blocktrace.explorables.components.explorable import CONTROL_HOOKS
+from blocktrace.explorables.components.updates import batched
 from param.parameterized import _syncing
 
 
@@ -60,3 +65,18 @@ def _plain(widget: pn.widgets.Widget, params: dict[str, Any]) -> bool:
         if parameter.constant or parameter.readonly:
             return False
     return True
+
+
+CONTROL_DEBOUNCE_MS = 10
+
+
+def tune(widget: pn.widgets.Widget) -> None:
+    """What the tuning layer does to each explorable control (ExplorableView.respond_quickly)."""
+    widget._debounce = CONTROL_DEBOUNCE_MS
+    apply_directly(widget, wrap=batched)
+
+
+def apply() -> None:
+    """Register `tune` for every explorable's controls (idempotent)."""
+    if tune not in CONTROL_HOOKS:
+        CONTROL_HOOKS.append(tune)

@@ -8,18 +8,16 @@ from typing import Any
 
 import panel as pn
 import param
-
-from explorables.components.checkpoint import Checkpoint, CheckpointView, Option
-from explorables.components.style import styled
-from explorables.components.updates import LiveHTML
-from explorables.components.url_state import session_query
-
-from .learner import SessionRecorder
-from .lessons import Directive, Lesson, load_lessons
-from .markdown import render
-from .pages import apply_theme, shell
-from .registry import EXPLORABLE_SPECS
-from .session_setup import attach_explorable, learner_bar, start_session
+from blocktrace.app.classroom.learner import SessionRecorder
+from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
+from blocktrace.app.lessons.markdown import render
+from blocktrace.app.server.pages import apply_theme, shell
+from blocktrace.app.server.registry import EXPLORABLE_SPECS
+from blocktrace.app.server.session_setup import attach_explorable, learner_bar, start_session
+from blocktrace.explorables.components.checkpoint import Checkpoint, CheckpointView, Option
+from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.updates import LiveHTML
+from blocktrace.explorables.components.url_state import session_query
 
 MAX_EXPLANATION = 2000
 STEPS = (("predict", "Predict"), ("experiment", "Experiment"), ("implement", "Implement"), ("explain", "Explain"))

@@ -5,39 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import panel as pn
-from tornado.web import RequestHandler
-
-from explorables.components.focus import focus_design
-from explorables.components.style import STATIC_DIR
-from explorables.components.url_state import session_query
-
-from . import (
-    compressed_static,
-    design_params,
-    early_page,
-    first_load,
-    lean_properties,
-    panel_fixes,
-    shared_stylesheets,
-    socket_tuning,
-    update_serializer,
-)
-from .lessons import lesson_for_explorable
-from .pages import apply_theme, index_page, page_title, query_flag, shell
-from .registry import EXPLORABLE_SPECS, ExplorableSpec
-from .session_setup import attach_explorable, learner_bar, start_session
+from blocktrace.app import tuning
+from blocktrace.app.lessons.loading import lesson_for_explorable
+from blocktrace.app.server.health import HealthHandler
+from blocktrace.app.server.pages import apply_theme, index_page, page_title, query_flag, shell
+from blocktrace.app.server.registry import EXPLORABLE_SPECS, ExplorableSpec
+from blocktrace.app.server.session_setup import attach_explorable, learner_bar, start_session
+from blocktrace.explorables.components.focus import focus_design
+from blocktrace.explorables.components.style import STATIC_DIR
+from blocktrace.explorables.components.url_state import session_query
 
 # Before any widget is built: every Panel component gets the keyboard focus ring (explorables/components/focus.py).
 pn.config.design = focus_design()
-
-
-class HealthHandler(RequestHandler):
-    """GET /health: 200 and a short body, for load balancers and start-up checks."""
-
-    def get(self) -> None:
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.set_header("Cache-Control", "no-store")
-        self.write("ok\n")
 
 
 def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
@@ -46,7 +25,8 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
     def page() -> pn.viewable.Viewable:
         query = session_query()
         apply_theme(query)
-        panel_fixes.use_absolute_dist_url(query)
+        if tuning.is_applied("panel_fixes"):
+            tuning.panel_fixes.use_absolute_dist_url(query)
         embed = query_flag(query, "embed", False)
         predict = query.get("predict", "on") != "off"
         explorable = spec.load()(query=query, embed=embed, predict=predict)
@@ -61,18 +41,12 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
     return page
 
 
-def routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
-    from .lesson_page import lesson_routes
+def routes(tuned: bool = True) -> dict[str, Callable[[], pn.viewable.Viewable]]:
+    """Every page's route function. First applies the tuning layer unless `tuned` is False; the first
+    call in a process decides (tuning.apply)."""
+    from blocktrace.app.lessons.page import lesson_routes
 
-    panel_fixes.apply()
-    socket_tuning.apply()
-    update_serializer.apply()
-    design_params.apply()
-    first_load.apply()
-    early_page.apply()
-    compressed_static.apply()
-    shared_stylesheets.apply()
-    lean_properties.apply()
+    tuning.apply(tuned)
 
     out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}
     out.update({spec.route(): explorable_page(spec) for spec in EXPLORABLE_SPECS.values()})
@@ -86,8 +60,11 @@ def page_titles(pages: dict[str, Callable[[], pn.viewable.Viewable]]) -> dict[st
 
 
 def server_kwargs() -> dict:
-    """What `pn.serve` needs besides the routes: our static files, gzipped scripts and /health."""
-    return {
-        "static_dirs": {"assets": str(STATIC_DIR), panel_fixes.PANEL_DIST_ALIAS: panel_fixes.PANEL_DIST_DIR},
-        "extra_patterns": [(r"/health", HealthHandler), *compressed_static.static_patterns()],
-    }
+    """What `pn.serve` needs besides the routes: our static files and /health, plus what the tuning layer serves."""
+    static_dirs = {"assets": str(STATIC_DIR)}
+    patterns: list[tuple] = [(r"/health", HealthHandler)]
+    if tuning.is_applied("panel_fixes"):
+        static_dirs[tuning.panel_fixes.PANEL_DIST_ALIAS] = tuning.panel_fixes.PANEL_DIST_DIR
+    if tuning.is_applied("compressed_static"):
+        patterns += tuning.compressed_static.static_patterns()
+    return {"static_dirs": static_dirs, "extra_patterns": patterns}

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from blocktrace.app.package_data import LESSONS_DIR
 
-LESSONS_DIR = Path(__file__).resolve().parents[1] / "lessons"
 DIRECTIVES = ("explorable", "predict", "checkpoint", "exercise", "explain")
 FRONT_FIELDS = ("id", "title", "order", "objectives", "prerequisites", "explorables", "stages")
 

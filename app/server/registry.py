@@ -34,9 +34,9 @@ class ExplorableSpec:
 EXPLORABLE_SPECS: dict[str, ExplorableSpec] = {
     s.id: s
     for s in (
-        ExplorableSpec("transformer-block-trace", "explorables.transformer_block_trace", "TraceExplorable"),
-        ExplorableSpec("block-floor", "explorables.block_floor", "FloorExplorable"),
-        ExplorableSpec("decoder-block-lab", "explorables.decoder_block_lab", "DecoderLabExplorable"),
+        ExplorableSpec("transformer-block-trace", "blocktrace.explorables.transformer_block_trace", "TraceExplorable"),
+        ExplorableSpec("block-floor", "blocktrace.explorables.block_floor", "FloorExplorable"),
+        ExplorableSpec("decoder-block-lab", "blocktrace.explorables.decoder_block_lab", "DecoderLabExplorable"),
     )
 }
 COMMON_KEYS = ("embed", "predict")

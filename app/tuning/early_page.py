@@ -35,6 +35,7 @@ import json
 import logging
 from collections.abc import Mapping
 
+from blocktrace.app.server.pages import theme_of
 from bokeh.document import Document
 from bokeh.embed.util import RenderItem
 from bokeh.models import ImportedStyleSheet
@@ -47,8 +48,6 @@ from panel.io import server as panel_server
 from panel.io.resources import BASE_TEMPLATE, Resources, bundle_resources, get_dist_path, patch_model_css
 from panel.io.state import set_curdoc
 from tornado.web import authenticated
-
-from .pages import theme_of
 
 log = logging.getLogger(__name__)
 

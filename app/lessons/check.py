@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from explorables.engine import BlockConfig, block_keys
-
-from .lessons import Lesson
-from .registry import COMMON_KEYS, EXPLORABLE_SPECS
-
-REPO = Path(__file__).resolve().parents[1]
+from blocktrace.app.lessons.loading import Lesson
+from blocktrace.app.package_data import ROOT
+from blocktrace.app.server.registry import COMMON_KEYS, EXPLORABLE_SPECS
+from blocktrace.explorables.engine import BlockConfig, block_keys
 
 
 def known_stage_keys(n_layers: int = 6) -> set[str]:
@@ -65,7 +61,7 @@ def lesson_problems(lesson: Lesson) -> list[str]:
             if any(not o.get("feedback") for o in options):
                 problems.append(f"{at}: checkpoint {cid!r} has an option without feedback")
         elif d.name == "exercise":
-            path = REPO / str(d.attrs.get("path", ""))
+            path = ROOT / str(d.attrs.get("path", ""))
             if not d.attrs.get("path") or not path.is_dir():
                 problems.append(f"{at}: exercise folder {d.attrs.get('path')!r} does not exist")
             if not d.attrs.get("command"):

@@ -1,0 +1,152 @@
+"""The tuning layer: every patch of Panel, Bokeh, Tornado or param internals, and nothing else.
+
+The rest of blocktrace runs on stock Panel; this folder makes it faster (and mends two embed bugs).
+A reader can skip it, and `blocktrace serve --no-tuning` switches all of it off. Each patch is one
+module here with an `apply()`; `PATCHES` below is the one table of what each saves and the library
+versions it was verified on (by this project's tests, on the versions CI installs). `apply()` of this
+package applies a patch only when every library it touches is within its verified range; otherwise
+the patch stands down, one log line says so, and that part of the app runs on the stock path.
+
+Each patch, what it changes, and what it saves as measured (the module's docstring tells how):
+- update_serializer: PATCH-DOC both ways without a pass over every model of the page; about 1/8 of
+  the server's time per update in a class of 100.
+- lean_properties: Bokeh skips building the defaults it then leaves out of a message; writing the
+  block-trace document (PULL-DOC) takes 8 ms instead of 22 ms.
+- shared_stylesheets: one InlineStyleSheet per CSS text in a document; the block-trace document is
+  53 KB instead of 192 KB.
+- design_params: Panel asks the design for stylesheets only when they change; about 1/20 of the
+  server's time per slider change.
+- control_events: a browser change is set on the widget without Panel's busy bookkeeping, after a
+  10 ms debounce instead of 50 ms; about 1/6 of the server's time per slider change.
+- live_html: a LiveHTML pane's change sets only its text; about 1.5 ms per changed pane.
+- socket_tuning: TCP_NODELAY on websockets and the frames of one message corked together; up to
+  40 ms of delayed-acknowledgement wait per update.
+- early_page: a page's HTML goes out before its session is built; the HTML arrives after 8-13 ms
+  instead of 186-286 ms.
+- first_load: no es-module-shims, no BrowserInfo, no per-session diagnostics; about 60 + 20 ms of a
+  cold page load, and a tenth of a session build.
+- compressed_static: scripts and stylesheets gzipped once per process for browsers on other machines;
+  0.73 MB instead of 2.7 MB, and over 20 Mbit/s 1.3 s to an interactive page instead of 2.3 s.
+- panel_fixes: script-tag embeds get absolute URLs and Panel's CSS from this server (a fix: offline
+  embeds would otherwise ask Panel's CDN).
+- gc_pauses: the cycle collector is kept off long-lived session objects; full collections had paused
+  the server 0.3-0.7 s at 60 students.
+
+Verified on (the ranges in `PATCHES`): Panel 1.9.0 to 1.10, Bokeh 3.9.1 to 3.10, Tornado 6.2 to 6.6,
+param 2.1 to 2.4: the lowest versions pyproject.toml declares on Python 3.11, and the newest pip
+resolves on Python 3.13, both run by CI.
+
+`benchmarks/latency.py --compare-tuning` measures the tuned and the stock server in one run.
+
+Two of these mend upstream bugs rather than save time; what upstream would need:
+- panel_fixes: in an autoload (script-tag) session, Panel should make its bundled script URLs, theme
+  stylesheets and loading stylesheet absolute to the server (it prefixes the request's relative path,
+  and falls back to its CDN for the theme CSS).
+- update_serializer: Bokeh's `patch_doc.create` could look a model up in the document's synced set
+  when it meets it, instead of building a reference object for every synced model per message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+log = logging.getLogger("blocktrace.tuning")
+
+# (lowest verified, highest verified minor): a release in [lowest, next minor after highest) is in range.
+PANEL = ("1.9.0", "1.10")
+BOKEH = ("3.9.1", "3.10")
+TORNADO = ("6.2", "6.6")
+PARAM = ("2.1.0", "2.4")
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str  # module in this package
+    libraries: dict[str, tuple[str, str]]  # distribution -> verified range
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch("update_serializer", {"bokeh": BOKEH}),
+    Patch("lean_properties", {"bokeh": BOKEH}),
+    Patch("shared_stylesheets", {"panel": PANEL, "bokeh": BOKEH}),
+    Patch("design_params", {"panel": PANEL}),
+    Patch("control_events", {"panel": PANEL, "param": PARAM}),
+    Patch("live_html", {"panel": PANEL}),
+    Patch("socket_tuning", {"panel": PANEL, "tornado": TORNADO}),
+    Patch("early_page", {"panel": PANEL, "bokeh": BOKEH}),
+    Patch("first_load", {"panel": PANEL, "bokeh": BOKEH}),
+    Patch("compressed_static", {"bokeh": BOKEH, "tornado": TORNADO}),
+    Patch("panel_fixes", {"panel": PANEL}),
+    Patch("gc_pauses", {"panel": PANEL, "bokeh": BOKEH}),
+)
+
+_applied: list[str] = []
+_decided = False
+
+
+def release(text: str) -> tuple[int, ...]:
+    """The numeric release of a version string: '3.10.2' -> (3, 10, 2); '1.10.0rc1' -> (1, 10, 0)."""
+    match = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(part) for part in match.group(0).split(".")[:3]) if match else ()
+
+
+def within(found: str, verified: tuple[str, str]) -> bool:
+    """Whether `found` is at least the lowest verified release and no newer than the highest verified minor."""
+    lowest, highest = (release(v) for v in verified)
+    have = release(found)
+    return have >= lowest and have[: len(highest)] <= highest
+
+
+def installed(distribution: str) -> str | None:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def out_of_range(patch: Patch) -> list[str]:
+    """The libraries whose installed version the patch was not verified on, as 'name X (verified A-B)'."""
+    problems = []
+    for name, verified in patch.libraries.items():
+        found = installed(name)
+        if found is None or not within(found, verified):
+            problems.append(f"{name} {found} (verified {verified[0]} to {verified[1]}.x)")
+    return problems
+
+
+def apply(enabled: bool = True) -> list[str]:
+    """Apply every patch whose libraries are in range (once per process); returns the names applied.
+
+    The first call decides: later calls return the same list, whatever they ask.
+    """
+    global _decided
+    if _decided:
+        return list(_applied)
+    _decided = True
+    if not enabled:
+        log.info("tuning: off (--no-tuning); Panel, Bokeh and Tornado run unpatched")
+        return []
+    for patch in PATCHES:
+        problems = out_of_range(patch)
+        if problems:
+            log.warning("tuning: %s stands down: %s; the stock path runs instead", patch.name, ", ".join(problems))
+            continue
+        try:
+            importlib.import_module(f"{__name__}.{patch.name}").apply()
+        except (ImportError, AttributeError) as error:  # an internal it needs has moved
+            log.warning("tuning: %s stands down: %s; the stock path runs instead", patch.name, error)
+            continue
+        _applied.append(patch.name)
+    return list(_applied)
+
+
+def applied() -> list[str]:
+    return list(_applied)
+
+
+def is_applied(name: str) -> bool:
+    return name in _applied
