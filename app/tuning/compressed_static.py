@@ -13,8 +13,9 @@ folder, and served from there like any static file (with its own ETag, and `Vary
 for caches).
 
 `static_patterns()` puts a handler in front of Bokeh's own for /static/extensions/ (Panel's bundle
-and stylesheets); `apply()` has Bokeh route each app's /static/ (BokehJS) to a gzipping subclass of
-its handler. Everything else about them is Bokeh's.
+and stylesheets); `apply()` has Bokeh route each app's /static/ (BokehJS) to a gzipping handler
+instead of Bokeh's StaticHandler (wrapping `bokeh.server.tornado.create_static_handler`, which Panel
+itself replaces). Both serve the same folders as Bokeh's handlers.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from pathlib import Path
 
 from bokeh.embed.bundle import extension_dirs
 from bokeh.server import tornado as bokeh_tornado
-from bokeh.server.views.multi_root_static_handler import MultiRootStaticHandler
 from bokeh.server.views.static_handler import StaticHandler
+from bokeh.settings import settings
+from tornado.web import HTTPError, StaticFileHandler
 
 COMPRESSIBLE = (".js", ".css", ".json", ".svg", ".map")
 MIN_BYTES = 1024  # smaller files gain nothing worth a header
@@ -85,10 +87,18 @@ def gzipped_copy(path: str) -> str:
     return target
 
 
-class Gzipped:
-    """A StaticFileHandler mix-in: serve the gzipped copy of a text file when the browser accepts it."""
+class Gzipped(StaticFileHandler):
+    """Tornado's static file handler, sending the gzipped copy of a text file when the browser accepts it.
+
+    Built on Tornado's documented override points only (`validate_absolute_path`, `get_content_type`,
+    `set_extra_headers`), not on Bokeh's handlers, whose `get()` differs between releases (Bokeh 3.10's
+    never calls `validate_absolute_path`). `Content-Encoding: gzip` is named only when the file being
+    sent is the gzipped copy made here, so a change upstream can cost the compression but never
+    mislabel plain bytes.
+    """
 
     plain_path: str | None = None
+    sending_copy: str | None = None
 
     def validate_absolute_path(self, root, absolute_path):
         path = self.plain_path = super().validate_absolute_path(root, absolute_path)
@@ -97,8 +107,9 @@ class Gzipped:
                 or not over_a_network(self.request.remote_ip)):
             return path
         copy = gzipped_copy(path)
-        self._stat_result = os.stat(copy)  # Tornado's size and date of the file to send (set by the check above)
-        return copy
+        # Validated (and, on newer Tornado, stat'ed) as the file that is sent: size and date are the copy's.
+        self.sending_copy = super().validate_absolute_path(_cache_folder(), copy)
+        return self.sending_copy
 
     def get_content_type(self) -> str:
         mime, _ = mimetypes.guess_type(self.plain_path or "")
@@ -108,16 +119,31 @@ class Gzipped:
         super().set_extra_headers(path)
         if self.plain_path is not None and self.plain_path.endswith(COMPRESSIBLE):
             self.set_header("Vary", "Accept-Encoding")
-        if self.absolute_path is not None and self.absolute_path != self.plain_path:
+        if self.sending_copy is not None and self.absolute_path == self.sending_copy:
             self.set_header("Content-Encoding", "gzip")
 
 
-class GzippedBokehStatic(Gzipped, StaticHandler):
-    """/static/…: BokehJS."""
+class GzippedBokehStatic(Gzipped):
+    """/static/…: BokehJS, from the folder Bokeh's own StaticHandler serves."""
+
+    def initialize(self, path: str | None = None, default_filename: str | None = None) -> None:
+        super().initialize(path=settings.bokehjs_path(), default_filename=default_filename)
 
 
-class GzippedExtensionStatic(Gzipped, MultiRootStaticHandler):
-    """/static/extensions/…: Panel's bundle, its stylesheets and images."""
+class GzippedExtensionStatic(Gzipped):
+    """/static/extensions/NAME/…: Panel's bundle, its stylesheets and images (one folder per extension)."""
+
+    def initialize(self, root: dict, default_filename: str | None = None) -> None:
+        self.roots = root
+        super().initialize(path="/", default_filename=default_filename)
+
+    def parse_url_path(self, url_path: str) -> str:
+        name, _, rest = url_path.partition("/")
+        folder = self.roots.get(name)
+        if folder is None or not rest:
+            raise HTTPError(404)
+        self.root = os.path.abspath(str(folder))
+        return super().parse_url_path(rest)
 
 
 def static_patterns() -> list[tuple]:

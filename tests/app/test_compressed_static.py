@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from blocktrace.app.tuning import compressed_static
-from blocktrace.tests.conftest import STUDENT_LAPTOP
+
+from tests.conftest import STUDENT_LAPTOP
 
 TRACE = "/explorables/transformer-block-trace"
 

@@ -19,11 +19,12 @@ import pytest
 from blocktrace.app.server.pages import page_title
 from blocktrace.app.server.routes import page_titles, routes, server_kwargs
 from blocktrace.app.tuning import early_page
-from blocktrace.tests.app.bokeh_ws_client import Session, models, pull_document
-from blocktrace.tests.conftest import free_port
 from bokeh.util.token import get_session_id, get_token_payload
 from panel.io.server import get_server
 from tornado.httpclient import AsyncHTTPClient
+
+from tests.app.bokeh_ws_client import Session, models, pull_document
+from tests.conftest import free_port
 
 PAGES = routes()
 TITLES = page_titles(PAGES)

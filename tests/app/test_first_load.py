@@ -10,12 +10,13 @@ import urllib.request
 
 import pytest
 from blocktrace.app.server.routes import routes
-from blocktrace.tests.app.bokeh_ws_client import models, pull_document
 from bokeh.core.validation.check import check_integrity
 from bokeh.document import Document
 from bokeh.settings import settings
 from panel.config import config
 from panel.models.esm import ReactiveESM
+
+from tests.app.bokeh_ws_client import models, pull_document
 
 ROUTES = routes()
 

@@ -7,14 +7,15 @@ import asyncio
 import pytest
 from blocktrace.app.server.routes import page_titles, routes, server_kwargs
 from blocktrace.app.tuning import lean_properties
-from blocktrace.tests.app.bokeh_ws_client import Session
-from blocktrace.tests.conftest import free_port
 from bokeh.core.property.descriptors import UnsetValueError
 from bokeh.core.serialization import Serializer
 from bokeh.document import Document
 from bokeh.models import Div, Slider
 from bokeh.themes import Theme
 from panel.io.server import get_server
+
+from tests.app.bokeh_ws_client import Session
+from tests.conftest import free_port
 
 ROUTES = routes()
 TRACE = "/explorables/transformer-block-trace"

@@ -208,7 +208,8 @@ def test_starting_the_server_registers_no_learner(tmp_path) -> None:
     join the class (each had registered a learner the teacher would see, at every start)."""
     from blocktrace.app.classroom.learner import DEFAULT_CLASS
     from blocktrace.app.classroom.store import EventStore, default_url
-    from blocktrace.tests.conftest import start_server, stop_server
+
+    from tests.conftest import start_server, stop_server
 
     fresh = start_server(tmp_path / "server.log")  # returns once /health answers: the warm-up is over
     try:

@@ -11,9 +11,10 @@ import pytest
 from blocktrace.app.server.routes import routes
 from blocktrace.app.tuning import shared_stylesheets
 from blocktrace.explorables.components.style import stylesheet
-from blocktrace.tests.app.bokeh_ws_client import models, pull_document
 from bokeh.document import Document
 from bokeh.models import Div, ImportedStyleSheet, InlineStyleSheet
+
+from tests.app.bokeh_ws_client import models, pull_document
 
 ROUTES = routes()
 BOKEH_STYLED = {"Tooltip", "Figure", "Toolbar"}  # a widget's help text; explorables/components/focus.py

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from blocktrace.tests.app.bokeh_ws_client import Session, models
+from tests.app.bokeh_ws_client import Session, models
 
 ROUTE = "/explorables/transformer-block-trace"
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from blocktrace.tests.browser.keyboard import Keyboard
 from playwright.sync_api import Locator, Page, expect
+
+from tests.browser.keyboard import Keyboard
 
 pytestmark = pytest.mark.browser
 

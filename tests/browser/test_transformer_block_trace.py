@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from blocktrace.tests.conftest import STUDENT_LAPTOP
 from playwright.sync_api import Locator, Page, expect
+
+from tests.conftest import STUDENT_LAPTOP
 
 pytestmark = pytest.mark.browser
 

@@ -1,0 +1,190 @@
+"""Every page of a running server, in Chromium: it renders with its CSS, a control change updates it,
+nothing is mis-encoded or fetched from elsewhere, and /health, /teacher and the lessons answer.
+
+Used by tests/browser/test_every_page.py (tuned and --no-tuning servers) and, as a script, by .ci/run
+against the newest Panel and Bokeh and against an installed wheel:
+
+    python tests/smoke.py http://127.0.0.1:5006 [--teacher-password PW] [--as-student]
+
+`--as-student` sends X-Forwarded-For with a classroom address (the server needs --use-xheaders), so
+scripts come the way a student's laptop gets them (gzipped). Prints one line per check and a closing
+'N passed, M failed'; exits 1 if any failed. The expected lessons are read from this repository's
+lessons/ folder, not from the server, so a server missing one fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import re
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+STUDENT_LAPTOP = {"X-Forwarded-For": "192.168.1.23"}
+LESSONS = Path(__file__).resolve().parents[1] / "lessons"
+TIMEOUT_MS = 20_000
+
+
+def lessons() -> list[tuple[str, str]]:
+    """(route, title) of every lesson in the repository, from each lesson.md's front matter."""
+    found = []
+    for path in sorted(LESSONS.glob("*/lesson.md")):
+        head = path.read_text(encoding="utf-8").split("---")[1]
+        fields = dict(re.findall(r"^(id|title): *(.+)$", head, re.M))
+        found.append((f"/lessons/{fields['id']}", fields["title"].strip()))
+    return found
+
+
+def slider(page: Page, label: str):
+    return page.locator(".bk-input-group", has_text=label).get_by_role("slider")
+
+
+def change_trace(page: Page) -> None:
+    """Attention update scale to 0: the attention update row becomes zeros."""
+    row = page.get_by_role("table", name=re.compile("One forward pass")).get_by_role(
+        "row", name=re.compile("^Attention update")).locator("td:not(.empty)")
+    expect(row.first).to_be_visible()
+    expect(row).not_to_have_text(["0.000"] * 5)
+    handle = slider(page, "Attention update scale")
+    handle.focus()
+    page.keyboard.press("Home")
+    expect(row).to_have_text(["0.000"] * 5)
+
+
+def change_floor(page: Page) -> None:
+    """Next stage: the stepper moves from stage 1 to stage 2."""
+    expect(page.get_by_text("Stage 1 / 8")).to_be_visible()
+    page.get_by_role("button", name="Next stage ▶").click()
+    expect(page.get_by_text("Stage 2 / 8")).to_be_visible()
+
+
+def change_lab(page: Page) -> None:
+    """Width 512: the parameter table is recounted for d = 512."""
+    page.get_by_label("d (model width)").select_option(label="512")
+    expect(page.get_by_role("table", name=re.compile(r"Parameters of one block \(d = 512"))).to_be_visible()
+
+
+@dataclass(frozen=True)
+class PageCheck:
+    path: str
+    shows: str  # text the rendered page must show
+    change: Callable[[Page], None] | None = None
+
+
+def page_checks() -> list[PageCheck]:
+    explorables = [
+        PageCheck("/explorables/transformer-block-trace?predict=off", "Attention update scale", change_trace),
+        PageCheck("/explorables/block-floor?predict=off", "Next stage", change_floor),
+        PageCheck("/explorables/decoder-block-lab?predict=off", "Shape of every tensor", change_lab),
+    ]
+    return [PageCheck("/", "Pre-norm Transformer block trace"), *explorables,
+            *(PageCheck(route, title) for route, title in lessons())]
+
+
+def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]) -> list[str]:
+    """Open one page in a fresh context; the problems found (empty when all is well)."""
+    problems: list[str] = []
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    host = urlsplit(base).hostname
+
+    def on_request(request) -> None:
+        parts = urlsplit(request.url)
+        if parts.scheme not in ("data", "blob") and parts.hostname != host:
+            problems.append(f"request left the server: {request.url}")
+
+    def on_response(response) -> None:
+        if response.status >= 400:
+            problems.append(f"HTTP {response.status} for {response.url}")
+
+    page.on("request", on_request)
+    page.on("response", on_response)
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} ({r.failure})"))
+    page.on("console", lambda m: problems.append(f"console error: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda err: problems.append(f"page error: {err}"))
+    try:
+        page.goto(base + check.path)
+        expect(page.get_by_text(check.shows).first).to_be_visible()
+        # The house stylesheet reached the page's shadow roots: its headings carry its colours.
+        headings = page.locator(".bt-title:visible, .bt-h1:visible, .bt-h2:visible")
+        expect(headings.first).to_be_visible()
+        styled = headings.evaluate_all(
+            "els => els.some(el => getComputedStyle(el).getPropertyValue('--bt-line').trim() !== '')")
+        if not styled:
+            problems.append("the house stylesheet (static/css/blocktrace.css) is not applied")
+        if check.change is not None:
+            check.change(page)
+    except AssertionError as error:
+        problems.append(f"{type(error).__name__}: " + " | ".join(str(error).splitlines()[:6]))
+    except Exception as error:  # a Playwright timeout or a closed page: report it, go on with the next page
+        problems.append(f"{type(error).__name__}: " + " | ".join(str(error).splitlines()[:6]))
+    finally:
+        context.close()
+    return problems
+
+
+def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+
+
+def http_checks(base: str, teacher_password: str | None) -> list[tuple[str, list[str]]]:
+    results = []
+    status, body = fetch(base + "/health")
+    results.append(("/health", [] if (status, body) == (200, "ok\n") else [f"got {status} {body!r}"]))
+    status, _ = fetch(base + "/teacher")
+    results.append(("/teacher without the password", [] if status == 401 else [f"got {status}, not 401"]))
+    if teacher_password:
+        auth = base64.b64encode(f"teacher:{teacher_password}".encode()).decode()
+        status, body = fetch(base + "/teacher", {"Authorization": f"Basic {auth}"})
+        ok = status == 200 and "Classes:" in body
+        results.append(("/teacher with the password", [] if ok else [f"got {status}"]))
+    return results
+
+
+def run(browser: Browser, base: str, *, as_student: bool = False,
+        teacher_password: str | None = None) -> list[tuple[str, list[str]]]:
+    """Every check against the server at `base`: (name, problems) per check."""
+    headers = STUDENT_LAPTOP if as_student else {}
+    results = [(check.path, visit(browser, base, check, headers)) for check in page_checks()]
+    return results + http_checks(base, teacher_password)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url")
+    parser.add_argument("--teacher-password")
+    parser.add_argument("--as-student", action="store_true")
+    args = parser.parse_args(argv)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        results = run(browser, args.url.rstrip("/"), as_student=args.as_student,
+                      teacher_password=args.teacher_password)
+        browser.close()
+    failed = 0
+    for name, problems in results:
+        print(("ok    " if not problems else "FAIL  ") + name)
+        for problem in problems:
+            print("        " + problem)
+        failed += bool(problems)
+    print(f"smoke: {len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
