@@ -123,6 +123,7 @@ def stop_workers_with_parent() -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
+
     from blocktrace.app.server.routes import page_titles, routes, server_kwargs
 
     if not 1 <= args.port <= 65535 and args.port != 0:

@@ -74,6 +74,8 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sqlalchemy import select  # noqa: E402
+
 from blocktrace.app.classroom.identity import COOKIE_NAME, verify  # noqa: E402
 from blocktrace.app.classroom.learner import COALESCE_MS  # noqa: E402
 from blocktrace.app.classroom.schema import events  # noqa: E402
@@ -81,7 +83,6 @@ from blocktrace.app.classroom.store import EventStore, default_url  # noqa: E402
 from blocktrace.app.serve import SECRET_ENV  # noqa: E402
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES, TraceState  # noqa: E402
 from blocktrace.explorables.transformer_block_trace.view import stage_table_html  # noqa: E402
-from sqlalchemy import select  # noqa: E402
 
 ROUTE = "/explorables/transformer-block-trace"
 QUESTION = "transformer-block-trace/prediction"
@@ -490,7 +491,7 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
 
         # This client plays 100 browsers in one process; its own garbage collections (100+ ms with 100
         # students' documents in memory) would be counted as the server's latency. Freeze what the joins
-        # built and collect rarely while exploring (as in the server, see app/gc_tuning.py).
+        # built and collect rarely while exploring (as in the server, see app/tuning/gc_pauses.py).
         gc.collect()
         gc.freeze()
         gc.set_threshold(50_000, 50, 100)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+
 from blocktrace.explorables.engine import forward, get_preset, init_params
 from blocktrace.explorables.engine.backward import depth_profile
 

@@ -1,9 +1,9 @@
 """Latency of the block-trace explorable in headless Chromium: control change -> updated value on the page.
 
-usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL] [--wifi MBIT]
+usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL | --compare-tuning] [--wifi MBIT]
 
-Starts `python -m app.cli serve` on a free port (unless --url is given), opens the explorable with
-?predict=off and measures, with the page's own clock (performance.now()):
+Starts `python -m blocktrace.app.cli serve` on a free port (unless --url is given), opens the
+explorable with ?predict=off and measures, with the page's own clock (performance.now()):
 
 - interactive: navigation start -> the Input vector field enabled and visible with the stage table drawn
   (each load in a fresh browser context, so nothing is cached; the next load starts once this page
@@ -19,6 +19,12 @@ to a student's laptop (with --url, that is up to the server given).
 
 The slider is moved with the arrow keys on its handle; the vector field is filled and committed with
 Tab (leaving the field). Target from issue 3: median <= 80 ms, p95 <= 150 ms.
+
+--compare-tuning starts two servers from this Python, one as usual (tuned) and one with --no-tuning
+(stock Panel, Bokeh and Tornado), and measures both in one browser, interleaved so that the machine's
+drift in speed falls on both alike: the loads alternate (tuned, stock, tuned, ...), and so do the
+changes, in blocks of a few per server. It prints the median and p95 of each figure for both, and the
+ratio stock/tuned of the medians.
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUTE = "/explorables/transformer-block-trace?predict=off"
@@ -44,6 +51,7 @@ STUDENT_ADDRESS = "192.168.1.23"  # with --wifi: the address the browser's reque
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHANGE_BLOCK = 5  # with --compare-tuning: changes measured on one server before switching to the other
 
 # Shared page-side helpers: find things through open shadow roots, as a person sees them.
 HELPERS = """
@@ -144,10 +152,11 @@ def slider_changes(page: Page, n: int) -> list[dict]:
     return [measure(page, lambda: page.keyboard.press("ArrowRight")) for _ in range(n)]
 
 
-def vector_changes(page: Page, n: int) -> list[dict]:
+def vector_changes(page: Page, n: int, start: int = 0) -> list[dict]:
+    """n changes of the vector field; the first value is 1.0 + 0.1 * (start + 1), each next one 0.1 up."""
     field = page.get_by_label("Input vector")
     samples = []
-    for i in range(n):
+    for i in range(start, start + n):
         field.fill(f"{1.0 + 0.1 * (i + 1):.2f}, -0.5, 0.25, 2")  # typing alone changes nothing on the server
 
         def commit() -> None:
@@ -157,10 +166,137 @@ def vector_changes(page: Page, n: int) -> list[dict]:
     return samples
 
 
+def load_page(browser: Browser, url: str, headers: dict, wifi: float | None) -> tuple[BrowserContext, Page, float]:
+    """Open url in a fresh browser context; returns it, its page, and the page's time to interactive (ms).
+
+    Returns once the page has drawn its figures (they come after it is interactive), so the next load
+    meets a server with nothing of this one left to do.
+    """
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers)
+    page = context.new_page()
+    page.add_init_script(HELPERS)
+    if wifi:
+        bytes_per_s = wifi * 1e6 / 8
+        cdp = context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 20, "downloadThroughput": bytes_per_s,
+            "uploadThroughput": bytes_per_s})
+    page.goto(url, wait_until="commit")
+    page.wait_for_function("window.__bt && window.__bt.interactive !== undefined", timeout=60_000)
+    interactive = page.evaluate("window.__bt.interactive")
+    page.locator(".bt-figure-pending").first.wait_for(state="detached", timeout=60_000)
+    return context, page, interactive
+
+
 def summary(name: str, values: list[float]) -> str:
     a = np.asarray(values)
     return (f"{name:<34} {len(a):>3} {statistics.median(a):>8.1f} {np.percentile(a, 95):>8.1f} "
             f"{a.min():>8.1f} {a.max():>8.1f}")
+
+
+def compared(name: str, tuned: list[float], stock: list[float]) -> str:
+    t, s = np.asarray(tuned), np.asarray(stock)
+    ratio = statistics.median(s) / statistics.median(t)
+    return (f"{name:<34} {len(t):>3} {statistics.median(t):>8.1f} {np.percentile(t, 95):>8.1f} "
+            f"{statistics.median(s):>8.1f} {np.percentile(s, 95):>8.1f} {ratio:>11.2f}")
+
+
+def versions() -> str:
+    found = []
+    for name in ("panel", "bokeh", "tornado", "param"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} (not installed)")
+    return f"python {sys.version.split()[0]}, " + ", ".join(found)
+
+
+def tuning_state(log_text: str, tuned: bool) -> str:
+    """What a server's log says of its tuning layer: off, every patch applied, or which stood down."""
+    if not tuned:
+        return "off" if "tuning: off" in log_text else "NOT reported off in its log"
+    down = [line.split("tuning: ", 1)[1] for line in log_text.splitlines()
+            if "tuning: " in line and "stands down" in line]
+    return "every patch applied" if not down else "stood down: " + "; ".join(down)
+
+
+def compare_tuning(a: argparse.Namespace) -> int:
+    """Measure a tuned and a stock (--no-tuning) server in one run, interleaved; print both and the ratio."""
+    load = os.getloadavg()
+    log_dir = tempfile.TemporaryDirectory()
+    headers = {"X-Forwarded-For": STUDENT_ADDRESS} if a.wifi else {}  # as in main(): both servers trust it
+    names = ("tuned", "stock")
+    logs = {name: Path(log_dir.name) / name / "server.log" for name in names}
+    processes: dict[str, subprocess.Popen] = {}
+    urls: dict[str, str] = {}
+    try:
+        for name in names:
+            logs[name].parent.mkdir()
+            extra = (["--use-xheaders"] if headers else []) + (["--no-tuning"] if name == "stock" else [])
+            processes[name], base = start_server(logs[name], *extra)
+            urls[name] = base + ROUTE
+        interactive: dict[str, list[float]] = {name: [] for name in names}
+        slider: dict[str, list[dict]] = {name: [] for name in names}
+        vector: dict[str, list[dict]] = {name: [] for name in names}
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            kept: dict[str, tuple[BrowserContext, Page]] = {}
+            for i in range(a.loads):
+                for name in names:  # tuned, stock, tuned, stock, ...
+                    context, page, t = load_page(browser, urls[name], headers, a.wifi)
+                    interactive[name].append(t)
+                    if i < a.loads - 1:
+                        context.close()
+                    else:
+                        kept[name] = (context, page)
+            # Each server's last page stays open for the changes, with the same unmeasured warm-up and the
+            # same sequence of values as a single-server run; the servers take turns, CHANGE_BLOCK at a time.
+            for name in names:
+                page = kept[name][1]
+                page.bring_to_front()
+                slider_changes(page, 2)
+                vector_changes(page, 2)
+            for samples, changes in ((slider, lambda page, n, start: slider_changes(page, n)),
+                                     (vector, vector_changes)):
+                for start in range(0, a.changes, CHANGE_BLOCK):
+                    n = min(CHANGE_BLOCK, a.changes - start)
+                    for name in names:
+                        page = kept[name][1]
+                        page.bring_to_front()
+                        samples[name] += changes(page, n, start)
+            for context, _ in kept.values():
+                context.close()
+            browser.close()
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            process.wait(timeout=10)
+        states = {name: tuning_state(logs[name].read_text() if logs[name].exists() else "", name == "tuned")
+                  for name in names}
+        log_dir.cleanup()
+
+    network = f", network throttled to {a.wifi:g} Mbit/s and 20 ms" if a.wifi else ""
+    print(f"blocktrace latency, tuned vs stock (--no-tuning), headless Chromium{network}")
+    print(f"tuned: {urls['tuned']}  (tuning: {states['tuned']})")
+    print(f"stock: {urls['stock']}  (tuning: {states['stock']})")
+    print(versions())
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after (other work on the machine inflates every figure)")
+    print(f"interleaved: loads alternate tuned, stock, ...; changes alternate, {CHANGE_BLOCK} on one server "
+          "at a time (after 2 unmeasured of each)")
+    print(f"\n{'ms':<34} {'n':>3} {'tuned':>8} {'tuned':>8} {'stock':>8} {'stock':>8} {'stock/tuned':>11}")
+    print(f"{'':<34} {'':>3} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'(medians)':>11}")
+    print(compared("time to interactive page", interactive["tuned"], interactive["stock"]))
+    for label, samples in (("slider", slider), ("vector (Tab)", vector)):
+        for key, what in (("changed", "output row changed"), ("frame", "next frame after it")):
+            print(compared(f"{label}: {what}", [s[key] for s in samples["tuned"]],
+                           [s[key] for s in samples["stock"]]))
+    print("\ntime to interactive page: navigation start -> Input vector enabled and stage table drawn; "
+          "changes: ms from keydown")
+    print("target (issue 3): median <= 80 ms, p95 <= 150 ms")
+    return 0
 
 
 def main() -> int:
@@ -168,9 +304,15 @@ def main() -> int:
     p.add_argument("--changes", type=int, default=30, help="changes measured per control (default 30)")
     p.add_argument("--loads", type=int, default=5, help="page loads for the time to interactive (default 5)")
     p.add_argument("--url", help="an already running server, e.g. http://127.0.0.1:5006 (default: start one)")
+    p.add_argument("--compare-tuning", action="store_true",
+                   help="start a tuned and a --no-tuning server and measure both, interleaved (not with --url)")
     p.add_argument("--wifi", type=float, metavar="MBIT",
                    help="throttle the browser's network to MBIT Mbit/s with a 20 ms round trip (default: none)")
     a = p.parse_args()
+    if a.compare_tuning:
+        if a.url:
+            p.error("--compare-tuning starts its own two servers; it takes no --url")
+        return compare_tuning(a)
 
     load = os.getloadavg()
     process = None
@@ -188,22 +330,8 @@ def main() -> int:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
             interactive = []
             for _ in range(a.loads):
-                context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers)
-                page = context.new_page()
-                page.add_init_script(HELPERS)
-                if a.wifi:
-                    bytes_per_s = a.wifi * 1e6 / 8
-                    cdp = context.new_cdp_session(page)
-                    cdp.send("Network.enable")
-                    cdp.send("Network.emulateNetworkConditions", {
-                        "offline": False, "latency": 20, "downloadThroughput": bytes_per_s,
-                        "uploadThroughput": bytes_per_s})
-                page.goto(url, wait_until="commit")
-                page.wait_for_function("window.__bt && window.__bt.interactive !== undefined", timeout=60_000)
-                interactive.append(page.evaluate("window.__bt.interactive"))
-                # The page finishes loading (its figures come after it is interactive) before the next
-                # load starts, so each load meets a server with nothing of the last one left to do.
-                page.locator(".bt-figure-pending").first.wait_for(state="detached", timeout=60_000)
+                context, page, t = load_page(browser, url, headers, a.wifi)
+                interactive.append(t)
                 if len(interactive) < a.loads:
                     context.close()
             # The last page stays open for the changes; two unmeasured changes warm up each path

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from blocktrace.app.serve import child_pids
 
 PG_ROOT = Path("/usr/lib/postgresql")

@@ -33,6 +33,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 STUDENT_LAPTOP = {"X-Forwarded-For": "192.168.1.23"}
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 TIMEOUT_MS = 20_000
+expect.set_options(timeout=TIMEOUT_MS)  # every check, not only page actions: CI machines are busy
 
 
 def lessons() -> list[tuple[str, str]]:

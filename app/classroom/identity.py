@@ -20,7 +20,7 @@ import unicodedata
 import uuid
 from pathlib import Path
 
-COOKIE_NAME = "bt_learner"  # the signed learner id; the page sets it (app/learner.cookie_script)
+COOKIE_NAME = "bt_learner"  # the signed learner id; the page sets it (app/classroom/learner.cookie_script)
 SECRET_FILE = "learner-cookie.key"
 SECRET_BYTES = 32
 MAX_NAME = 40

@@ -18,6 +18,8 @@ from html import escape
 from typing import Any
 
 import panel as pn
+from bokeh.models import CustomJS
+
 from blocktrace.app.classroom.identity import (
     COOKIE_NAME,
     clean_display_name,
@@ -30,7 +32,6 @@ from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, check_prediction, check_record, new_event_id
 from blocktrace.app.classroom.store_thread import StoreThread
 from blocktrace.explorables.components.updates import LiveHTML
-from bokeh.models import CustomJS
 
 log = logging.getLogger("blocktrace.classroom")
 CLASS_COOKIE = "bt_class"

@@ -61,12 +61,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from blocktrace.app.classroom import schema
-from blocktrace.app.classroom.identity import clean_display_name, valid_class_code
-from blocktrace.app.classroom.schema import class_epochs, classes, events, learners, predictions, reveals
 from sqlalchemy import URL, Connection, Engine, and_, create_engine, event, exc, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+
+from blocktrace.app.classroom import schema
+from blocktrace.app.classroom.identity import clean_display_name, valid_class_code
+from blocktrace.app.classroom.schema import class_epochs, classes, events, learners, predictions, reveals
 
 DB_FILE = "blocktrace.db"
 BUSY_TIMEOUT_MS = 10_000  # how long an SQLite writer waits for another's lock before giving up

@@ -16,6 +16,9 @@ from collections import defaultdict, deque
 from html import escape
 from urllib.parse import quote
 
+from tornado.ioloop import IOLoop
+from tornado.web import RequestHandler
+
 from blocktrace.app.classroom.identity import valid_class_code
 from blocktrace.app.classroom.learner import DEFAULT_CLASS
 from blocktrace.app.classroom.learner import current as current_classroom
@@ -23,8 +26,6 @@ from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import question_id
-from tornado.ioloop import IOLoop
-from tornado.web import RequestHandler
 
 REFRESH_SECONDS = 5
 MAX_FAILURES = 5  # per address per window

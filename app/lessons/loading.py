@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from blocktrace.app.package_data import LESSONS_DIR
 
 DIRECTIVES = ("explorable", "predict", "checkpoint", "exercise", "explain")

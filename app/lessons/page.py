@@ -8,6 +8,7 @@ from typing import Any
 
 import panel as pn
 import param
+
 from blocktrace.app.classroom.learner import SessionRecorder
 from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
 from blocktrace.app.lessons.markdown import render

@@ -7,6 +7,7 @@ from html import escape
 from urllib.parse import urlencode
 
 import panel as pn
+
 from blocktrace.app.server.catalogue import EXPLORABLES
 from blocktrace.app.tuning import gc_pauses
 from blocktrace.explorables.components.style import dark, styled
@@ -93,7 +94,7 @@ def lesson_cards(flat: bool = False) -> str:
 
 
 def index_page(flat: bool = False) -> pn.viewable.Viewable:
-    """The index; flat=True links explorables as /<id>, as plain `panel serve app/apps/*.py` routes them."""
+    """The index; flat=True links explorables as /<id>, as plain `panel serve app/server/apps/*.py` routes them."""
     from blocktrace.explorables.components.url_state import session_query
 
     apply_theme(session_query())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import panel as pn
+
 from blocktrace.app import tuning
 from blocktrace.app.lessons.loading import lesson_for_explorable
 from blocktrace.app.server.health import HealthHandler

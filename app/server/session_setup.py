@@ -6,6 +6,7 @@ from html import escape
 from typing import Any
 
 import panel as pn
+
 from blocktrace.app.classroom import learner as learners
 from blocktrace.app.classroom.learner import Learner, SessionRecorder
 from blocktrace.app.server.registry import EXPLORABLE_SPECS

@@ -51,6 +51,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
@@ -108,20 +109,25 @@ def installed(distribution: str) -> str | None:
         return None
 
 
-def out_of_range(patch: Patch) -> list[str]:
-    """The libraries whose installed version the patch was not verified on, as 'name X (verified A-B)'."""
+def out_of_range(patch: Patch, version_of: Callable[[str], str | None] = installed) -> list[str]:
+    """The libraries whose installed version the patch was not verified on, as 'name X (verified A to B.x)'."""
     problems = []
     for name, verified in patch.libraries.items():
-        found = installed(name)
+        found = version_of(name)
         if found is None or not within(found, verified):
             problems.append(f"{name} {found} (verified {verified[0]} to {verified[1]}.x)")
     return problems
 
 
-def apply(enabled: bool = True) -> list[str]:
+def stand_down_line(name: str, reason: str) -> str:
+    return f"tuning: {name} stands down: {reason}; the stock path runs instead"
+
+
+def apply(enabled: bool = True, version_of: Callable[[str], str | None] = installed) -> list[str]:
     """Apply every patch whose libraries are in range (once per process); returns the names applied.
 
-    The first call decides: later calls return the same list, whatever they ask.
+    The first call decides: later calls return the same list, whatever they ask. A patch outside its
+    verified range, or whose apply() finds an internal gone, logs one line and is left out.
     """
     global _decided
     if _decided:
@@ -131,16 +137,17 @@ def apply(enabled: bool = True) -> list[str]:
         log.info("tuning: off (--no-tuning); Panel, Bokeh and Tornado run unpatched")
         return []
     for patch in PATCHES:
-        problems = out_of_range(patch)
+        problems = out_of_range(patch, version_of)
         if problems:
-            log.warning("tuning: %s stands down: %s; the stock path runs instead", patch.name, ", ".join(problems))
+            log.warning(stand_down_line(patch.name, ", ".join(problems)))
             continue
         try:
             importlib.import_module(f"{__name__}.{patch.name}").apply()
         except (ImportError, AttributeError) as error:  # an internal it needs has moved
-            log.warning("tuning: %s stands down: %s; the stock path runs instead", patch.name, error)
+            log.warning(stand_down_line(patch.name, f"{type(error).__name__}: {error}"))
             continue
         _applied.append(patch.name)
+    log.info("tuning: applied %s", ", ".join(_applied) or "nothing")
     return list(_applied)
 
 

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 import panel as pn
+from param.parameterized import _syncing
+
 from blocktrace.explorables.components.explorable import CONTROL_HOOKS
 from blocktrace.explorables.components.updates import batched
-from param.parameterized import _syncing
 
 
 def apply_directly(widget: pn.widgets.Widget, wrap: Callable[[Callable], Callable] = lambda f: f) -> None:

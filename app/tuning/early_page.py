@@ -35,7 +35,6 @@ import json
 import logging
 from collections.abc import Mapping
 
-from blocktrace.app.server.pages import theme_of
 from bokeh.document import Document
 from bokeh.embed.util import RenderItem
 from bokeh.models import ImportedStyleSheet
@@ -48,6 +47,8 @@ from panel.io import server as panel_server
 from panel.io.resources import BASE_TEMPLATE, Resources, bundle_resources, get_dist_path, patch_model_css
 from panel.io.state import set_curdoc
 from tornado.web import authenticated
+
+from blocktrace.app.server.pages import theme_of
 
 log = logging.getLogger(__name__)
 
@@ -143,15 +144,28 @@ class EarlyDocHandler(panel_server.DocHandler):
         set up in ways this handler does not cover.
 
         A page asked for with `bokeh-absolute-url` (which a script-tag embed sends, and anyone can add)
-        takes its stylesheet and icon URLs from it (app/panel_fixes.py); kept as the route's frame,
+        takes its stylesheet and icon URLs from it (app/tuning/panel_fixes.py); kept as the route's frame,
         it would send every later student to that host.
         """
+        if self._admin_route():
+            return True
         names_session = any(self.get_argument(k, None) is not None
                             for k in ("bokeh-token", "bokeh-session-id", "bokeh-absolute-url"))
         prefix = self.application.prefix
         return (names_session or "Bokeh-Session-Id" in self.request.headers or bool(config.authorize_callback)
                 or bool(config.reuse_sessions) or not self.application.generate_session_ids
                 or bool(prefix and self.request.path == prefix and not prefix.endswith("/")))
+
+    def _admin_route(self) -> bool:
+        """Whether this is Panel's admin application, whose access Panel 1.10's `DocHandler.get` checks
+        (`_admin_access`); such a page goes through Panel's own handler, so the check runs. Panel 1.9
+        has no such check (and no panel.io.admin_auth). blocktrace serves no admin route, but a
+        server started another way might."""
+        try:
+            from panel.io.admin_auth import is_admin_application
+        except ImportError:
+            return False
+        return is_admin_application(self.application_context.application)
 
     @authenticated
     async def get(self, *args, **kwargs):

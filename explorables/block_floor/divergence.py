@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from blocktrace.explorables.engine import Trace
 
 # The lesson's eight stages of floor 1, by engine key.

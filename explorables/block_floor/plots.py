@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from bokeh.models import Arrow, ColumnDataSource, NormalHead, Range1d, Span
+from bokeh.plotting import figure
+
 from blocktrace.explorables.block_floor.divergence import STAGE_KEYS, stage_labels
 from blocktrace.explorables.block_floor.state import FloorState
 from blocktrace.explorables.components.focus import focus_ring
 from blocktrace.explorables.components.palette import SERIES
-from bokeh.models import Arrow, ColumnDataSource, NormalHead, Range1d, Span
-from bokeh.plotting import figure
 
 LIMIT = 1.5  # the plane shown runs from −1.5 to 1.5 unless a vector is longer
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import param
+
 from blocktrace.explorables.block_floor.divergence import first_divergence, verdict
 from blocktrace.explorables.components.checkpoint import Checkpoint, Option
 from blocktrace.explorables.components.prediction import Prediction

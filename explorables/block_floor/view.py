@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
+
 from blocktrace.explorables.block_floor import plots
 from blocktrace.explorables.block_floor.divergence import STAGE_KEYS, agree, floor_rows, stage_labels
 from blocktrace.explorables.block_floor.state import CORRECT_BET, MAX_WORDS, QUERY_KEYS, FloorState

@@ -8,6 +8,7 @@ from html import escape
 
 import panel as pn
 import param
+
 from blocktrace.explorables.components.style import WRAPPING_CHOICES, styled
 from blocktrace.explorables.components.updates import LiveHTML
 

@@ -8,6 +8,7 @@ from datetime import date
 from html import escape
 
 import panel as pn
+
 from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.style import stylesheet
 from blocktrace.explorables.engine import Trace

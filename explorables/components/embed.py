@@ -8,10 +8,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 import panel as pn
+from bokeh.embed import server_document
+
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import QueryKey
-from bokeh.embed import server_document
 
 
 def state_query(state: Any, keys: Mapping[str, QueryKey]) -> dict[str, str]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import panel as pn
 import param
+
 from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import panel as pn
+from bokeh.plotting import figure
+
 from blocktrace.explorables.components.focus import focus_ring
 from blocktrace.explorables.components.updates import batched
-from bokeh.plotting import figure
 
 
 def base_figure(title: str, height: int = 260, **kw) -> figure:

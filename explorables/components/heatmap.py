@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from blocktrace.explorables.components.focus import focus_ring
-from blocktrace.explorables.components.palette import SEQUENTIAL
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LinearColorMapper
 from bokeh.plotting import figure
+
+from blocktrace.explorables.components.focus import focus_ring
+from blocktrace.explorables.components.palette import SEQUENTIAL
 
 
 def token_factors(tokens: Sequence[str]) -> list[str]:

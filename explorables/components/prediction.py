@@ -7,6 +7,7 @@ from html import escape
 
 import panel as pn
 import param
+
 from blocktrace.explorables.components.style import WRAPPING_CHOICES
 from blocktrace.explorables.components.updates import LiveHTML
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.engine.forward import Trace
 

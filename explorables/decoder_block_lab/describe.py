@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from blocktrace.explorables.components.palette import signed
 from blocktrace.explorables.decoder_block_lab import plots
 from blocktrace.explorables.decoder_block_lab.state import VARIANTS, LabState

@@ -9,15 +9,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from bokeh.models import BoxAnnotation, ColumnDataSource, FactorRange, FixedTicker, HoverTool, Range1d, Span
+from bokeh.plotting import figure
+from bokeh.transform import dodge
+
 from blocktrace.explorables.components.figures import base_figure
 from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure
 from blocktrace.explorables.components.palette import NEUTRAL, SEQUENTIAL, SERIES
 from blocktrace.explorables.decoder_block_lab.state import MAX_BLOCKS, VARIANTS, LabState
 from blocktrace.explorables.decoder_block_lab.tables import VARIANT_NAMES
 from blocktrace.explorables.engine import ops
-from bokeh.models import BoxAnnotation, ColumnDataSource, FactorRange, FixedTicker, HoverTool, Range1d, Span
-from bokeh.plotting import figure
-from bokeh.transform import dodge
 
 MAX_HEADS = 8
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import param
+
 from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.url_state import (
     QueryKey,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 
 import numpy as np
+
 from blocktrace.explorables.components.html import table
 from blocktrace.explorables.decoder_block_lab import checks
 from blocktrace.explorables.decoder_block_lab.shapes import block_params, param_rows, shape_rows

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
+
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from blocktrace.explorables.engine import BlockConfig, Trace, forward
 
 FIXTURE = Path(__file__).resolve().with_name("lesson_seed_42.json")  # package data, installed with the module

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.engine.config import BlockConfig, ConfigError
 from blocktrace.explorables.engine.forward import COMBINE as COMBINE_FORWARD

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from blocktrace.explorables.engine.forward import Trace
 from blocktrace.explorables.engine.stages import Stage
 

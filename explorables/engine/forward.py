@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.engine.config import MAX_ABS_VALUE, MAX_TOKENS, BlockConfig, ConfigError
 from blocktrace.explorables.engine.params import Params, check_params, position_vectors

@@ -11,6 +11,7 @@ import math
 import zlib
 
 import numpy as np
+
 from blocktrace.explorables.engine.config import BlockConfig
 
 Params = dict[str, np.ndarray]

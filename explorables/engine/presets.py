@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from blocktrace.explorables.engine.config import BlockConfig, ConfigError
 from blocktrace.explorables.engine.forward import Trace, forward
 from blocktrace.explorables.engine.params import Params, init_params, word_embedding

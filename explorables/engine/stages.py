@@ -12,6 +12,7 @@ from functools import lru_cache
 from types import MappingProxyType
 
 import numpy as np
+
 from blocktrace.explorables.engine.config import BlockConfig
 
 # The keys of one block, in forward order ("embed" and "pos_embed" come before the first block).

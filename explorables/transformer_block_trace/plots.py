@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
+from bokeh.plotting import figure
+from bokeh.transform import dodge
+
 from blocktrace.explorables.components.figures import base_figure
 from blocktrace.explorables.components.palette import SERIES, sign_colour, signed
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
-from bokeh.plotting import figure
-from bokeh.transform import dodge
 
 if TYPE_CHECKING:  # renderings builds on these plots' data
     from blocktrace.explorables.transformer_block_trace.renderings import Rendered

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from blocktrace.explorables.components.html import table
 from blocktrace.explorables.transformer_block_trace import plots
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState

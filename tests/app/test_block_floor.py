@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+
 from blocktrace.app.cli import main as cli
 from blocktrace.explorables.block_floor import FloorExplorable, FloorState
 from blocktrace.explorables.block_floor.divergence import verdict

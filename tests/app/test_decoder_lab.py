@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.decoder_block_lab import DecoderLabExplorable, LabState
 from blocktrace.explorables.decoder_block_lab import state as state_module
 from blocktrace.explorables.decoder_block_lab.state import CORRECT_PREDICTION, QUERY_KEYS

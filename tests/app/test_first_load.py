@@ -1,4 +1,4 @@
-"""What app/first_load.py (and app/early_page.py) leave out of every page, and the checks that stand in for it.
+"""What app/tuning/first_load.py (and early_page.py) leave out of every page, and the checks that stand in for it.
 
 The server skips Bokeh's per-session document validation and Panel's ESM polyfill. Each route
 builds the same kind of document for every student, so checking one of each here covers them all.
@@ -9,13 +9,13 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
-from blocktrace.app.server.routes import routes
 from bokeh.core.validation.check import check_integrity
 from bokeh.document import Document
 from bokeh.settings import settings
 from panel.config import config
 from panel.models.esm import ReactiveESM
 
+from blocktrace.app.server.routes import routes
 from tests.app.bokeh_ws_client import models, pull_document
 
 ROUTES = routes()
@@ -70,7 +70,7 @@ def test_pages_do_not_load_the_esm_polyfill(server, path: str) -> None:
 
 @pytest.mark.parametrize("path", sorted(ROUTES))
 def test_no_page_draws_with_webgl(path: str) -> None:
-    """Pages leave out bokeh-gl.min.js (app/early_page.py), which only figures drawn with WebGL need."""
+    """Pages leave out bokeh-gl.min.js (app/tuning/early_page.py), which only figures drawn with WebGL need."""
     plots = [m for m in page_models(path) if hasattr(m, "output_backend")]
     assert plots or path == "/"  # every explorable and lesson page has figures to check
     assert [m.output_backend for m in plots if m.output_backend == "webgl"] == []

@@ -1,12 +1,10 @@
-"""app/lean_properties.py: the same properties, values and kept defaults as Bokeh's own method."""
+"""app/tuning/lean_properties.py: the same properties, values and kept defaults as Bokeh's own method."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from blocktrace.app.server.routes import page_titles, routes, server_kwargs
-from blocktrace.app.tuning import lean_properties
 from bokeh.core.property.descriptors import UnsetValueError
 from bokeh.core.serialization import Serializer
 from bokeh.document import Document
@@ -14,6 +12,8 @@ from bokeh.models import Div, Slider
 from bokeh.themes import Theme
 from panel.io.server import get_server
 
+from blocktrace.app.server.routes import page_titles, routes, server_kwargs
+from blocktrace.app.tuning import lean_properties
 from tests.app.bokeh_ws_client import Session
 from tests.conftest import free_port
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import panel as pn
 import pytest
+
 from blocktrace.app.lessons.check import lesson_problems
 from blocktrace.app.lessons.loading import Lesson, load_lessons, parse_lesson
 from blocktrace.app.lessons.markdown import render

@@ -26,5 +26,5 @@ def test_readme_test_command_is_what_ci_runs() -> None:
 
 
 def test_readme_gives_the_run_command() -> None:
-    """A fresh machine serves the app with the README's one line: pip install -e . && blocktrace serve."""
-    assert "pip install -e . && blocktrace serve" in fenced_bash_lines(README)
+    """A fresh machine serves the app with the README's one line: pip install . && blocktrace serve."""
+    assert "pip install . && blocktrace serve" in fenced_bash_lines(README)

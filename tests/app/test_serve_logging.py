@@ -7,8 +7,9 @@ import gc
 import io
 import logging
 
-from blocktrace.app.serve import _ClosedSocketFilter
 from tornado.websocket import WebSocketClosedError
+
+from blocktrace.app.serve import _ClosedSocketFilter
 
 
 def _log_unretrieved(error: Exception) -> str:

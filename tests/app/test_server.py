@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import panel.models  # noqa: F401  (registers Panel's Bokeh models so the client can read a document)
 import pytest
-from blocktrace.app.server.catalogue import EXPLORABLES, explorable
 from bokeh.client import pull_session
 from bokeh.model import Model
+
+from blocktrace.app.server.catalogue import EXPLORABLES, explorable
 
 TRACE_ID = "transformer-block-trace"
 TRACE_ROUTE = "/explorables/transformer-block-trace"
@@ -208,7 +209,6 @@ def test_starting_the_server_registers_no_learner(tmp_path) -> None:
     join the class (each had registered a learner the teacher would see, at every start)."""
     from blocktrace.app.classroom.learner import DEFAULT_CLASS
     from blocktrace.app.classroom.store import EventStore, default_url
-
     from tests.conftest import start_server, stop_server
 
     fresh = start_server(tmp_path / "server.log")  # returns once /health answers: the warm-up is over

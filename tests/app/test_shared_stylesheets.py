@@ -1,4 +1,4 @@
-"""app/shared_stylesheets.py: a served page's document carries each text stylesheet once."""
+"""app/tuning/shared_stylesheets.py: a served page's document carries each text stylesheet once."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import weakref
 from collections import Counter
 
 import pytest
-from blocktrace.app.server.routes import routes
-from blocktrace.app.tuning import shared_stylesheets
-from blocktrace.explorables.components.style import stylesheet
 from bokeh.document import Document
 from bokeh.models import Div, ImportedStyleSheet, InlineStyleSheet
 
+from blocktrace.app.server.routes import routes
+from blocktrace.app.tuning import shared_stylesheets
+from blocktrace.explorables.components.style import stylesheet
 from tests.app.bokeh_ws_client import models, pull_document
 
 ROUTES = routes()

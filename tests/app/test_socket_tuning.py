@@ -29,9 +29,10 @@ def test_the_fix_turns_on_nodelay_for_the_server_end_of_each_websocket(flags, ex
 
 
 def test_the_app_installs_the_fix_with_its_routes():
+    from panel.io.server import WSHandler
+
     from blocktrace.app.server.routes import routes
     from blocktrace.app.tuning import socket_tuning
-    from panel.io.server import WSHandler
 
     routes()
     assert WSHandler.open is socket_tuning._open_without_delay
@@ -85,6 +86,7 @@ def test_the_frames_of_one_update_are_written_corked_and_sent_when_it_ends(monke
 
 def test_panels_update_path_goes_through_the_corked_dispatch():
     import panel.io.document as panel_document
+
     from blocktrace.app.server.routes import routes
     from blocktrace.app.tuning import socket_tuning
 
@@ -124,9 +126,10 @@ def test_bokehs_own_messages_are_corked_too_across_their_awaits(monkeypatch):
 
 
 def test_bokehs_send_is_corked_once_the_routes_are_installed():
+    from panel.io.server import WSHandler
+
     from blocktrace.app.server.routes import routes
     from blocktrace.app.tuning import socket_tuning
-    from panel.io.server import WSHandler
 
     routes()
     assert WSHandler.send_message is socket_tuning._send_corked

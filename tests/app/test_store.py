@@ -13,6 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event, func, inspect, select, text
+from sqlalchemy.exc import IntegrityError, OperationalError
+
 from blocktrace.app.classroom import schema
 from blocktrace.app.classroom import store as store_module
 from blocktrace.app.classroom.identity import new_learner_id
@@ -26,8 +29,6 @@ from blocktrace.app.classroom.store import (
     default_url,
     new_event_id,
 )
-from sqlalchemy import event, func, inspect, select, text
-from sqlalchemy.exc import IntegrityError, OperationalError
 
 CLASS = "physics-3"
 LESSON = "transformer-block"

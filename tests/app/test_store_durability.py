@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from blocktrace.app.classroom.store import EventStore, default_url
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from sqlalchemy import func, inspect, select, text
+from sqlalchemy.exc import IntegrityError
+
 from blocktrace.app.classroom import schema
 from blocktrace.app.classroom.identity import new_learner_id
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.schema import SCHEMA_VERSION
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, new_event_id
-from sqlalchemy import func, inspect, select, text
-from sqlalchemy.exc import IntegrityError
-
 from tests.pg import Postgres, running_postgres
 from tests.pg import free_port as _free_port
 

@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 import numpy as np
 import panel as pn
 import pytest
+
 from blocktrace.app.cli import main as cli_main
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.transformer_block_trace import TraceExplorable, TraceState

@@ -5,11 +5,11 @@ from __future__ import annotations
 import signal
 
 import pytest
+from playwright.sync_api import Browser, expect
+
 from blocktrace.app.classroom.identity import load_or_create_secret, verify
 from blocktrace.app.classroom.store import EventStore, default_url
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
-from playwright.sync_api import Browser, expect
-
 from tests.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.browser

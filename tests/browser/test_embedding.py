@@ -9,10 +9,10 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from blocktrace.explorables.components.embed import iframe_snippet
 from bokeh.embed import server_document
 from playwright.sync_api import Browser, expect
 
+from blocktrace.explorables.components.embed import iframe_snippet
 from tests.conftest import free_port, start_server, stop_server
 
 pytestmark = pytest.mark.browser

@@ -30,12 +30,12 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from playwright.sync_api import Browser, Page, expect
+
 from blocktrace.app.classroom.identity import verify
 from blocktrace.app.classroom.store import EventStore
 from blocktrace.app.serve import SECRET_ENV
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
-from playwright.sync_api import Browser, Page, expect
-
 from tests.browser.test_transformer_block_trace import numbers, slider, stage_row
 from tests.conftest import ROOT, Server, free_port, start_server, stop_server
 from tests.pg import running_postgres

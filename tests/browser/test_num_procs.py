@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from playwright.sync_api import Browser
+from sqlalchemy import select
+
 from blocktrace.app.classroom.identity import load_or_create_secret, verify
 from blocktrace.app.classroom.schema import learners
 from blocktrace.app.classroom.store import EventStore, default_url
 from blocktrace.app.serve import child_pids
-from playwright.sync_api import Browser
-from sqlalchemy import select
-
 from tests.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.browser

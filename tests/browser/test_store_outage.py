@@ -16,12 +16,12 @@ import re
 import time
 
 import pytest
+from playwright.sync_api import Browser, expect
+
 from blocktrace.app.classroom.identity import load_or_create_secret, verify
 from blocktrace.app.classroom.learner import COALESCE_MS
 from blocktrace.app.classroom.store import EventStore
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
-from playwright.sync_api import Browser, expect
-
 from tests.browser.test_transformer_block_trace import numbers, slider, stage_row
 from tests.conftest import start_server, stop_server
 from tests.pg import running_postgres

@@ -228,7 +228,7 @@ def test_the_plots_arrive_once_the_page_is_up(open_page) -> None:
 
 def test_the_page_arrives_titled_with_its_scripts_gzipped(browser, lan_server) -> None:
     """A student's Chromium gets BokehJS and Panel's bundle gzipped, shows the page's own title, and the
-    page works (a page sent before its session is built: app/early_page.py, app/compressed_static.py)."""
+    page works (a page sent before its session is built: app/tuning/early_page.py, app/tuning/compressed_static.py)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=STUDENT_LAPTOP)
     try:
         page = context.new_page()
@@ -253,7 +253,7 @@ def test_the_page_arrives_titled_with_its_scripts_gzipped(browser, lan_server) -
 
 def test_panels_stylesheets_are_fetched_once_while_the_websocket_opens(browser, server) -> None:
     """An early page asks for Panel's component stylesheets when its scripts have run, not after the
-    document has come over the websocket (app/early_page.py), and the document's own links reuse them."""
+    document has come over the websocket (app/tuning/early_page.py), and the document's own links reuse them."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = context.new_page()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.engine import BlockConfig, ConfigError, forward, init_params, ops
 from blocktrace.explorables.engine import backward as bw
 from blocktrace.explorables.engine.forward import COMBINE, PLACEMENTS, Sublayers

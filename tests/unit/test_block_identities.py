@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.engine import BlockConfig, Trace, block_keys, forward, init_params
 from blocktrace.explorables.engine.params import position_vectors
 

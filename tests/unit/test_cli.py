@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from blocktrace.app.cli import main
 from blocktrace.explorables.engine import run_preset
 

@@ -1,13 +1,14 @@
-"""A control's change from the browser, applied directly (explorables/components/control_events.py)."""
+"""A control's change from the browser, applied directly (app/tuning/control_events.py)."""
 
 from __future__ import annotations
 
 import panel as pn
 import param
 import pytest
-from blocktrace.app.tuning.control_events import apply_directly
 from bokeh.document import Document
 from panel.io.state import set_curdoc
+
+from blocktrace.app.tuning.control_events import apply_directly
 
 
 class Controls(param.Parameterized):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.decoder_block_lab import checks
 from blocktrace.explorables.decoder_block_lab.shapes import (
     Sizes,

@@ -1,12 +1,13 @@
-"""Skipping the design on a plain parameter change gives the same properties (app/design_params.py)."""
+"""Skipping the design on a plain parameter change gives the same properties (app/tuning/design_params.py)."""
 
 from __future__ import annotations
 
 import panel as pn
 import param
+from bokeh.document import Document
+
 from blocktrace.app.tuning import design_params
 from blocktrace.explorables.components.focus import focus_design
-from bokeh.document import Document
 
 
 def event(obj, name, new):
@@ -46,8 +47,9 @@ def test_every_change_gives_the_properties_panels_own_method_gives():
 
 
 def test_the_server_installs_it():
-    from blocktrace.app.server.routes import routes
     from panel.reactive import Reactive
+
+    from blocktrace.app.server.routes import routes
 
     routes()
     assert Reactive._update_properties is design_params._update_properties

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.engine import BlockConfig, forward, init_params, ops
 from blocktrace.explorables.engine.params import position_vectors
 from blocktrace.explorables.engine.stages import BLOCK_KEYS, describe, stage_texts

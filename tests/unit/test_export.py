@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.engine import BlockConfig, Trace, forward, init_params, run_preset
 from blocktrace.explorables.engine.export import to_csv, to_dict, to_json, to_table
 

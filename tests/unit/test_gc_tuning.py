@@ -6,6 +6,7 @@ import gc
 import weakref
 
 import pytest
+
 from blocktrace.app.tuning import gc_pauses as gc_tuning
 from blocktrace.app.tuning.gc_pauses import Reclaimer
 
@@ -111,8 +112,9 @@ def frozen(obj) -> bool:
 
 
 def test_a_page_is_frozen_again_after_its_figures_are_drawn(monkeypatch, thawed):
-    from blocktrace.explorables.components.figures import DrawnAfterLoad
     from bokeh.plotting import figure
+
+    from blocktrace.explorables.components.figures import DrawnAfterLoad
 
     session = FakeSession(monkeypatch)
     monkeypatch.setattr(gc_tuning, "_installed", True)

@@ -6,6 +6,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from blocktrace.app.classroom.identity import (
     SECRET_FILE,
     clean_display_name,

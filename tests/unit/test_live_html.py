@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import panel as pn
+from bokeh.document import Document
+
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
-from bokeh.document import Document
 
 SAMPLES = ["<p>plain</p>", '<p class="x">a &amp; b <script>alert(1)</script></p>', "",
            "<table><tr><td>1</td></tr></table>"]

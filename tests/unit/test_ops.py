@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.engine import ops
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from blocktrace.explorables.engine import ConfigError
-from blocktrace.explorables.engine.parsing import MAX_WORD_LENGTH, parse_phrase, parse_vector
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from blocktrace.explorables.engine import ConfigError
+from blocktrace.explorables.engine.parsing import MAX_WORD_LENGTH, parse_phrase, parse_vector
 
 
 @pytest.mark.parametrize(

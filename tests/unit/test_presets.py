@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.engine import PRESETS, ConfigError, Trace, get_preset, run_preset
 
 STREAM_STAGES = ("embed", "pos_embed", "blocks.0.resid_pre", "blocks.0.ln1.normalized")

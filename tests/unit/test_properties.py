@@ -5,10 +5,11 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from blocktrace.explorables.engine import BlockConfig, Trace, forward, init_params
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+
+from blocktrace.explorables.engine import BlockConfig, Trace, forward, init_params
 
 # Under `-W error`, a failing property crashes pytest (INTERNALERROR, no falsifying example shown):
 # Hypothesis's report imports libcst, whose typing_inspect touches the deprecated mypy_extensions.TypedDict.

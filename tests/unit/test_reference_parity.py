@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.engine import BlockConfig, forward
 from blocktrace.explorables.engine.params import param_names, param_shape
 

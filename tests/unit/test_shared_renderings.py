@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.engine import run_preset
 from blocktrace.explorables.transformer_block_trace.renderings import RENDERINGS, render, rendered

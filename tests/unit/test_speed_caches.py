@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from blocktrace.explorables.engine import params as params_module
 from blocktrace.explorables.engine import run_preset
 from blocktrace.explorables.engine.config import BlockConfig

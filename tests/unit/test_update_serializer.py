@@ -1,4 +1,4 @@
-"""Our PATCH-DOC serializer writes exactly the message Bokeh's own writes (app/update_serializer.py)."""
+"""Our PATCH-DOC serializer writes exactly the message Bokeh's own writes (app/tuning/update_serializer.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import copy
 
 import numpy as np
 import panel as pn
-from blocktrace.app.tuning import update_serializer
-from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 from bokeh.core.json_encoder import serialize_json
 from bokeh.document import Document
 from bokeh.models import ColumnDataSource, Div
 from bokeh.plotting import figure
 from bokeh.protocol.messages.patch_doc import patch_doc
+
+from blocktrace.app.tuning import update_serializer
+from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
 
 def served_page() -> tuple[Document, TraceExplorable]:

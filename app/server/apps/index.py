@@ -1,4 +1,4 @@
-"""Entry for plain `panel serve app/apps/*.py --index app/apps/index.py`: the list of explorables."""
+"""Entry for plain `panel serve app/server/apps/*.py --index app/server/apps/index.py`: the list of explorables."""
 
 from blocktrace.app.server.pages import index_page
 

@@ -1,4 +1,4 @@
-"""Entry for plain `panel serve app/apps/*.py`: the transformer-block-trace explorable at /transformer-block-trace."""
+"""Entry for plain `panel serve app/server/apps/*.py`: the transformer-block-trace explorable."""
 
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.routes import explorable_page

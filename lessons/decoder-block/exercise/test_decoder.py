@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from blocktrace.explorables.engine import BlockConfig, forward, init_params, ops
 
 EPS = 1e-6

@@ -1,0 +1,43 @@
+"""Every page, on the tuned server and on stock Panel (--no-tuning), for a browser on this machine and for
+one on a classroom address (scripts gzipped): rendered with its CSS, a control change shown, nothing
+mis-encoded or fetched from elsewhere (the checks are tests/smoke.py's, which CI also runs on Python 3.13
+with the newest Panel and Bokeh, and on an installed wheel)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests import smoke
+from tests.conftest import Server, start_server, stop_server
+
+pytestmark = pytest.mark.browser
+PASSWORD = "a teacher's password"
+
+
+@pytest.fixture(scope="module", params=["tuned", "no-tuning"])
+def either_server(request, tmp_path_factory) -> Iterator[tuple[str, Server]]:
+    """A server that sees classroom addresses (--use-xheaders), with the tuning layer on, then off."""
+    flags = ("--use-xheaders", "--teacher-password", PASSWORD)
+    if request.param == "no-tuning":
+        flags += ("--no-tuning",)
+    running = start_server(tmp_path_factory.mktemp(request.param) / "server.log", *flags)
+    yield request.param, running
+    stop_server(running)
+
+
+@pytest.mark.parametrize("as_student", [False, True], ids=["this-machine", "classroom-laptop"])
+def test_every_page_renders_and_answers_a_change(browser, either_server, as_student: bool) -> None:
+    """No page, route or check fails on either server, for either kind of browser."""
+    mode, server = either_server
+    results = smoke.run(browser, server.base_url, as_student=as_student, teacher_password=PASSWORD)
+    assert len(results) >= len(smoke.page_checks()) + 3
+    failures = {name: problems for name, problems in results if problems}
+    assert failures == {}, f"{mode} server: {failures}"
+    log = server.log()
+    assert "Traceback" not in log
+    if mode == "no-tuning":
+        assert "tuning: off (--no-tuning)" in log and "tuning: applied" not in log
+    else:
+        assert "tuning: applied update_serializer" in log and "stands down" not in log
