@@ -26,7 +26,8 @@ class DrawnAfterLoad:
     A figure is some forty Bokeh models: building them, sending them, and laying out and painting the
     canvas in the browser all come before anything on the page can be used. Here the first page carries
     places saying "Drawing the plot…" instead (class PENDING until filled), and the figures follow in one
-    message as soon as the browser reports the page drawn (Panel's onload). Outside a served page (no session, e.g. in
+    message (on Panel 1.10, which lets Bokeh send changes held during a write, a few) as soon as the browser
+    reports the page drawn (Panel's onload). Outside a served page (no session, e.g. in
     tests) each figure is placed at once. Panel's loading spinner is not used: it is an image from this
     server, which a page embedding us by script tag may not load (cross-origin).
     """

@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import asyncio
 
+from blocktrace.explorables.components.figures import DrawnAfterLoad
 from tests.app.bokeh_ws_client import Session, models
 
 ROUTE = "/explorables/transformer-block-trace"
 
 
 async def figures_arrived(session: Session) -> None:
-    """The page's figures follow document_ready in a message of their own; the change comes after them."""
-    while True:
+    """The page's figures follow document_ready (in one message on Panel 1.9, one per change on 1.10,
+    which lets Bokeh send what it holds during a write); the change is made once every place is filled."""
+    pending = {m["id"] for m in models(session.document)
+               if DrawnAfterLoad.PENDING in (m.get("attributes", {}).get("css_classes") or [])}
+    assert pending, "the page has places for figures"
+    while pending:
         message = await session.read()
-        if message.msgtype == "PATCH-DOC" and any(m.get("name") == "Figure" for m in models(message.content)):
-            return
+        if message.msgtype == "PATCH-DOC":
+            pending -= {e["model"]["id"] for e in message.content["events"]
+                        if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
+                        and DrawnAfterLoad.PENDING not in e["new"]}
 
 
 async def change_and_collect(ws_url: str, value: float) -> list:
