@@ -1,9 +1,9 @@
 """A class on one server: N students on real websocket sessions commit a prediction, then move a slider.
 
-usage: python benchmarks/classroom.py [--students 30,60,100] [--procs 1,2] [--duration 15] [--db URL]
+usage: python benchmarks/classroom.py [--students 30,60,100] [--procs 1,2] [--duration 15] [--db URL] [--no-tuning]
 
 For every number of worker processes (`blocktrace serve --num-procs P`) and every class size N, it
-starts a fresh `python -m app.cli serve` on a free loopback port (the default SQLite store in a
+starts a fresh `python -m blocktrace.app.cli serve` on a free loopback port (the default SQLite store in a
 temporary data directory, or --db), and simulates N students, each on their own Bokeh session
 speaking the Bokeh websocket protocol as the browser does, with Bokeh's own protocol classes (no
 Chromium: 100 browsers would swamp a 2-core machine). All students share one asyncio loop; the
@@ -153,7 +153,7 @@ class Server:
         return total
 
 
-def start_server(folder: Path, procs: int, secret: str, db_url: str | None) -> Server:
+def start_server(folder: Path, procs: int, secret: str, db_url: str | None, tuned: bool = True) -> Server:
     port = free_port()
     data_dir = folder / "data"
     log_path = folder / "server.log"
@@ -161,6 +161,8 @@ def start_server(folder: Path, procs: int, secret: str, db_url: str | None) -> S
             "--data-dir", str(data_dir), f"--teacher-password={secrets.token_urlsafe(9)}"]
     if db_url:
         args += ["--db", db_url]
+    if not tuned:
+        args.append("--no-tuning")
     with log_path.open("w") as log:
         process = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1", SECRET_ENV: secret})
@@ -598,6 +600,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--vectors", choices=["shared", "own"], default="shared",
                         help="shared: every student on the default vector (default); own: a vector each")
+    parser.add_argument("--no-tuning", action="store_true", help="serve with --no-tuning (stock Panel and Bokeh)")
     a = parser.parse_args()
     sizes = [int(x) for x in a.students.split(",")]
     procs_list = [int(x) for x in a.procs.split(",")]
@@ -615,7 +618,7 @@ def main() -> int:
             for n in sizes:
                 folder = Path(tmp) / f"p{procs}-n{n}"
                 folder.mkdir()
-                server = start_server(folder, procs, secret, a.db)
+                server = start_server(folder, procs, secret, a.db, tuned=not a.no_tuning)
                 try:
                     result = asyncio.run(asyncio.wait_for(
                         run_class(server, procs, n, a.duration, secret.encode(), tables, rng, own_tables),

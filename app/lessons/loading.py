@@ -116,8 +116,11 @@ def parse_lesson(text: str, path: Path | None = None) -> Lesson:
 
 @cache
 def load_lessons(directory: Path = LESSONS_DIR) -> tuple[Lesson, ...]:
-    """Every lessons/<id>/lesson.md, in lesson order."""
-    lessons = [parse_lesson(p.read_text(encoding="utf-8"), p) for p in sorted(directory.glob("*/lesson.md"))]
+    """Every lessons/<id>/lesson.md, in lesson order; an installation without them is an error, not an empty list."""
+    paths = sorted(directory.glob("*/lesson.md"))
+    if not paths:
+        raise FileNotFoundError(f"no lessons in {directory}: the installation is missing blocktrace's lessons/ folder")
+    lessons = [parse_lesson(p.read_text(encoding="utf-8"), p) for p in paths]
     return tuple(sorted(lessons, key=lambda lesson: lesson.order))
 
 

@@ -193,3 +193,21 @@ def test_real_process_bad_input_exits_2() -> None:
     assert len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith("error:")
     assert "Traceback" not in done.stderr
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """`blocktrace --version` names the version pip recorded for the installed distribution."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"blocktrace {version('blocktrace')}"
+
+
+def test_lessons_missing_from_an_installation_are_an_error(tmp_path) -> None:
+    """A data folder without lessons raises a message naming it (it had left the lesson list silently empty)."""
+    from blocktrace.app.lessons.loading import load_lessons
+
+    with pytest.raises(FileNotFoundError, match="lessons"):
+        load_lessons(tmp_path)
