@@ -54,12 +54,13 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None]:
     from blocktrace.app.classroom.learner import ClassroomSettings, configure
     from blocktrace.app.classroom.store import default_url
     from blocktrace.app.classroom.teacher import Guard, generate_password, teacher_patterns
+    from blocktrace.app.server.hardening import private_data_dir
 
     if args.no_classroom:
         configure(None)
         return [], None
-    data_dir = Path(args.data_dir or DATA_DIR_NAME).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    os.umask(0o077)  # every file this server makes (database, journal, secret) is its own alone
+    data_dir = private_data_dir(Path(args.data_dir or DATA_DIR_NAME).resolve())
     secret_text = os.environ.get(SECRET_ENV)
     secret = secret_text.encode("utf-8") if secret_text else load_or_create_secret(data_dir)
     configure(ClassroomSettings(db_url=args.db or default_url(data_dir), secret=secret))
@@ -124,6 +125,7 @@ def stop_workers_with_parent() -> None:
 def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
 
+    from blocktrace.app.server.hardening import server_settings
     from blocktrace.app.server.routes import page_titles, routes, server_kwargs
 
     if not 1 <= args.port <= 65535 and args.port != 0:
@@ -143,6 +145,7 @@ def run_serve(args: argparse.Namespace) -> int:
     pages = routes(tuned=not args.no_tuning)  # applies the tuning layer first, so server_kwargs sees it
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
+    kwargs.update(server_settings(args.allow_websocket_origin))
     pn.serve(
         pages,
         title=page_titles(pages),

@@ -159,6 +159,17 @@ async def with_server(scenario, delay_s: float) -> None:
         server.unlisten()
 
 
+def run_without_frames(scenario) -> None:
+    """Run a server scenario with no page frame kept from earlier tests, and put those back after."""
+    saved = dict(early_page.FRAMES)
+    early_page.FRAMES.clear()
+    try:
+        asyncio.run(with_server(scenario, delay_s=0.0))
+    finally:
+        early_page.FRAMES.clear()
+        early_page.FRAMES.update(saved)
+
+
 async def get_page(base: str, query: str = "") -> tuple[str, str]:
     response = await AsyncHTTPClient().fetch(base + TRACE + query, request_timeout=60)
     token = page_token(response.body.decode("utf-8"))
@@ -228,13 +239,7 @@ def test_a_page_asked_for_with_an_absolute_url_leaves_no_frame() -> None:
         assert "evil.example" not in later and "evil.example" not in again
         assert set(early_page.FRAMES) == {(TRACE, "light")}
 
-    saved = dict(early_page.FRAMES)
-    early_page.FRAMES.clear()
-    try:
-        asyncio.run(with_server(scenario, delay_s=0.0))
-    finally:
-        early_page.FRAMES.clear()
-        early_page.FRAMES.update(saved)
+    run_without_frames(scenario)
 
 
 def test_a_failed_build_ends_the_wait_of_its_websocket() -> None:
@@ -284,10 +289,4 @@ def test_panels_admin_access_check_still_runs_for_an_admin_route(monkeypatch) ->
         assert early_page.FRAMES == {}
 
     monkeypatch.setattr(pn.config, "admin_password", "a teacher's secret")
-    saved = dict(early_page.FRAMES)
-    early_page.FRAMES.clear()
-    try:
-        asyncio.run(with_server(scenario, delay_s=0.0))
-    finally:
-        early_page.FRAMES.clear()
-        early_page.FRAMES.update(saved)
+    run_without_frames(scenario)

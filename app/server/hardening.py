@@ -1,0 +1,65 @@
+"""What every response and websocket of the server carries or is held to, whoever asks.
+
+- `X-Content-Type-Options: nosniff` on every response, so a browser never runs a file as a type it
+  guessed; and `Content-Security-Policy: frame-ancestors …`, so a page of ours can be framed only by
+  this server and the origins the teacher allowed (`--allow-websocket-origin`).
+- A cap on one websocket message from a browser (`MAX_MESSAGE_BYTES`): a change, a name or an
+  explanation is a few kilobytes; a larger message is refused by Tornado before any of it is parsed.
+- The classroom's data folder is 0700 and everything the server writes there 0600 (`private_data_dir`,
+  and a umask of 077 set by `blocktrace serve`).
+
+Headers are added by a Tornado output transform (`transforms=` of the Tornado application, which
+Bokeh's server passes on), the message cap is Bokeh's own `websocket_max_message_size`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from tornado.web import OutputTransform
+
+MAX_MESSAGE_BYTES = 256 * 1024
+
+
+def frame_ancestors(origins: Iterable[str]) -> str:
+    """The CSP source list of the pages that may frame ours: this server and each allowed HOST[:PORT]."""
+    sources = ["'self'"]
+    for origin in origins:
+        if origin and all(c.isalnum() or c in ".-:[]" for c in origin):  # a host[:port], nothing else
+            sources += [f"http://{origin}", f"https://{origin}"]
+    return "frame-ancestors " + " ".join(dict.fromkeys(sources))
+
+
+def security_headers(origins: Iterable[str]) -> type[OutputTransform]:
+    """A Tornado output transform adding nosniff and the framing policy to every response."""
+    policy = frame_ancestors(origins)
+
+    class SecurityHeaders(OutputTransform):
+        def transform_first_chunk(self, status_code, headers, chunk, finishing):
+            headers.setdefault("X-Content-Type-Options", "nosniff")
+            headers.setdefault("Content-Security-Policy", policy)
+            return status_code, headers, chunk
+
+    return SecurityHeaders
+
+
+def server_settings(origins: Iterable[str]) -> dict:
+    """What `pn.serve` passes on to Bokeh's server and its Tornado application."""
+    return {"transforms": [security_headers(origins)], "websocket_max_message_size": MAX_MESSAGE_BYTES}
+
+
+def private_data_dir(path: Path) -> Path:
+    """Make (or tighten) the data folder: 0700, and 0600 for what is already in it.
+
+    The server also sets its umask to 077 before (`blocktrace serve`), so SQLite's database, journal and
+    WAL files are 0600 from the moment they exist.
+    """
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    for entry in path.rglob("*"):  # left looser by an older version, a copy or a restore
+        if not entry.is_symlink() and stat.S_IMODE(entry.lstat().st_mode) & 0o077:
+            os.chmod(entry, 0o700 if entry.is_dir() else 0o600)
+    return path
