@@ -94,7 +94,7 @@ def stop_server(server: Server) -> None:
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One `python -m app.cli serve` for every test that needs a server (app and browser tests)."""
+    """One `python -m blocktrace.app.cli serve` for every test that needs a server (app and browser tests)."""
     running = start_server(tmp_path_factory.mktemp("server") / "server.log")
     yield running
     stop_server(running)

@@ -1,10 +1,11 @@
 """Every page of a running server, in Chromium: it renders with its CSS, a control change updates it,
 nothing is mis-encoded or fetched from elsewhere, and /health, /teacher and the lessons answer.
 
-Used by tests/browser/test_every_page.py (tuned and --no-tuning servers) and, as a script, by .ci/run
-against the newest Panel and Bokeh and against an installed wheel:
+Used by tests/browser/test_every_page.py (tuned and --no-tuning servers) and, as a script, by CI through
+.ci/serve-smoke: on the lowest declared versions (Python 3.11) and on the installed wheel (Python 3.13,
+newest Panel and Bokeh):
 
-    python tests/smoke.py http://127.0.0.1:5006 [--teacher-password PW] [--as-student]
+    python tests/smoke.py http://127.0.0.1:5006 [--teacher-password PW] [--as-student [--expect-gzip]]
 
 `--as-student` sends X-Forwarded-For with a classroom address (the server needs --use-xheaders), so
 scripts come the way a student's laptop gets them (gzipped). Prints one line per check and a closing
@@ -92,9 +93,14 @@ def page_checks() -> list[PageCheck]:
             *(PageCheck(route, title) for route, title in lessons())]
 
 
-def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]) -> list[str]:
-    """Open one page in a fresh context; the problems found (empty when all is well)."""
+def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str],
+          expect_gzip: bool = False) -> list[str]:
+    """Open one page in a fresh context; the problems found (empty when all is well).
+
+    With expect_gzip, BokehJS must have come gzipped (as the tuned server sends it to a classroom address).
+    """
     problems: list[str] = []
+    encodings: dict[str, str] = {}
     context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
@@ -106,6 +112,8 @@ def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]
             problems.append(f"request left the server: {request.url}")
 
     def on_response(response) -> None:
+        if response.url.split("?")[0].endswith("/bokeh.min.js"):
+            encodings["bokeh.min.js"] = response.headers.get("content-encoding", "none")
         if response.status >= 400:
             problems.append(f"HTTP {response.status} for {response.url}")
 
@@ -126,6 +134,8 @@ def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]
             problems.append("the house stylesheet (static/css/blocktrace.css) is not applied")
         if check.change is not None:
             check.change(page)
+        if expect_gzip and encodings.get("bokeh.min.js") != "gzip":
+            problems.append(f"bokeh.min.js came with Content-Encoding {encodings.get('bokeh.min.js')}, not gzip")
     except AssertionError as error:
         problems.append(f"{type(error).__name__}: " + " | ".join(str(error).splitlines()[:6]))
     except Exception as error:  # a Playwright timeout or a closed page: report it, go on with the next page
@@ -158,11 +168,11 @@ def http_checks(base: str, teacher_password: str | None) -> list[tuple[str, list
     return results
 
 
-def run(browser: Browser, base: str, *, as_student: bool = False,
+def run(browser: Browser, base: str, *, as_student: bool = False, expect_gzip: bool = False,
         teacher_password: str | None = None) -> list[tuple[str, list[str]]]:
     """Every check against the server at `base`: (name, problems) per check."""
     headers = STUDENT_LAPTOP if as_student else {}
-    results = [(check.path, visit(browser, base, check, headers)) for check in page_checks()]
+    results = [(check.path, visit(browser, base, check, headers, expect_gzip)) for check in page_checks()]
     return results + http_checks(base, teacher_password)
 
 
@@ -171,10 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("url")
     parser.add_argument("--teacher-password")
     parser.add_argument("--as-student", action="store_true")
+    parser.add_argument("--expect-gzip", action="store_true", help="fail unless BokehJS comes gzipped")
     args = parser.parse_args(argv)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        results = run(browser, args.url.rstrip("/"), as_student=args.as_student,
+        results = run(browser, args.url.rstrip("/"), as_student=args.as_student, expect_gzip=args.expect_gzip,
                       teacher_password=args.teacher_password)
         browser.close()
     failed = 0

@@ -3,7 +3,7 @@
 The rest of blocktrace runs on stock Panel; this folder makes it faster (and mends two embed bugs).
 A reader can skip it, and `blocktrace serve --no-tuning` switches all of it off. Each patch is one
 module here with an `apply()`; `PATCHES` below is the one table of what each saves and the library
-versions it was verified on (by this project's tests, on the versions CI installs). `apply()` of this
+versions it was verified on (see "Verified on" below). `apply()` of this
 package applies a patch only when every library it touches is within its verified range; otherwise
 the patch stands down, one log line says so, and that part of the app runs on the stock path.
 
@@ -26,15 +26,18 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
 - first_load: no es-module-shims, no BrowserInfo, no per-session diagnostics; about 60 + 20 ms of a
   cold page load, and a tenth of a session build.
 - compressed_static: scripts and stylesheets gzipped once per process for browsers on other machines;
-  0.73 MB instead of 2.7 MB, and over 20 Mbit/s 1.3 s to an interactive page instead of 2.3 s.
+  0.73 MB instead of 2.7 MB, and over 20 Mbit/s 1.3 s to an interactive page instead of 2.3 s
+  (stop 12's measurement; README gives the latest).
 - panel_fixes: script-tag embeds get absolute URLs and Panel's CSS from this server (a fix: offline
   embeds would otherwise ask Panel's CDN).
 - gc_pauses: the cycle collector is kept off long-lived session objects; full collections had paused
   the server 0.3-0.7 s at 60 students.
 
 Verified on (the ranges in `PATCHES`): Panel 1.9.0 to 1.10, Bokeh 3.9.1 to 3.10, Tornado 6.2 to 6.6,
-param 2.1 to 2.4: the lowest versions pyproject.toml declares on Python 3.11, and the newest pip
-resolves on Python 3.13, both run by CI.
+param 2.1 to 2.4. CI runs each patch's own tests (tests/app) on Python 3.11 with Panel 1.9.4 and Bokeh
+3.9.2 and on Python 3.13 with Panel 1.10 and Bokeh 3.10; on the lowest versions pyproject.toml declares
+(Panel 1.9.0, Bokeh 3.9.1, Tornado 6.2, param 2.1.0) it runs the unit tests and every page of the tuned
+server in Chromium.
 
 `benchmarks/latency.py --compare-tuning` measures the tuned and the stock server in one run.
 

@@ -66,9 +66,34 @@ def over_a_network(remote_ip: str | None) -> bool:
 def _cache_folder() -> str:
     global _folder
     if _folder is None:
-        _folder = tempfile.mkdtemp(prefix="blocktrace-gzip-")
+        remove_left_over_folders()
+        _folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         atexit.register(shutil.rmtree, _folder, True)
     return _folder
+
+
+FOLDER_PREFIX = "blocktrace-gzip-"
+
+
+def remove_left_over_folders(where: str | None = None) -> list[str]:
+    """Remove the gzip folders of servers that are gone (a server stopped by a signal runs no atexit).
+
+    A folder is named after the process that made it; it goes once no such process is running.
+    """
+    removed = []
+    where = where or tempfile.gettempdir()
+    for entry in os.scandir(where):
+        pid_text = entry.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if not (entry.name.startswith(FOLDER_PREFIX) and entry.is_dir(follow_symlinks=False) and pid_text.isdigit()):
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        except PermissionError:  # another user's live process
+            pass
+    return removed
 
 
 def gzipped_copy(path: str) -> str:

@@ -1,7 +1,7 @@
 """Send a page's HTML at once and build its session while the browser loads the scripts.
 
 Bokeh's server builds a session's whole document (about 150-250 ms of Python for an explorable)
-before it answers the page request, and the browser can start on the 2.9 MB of scripts only after
+before it answers the page request, and the browser can start on the 2.7 MB of scripts only after
 that answer. Yet the HTML needs nothing from the document: the scripts are the same for every
 session of a route, and the document itself travels over the websocket once the scripts have run.
 

@@ -1,7 +1,7 @@
 """Reference solution of lessons/decoder-block/exercise (kept out of the student's folder).
 
 tests/app/test_exercises.py runs the exercise's tests against this file through BLOCKTRACE_SOLUTION.
-Written independently of explorables.engine.ops, which the tests compare it with.
+Written independently of blocktrace.explorables.engine.ops, which the tests compare it with.
 """
 
 from __future__ import annotations

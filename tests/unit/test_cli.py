@@ -178,7 +178,7 @@ def _subprocess(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_real_process_prints_json() -> None:
-    """`python -m app.cli trace --json` in a real process exits 0 and prints parseable JSON on stdout."""
+    """`python -m blocktrace.app.cli trace --json` in a real process exits 0 and prints parseable JSON on stdout."""
     done = _subprocess("--preset", "eat-an-orange", "--json")
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""

@@ -1,4 +1,4 @@
-"""gc_tuning: frozen session memory stays out of the collector's walk, and closed sessions' memory comes back."""
+"""app/tuning/gc_pauses.py: frozen session memory stays out of the collector's walk; closed sessions' memory returns."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The tuning layer: patches apply only on the versions they were verified on, stand down with one log line
-elsewhere, `--no-tuning` leaves Panel and Bokeh as shipped, and nothing outside app/tuning reaches into them."""
+elsewhere, `--no-tuning` leaves Panel and Bokeh as shipped, and nothing outside app/tuning imports their
+private names (attribute access is checked by review, not here)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Tests for decoder.py: RMSNorm and SwiGLU from scratch, then LayerNorm and GELU swapped in.
 
-Every function is compared with the project's engine (explorables.engine.ops) on random inputs, and the
+Every function is compared with the project's engine (blocktrace.explorables.engine.ops) on random inputs, and the
 last two tests rebuild the MLP half of a whole block traced by the engine. Run from the repository root:
 
     python -m pytest lessons/decoder-block/exercise
