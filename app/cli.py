@@ -12,12 +12,9 @@ from blocktrace.explorables.engine import PRESETS, ConfigError
 
 def installed_version() -> str:
     """The installed distribution's version (pyproject.toml's, as pip recorded it)."""
-    from importlib.metadata import PackageNotFoundError, version
+    from blocktrace.app.tuning import installed
 
-    try:
-        return version("blocktrace")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
+    return installed("blocktrace") or "unknown (not installed)"  # a checkout that was never installed
 
 
 class _Parser(argparse.ArgumentParser):

@@ -13,9 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.smoke import CHROMIUM, CHROMIUM_ARGS  # one launch set-up for the suite and the smoke script
+
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 expect.set_options(timeout=15_000)  # a 2-core machine serving several sessions at once
