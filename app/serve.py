@@ -71,18 +71,6 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None]:
     return teacher_patterns(Guard(password)), generated
 
 
-class _ClosedSocketFilter(logging.Filter):
-    """Drop asyncio's report of an update written to a browser tab that had just closed.
-
-    Panel sends batched updates (explorables/components/updates.py) as fire-and-forget writes; when a
-    student closes the tab or loses Wi-Fi in that instant, Tornado's write fails with
-    WebSocketClosedError and asyncio logs it with a traceback. Nothing is wrong: that session is gone.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "WebSocketClosedError" not in record.getMessage()
-
-
 def child_pids(parent: int) -> list[int]:
     """The processes `parent` started (for the server: its --num-procs workers), from /proc."""
     found = []
@@ -125,6 +113,7 @@ def stop_workers_with_parent() -> None:
 def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
 
+    from blocktrace.app.server import quiet_logs
     from blocktrace.app.server.hardening import server_settings
     from blocktrace.app.server.routes import page_titles, routes, server_kwargs
 
@@ -135,7 +124,7 @@ def run_serve(args: argparse.Namespace) -> int:
         sys.stderr.write("error: --num-procs must be at least 1\n")
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("asyncio").addFilter(_ClosedSocketFilter())
+    quiet_logs.install()
     teacher_routes, generated = classroom_setup(args)
     print(f"blocktrace: serving on http://{args.address}:{args.port}/  (Ctrl-C to stop)", flush=True)
     if generated:

@@ -6,11 +6,13 @@ import asyncio
 import gc
 import io
 import logging
+import sys
 from collections.abc import Callable
 
+from bokeh.server.connection import ServerConnection
 from tornado.websocket import WebSocketClosedError
 
-from blocktrace.app.serve import _ClosedSocketFilter
+from blocktrace.app.server.quiet_logs import ClosedSocketFilter, LateCloseFilter
 
 
 def _log_unretrieved(make_error: Callable[[], Exception]) -> str:
@@ -23,7 +25,7 @@ def _log_unretrieved(make_error: Callable[[], Exception]) -> str:
     handler = logging.StreamHandler(stream)
     logger = logging.getLogger("asyncio")
     logger.addHandler(handler)
-    logger.addFilter(closed := _ClosedSocketFilter())
+    logger.addFilter(closed := ClosedSocketFilter())
     loop = asyncio.new_event_loop()
 
     async def fail() -> None:
@@ -49,3 +51,44 @@ def test_a_write_to_a_closed_tab_is_not_logged() -> None:
 def test_other_task_errors_are_still_logged() -> None:
     """The filter hides only closed sockets: a real failure still reaches the log."""
     assert "Task exception was never retrieved" in _log_unretrieved(lambda: RuntimeError("real"))
+
+
+class _Session:
+    def subscribe(self, _connection) -> None: ...
+    def unsubscribe(self, _connection) -> None: ...
+
+
+def _late_close_record(error_in_on_close: bool = True) -> logging.LogRecord:
+    """Tornado's record of Bokeh's on_close asking a detached connection for its session (a real one)."""
+    connection = ServerConnection(None, None, None, _Session())
+    connection.detach_session()
+
+    def on_close() -> None:  # Bokeh's WSHandler.on_close, by name and file, calls connection.session
+        connection.session.notify_connection_lost()
+
+    if error_in_on_close:
+        on_close.__code__ = on_close.__code__.replace(co_filename="/site-packages/bokeh/server/views/ws.py")
+    try:
+        on_close()
+    except AssertionError:
+        exc_info = sys.exc_info()
+    return logging.LogRecord("tornado.application", logging.ERROR, __file__, 1, "Uncaught exception GET %s",
+                             ("/ws",), exc_info)
+
+
+def _formatted(record: logging.LogRecord) -> str:
+    assert LateCloseFilter().filter(record)
+    return logging.Formatter().format(record)
+
+
+def test_bokehs_late_close_is_one_line() -> None:
+    """The AssertionError of a websocket that closed after its session was detached: one line, no traceback."""
+    text = _formatted(_late_close_record())
+    assert "Traceback" not in text and "\n" not in text
+    assert "closed after its session was detached" in text
+
+
+def test_other_assertions_keep_their_traceback() -> None:
+    """An assertion raised elsewhere than Bokeh's on_close is logged whole."""
+    text = _formatted(_late_close_record(error_in_on_close=False))
+    assert "Traceback" in text and "AssertionError" in text

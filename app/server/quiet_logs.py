@@ -1,0 +1,59 @@
+"""Log filters: a tab that closes at an awkward instant is one short line (or none), never a traceback.
+
+Filters are the logging module's own mechanism; nothing here patches Panel, Bokeh or Tornado, so they
+are installed with and without the tuning layer. Each matches one known report narrowly and leaves
+every other error, with its traceback, in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from types import TracebackType
+
+
+class ClosedSocketFilter(logging.Filter):
+    """Drop asyncio's report of an update written to a browser tab that had just closed.
+
+    Panel sends batched updates (explorables/components/updates.py) as fire-and-forget writes; when a
+    student closes the tab or loses Wi-Fi in that instant, Tornado's write fails with
+    WebSocketClosedError and asyncio logs it with a traceback. Nothing is wrong: that session is gone.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "WebSocketClosedError" not in record.getMessage()
+
+
+def _frames(tb: TracebackType | None) -> list[tuple[str, str]]:
+    return [(frame.filename.replace("\\", "/"), frame.name) for frame in traceback.extract_tb(tb)]
+
+
+class LateCloseFilter(logging.Filter):
+    """Shorten Bokeh's AssertionError when a websocket closes after its session was detached.
+
+    Seen once in a full browser run on stock Bokeh 3.9.2 (--no-tuning): Bokeh's `WSHandler.on_close`
+    asks the connection for its session, the connection had already let go of it, and the `assert`
+    in `ServerConnection.session` escapes to Tornado, which logs the whole traceback. The browser had
+    already gone; nothing is lost. The record keeps its level and says what happened in one line.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc_info = record.exc_info
+        if not exc_info or not isinstance(exc_info[1], AssertionError):
+            return True
+        frames = _frames(exc_info[2])
+        closing = any(name == "on_close" and path.endswith("bokeh/server/views/ws.py") for path, name in frames)
+        asserted = bool(frames) and frames[-1][0].endswith("bokeh/server/connection.py") \
+            and frames[-1][1] == "session"
+        if closing and asserted:
+            record.msg = "websocket closed after its session was detached (Bokeh's on_close); nothing lost"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def install() -> None:
+    """Add the filters to the loggers that would otherwise print these tracebacks."""
+    logging.getLogger("asyncio").addFilter(ClosedSocketFilter())
+    logging.getLogger("tornado.application").addFilter(LateCloseFilter())
