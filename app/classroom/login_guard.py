@@ -1,51 +1,198 @@
-"""The teacher password and the limit on wrong guesses of it (shared by the teacher's handlers of one process)."""
+"""The teacher password and the limit on wrong guesses of it (shared by the teacher's handlers of one process).
+
+What the limit is for: to slow anyone guessing the password, without handing them a way to keep the real
+teacher out. Three rules do that:
+
+- **Per address**: after MAX_FAILURES wrong passwords in FAILURE_WINDOW seconds, further logins from that
+  address are not even checked (429) until the oldest failure is a window old. An IPv6 address counts by
+  its /64, since one machine is usually given a whole /64.
+- **In total**: after MAX_GLOBAL_FAILURES wrong passwords in a window from all addresses together, new logins
+  are refused everywhere. This bounds guessing from many addresses (a botnet, or a server trusting forwarded
+  headers it should not: see deploy/README.md), and it bounds the failure table too: a refused login is not
+  recorded, so at most MAX_GLOBAL_FAILURES addresses enter it per window; MAX_TRACKED caps it regardless,
+  evicting the addresses that failed longest ago.
+- **The teacher's browser is not locked out by others**: a correct password sets an HttpOnly cookie signed
+  with the password (TEACHER_COOKIE, DEVICE_LIFETIME). A request carrying a valid one is always checked,
+  whatever the limits say, and its failures are not counted. Only someone who knew the current password
+  can hold that cookie, so exempting it gives a guesser nothing (OWASP's "device cookie" defence).
+
+Why not simply accept a correct password while an address is limited: the limit would then slow nothing,
+since a 429 for a wrong guess and a 200 for the right one tell the guesser as much as 401 and 200 do. Why not
+delay instead of refusing: concurrent requests make per-request delays cheap for the guesser, and the
+teacher would wait behind them. What stays: a browser that has never logged in (or whose cookie expired)
+and shares its address with a guesser (a school's NAT) is refused until the guessing stops for a minute;
+log in once at the start of the lesson. Each process keeps its own counts (`--num-procs`, several machines).
+"""
 
 from __future__ import annotations
 
 import base64
 import hmac
+import ipaddress
+import logging
 import secrets
 import threading
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
 
-MAX_FAILURES = 5  # per address per window
-FAILURE_WINDOW = 60.0
+from tornado.web import RequestHandler
+
+MAX_FAILURES = 5  # wrong passwords per address per window
+MAX_GLOBAL_FAILURES = 30  # wrong passwords from all addresses together per window
+FAILURE_WINDOW = 60.0  # seconds
+MAX_TRACKED = 1024  # addresses in the failure table, at most
+TEACHER_COOKIE = "bt_teacher"
+DEVICE_LIFETIME = 30 * 24 * 3600  # seconds a teacher's browser stays recognised after a login
+_DEVICE_MESSAGE = b"blocktrace-teacher-device:"
+
+log = logging.getLogger("blocktrace.teacher")
 
 
 def generate_password() -> str:
     return secrets.token_urlsafe(9)
 
 
-class Guard:
-    """The teacher password and the failed-attempt counter (shared by the handlers of one process)."""
+class Verdict(Enum):
+    ADMITTED = "admitted"  # the right password
+    DENIED = "denied"  # no password or a wrong one: 401
+    LIMITED = "limited"  # not checked: too many wrong passwords (429)
 
-    def __init__(self, password: str):
+
+@dataclass(frozen=True)
+class Admission:
+    verdict: Verdict
+    retry_after: float = 0.0  # seconds until a limited login may be checked again
+    everywhere: bool = False  # limited by the total of all addresses, not this address's own
+
+
+def address_key(address: str) -> str:
+    """The failure table's key for a client address: the address, or its /64 for IPv6."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:  # ::ffff:a.b.c.d is the IPv4 client a.b.c.d
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+class Guard:
+    """The teacher password, its wrong-guess limits and the teacher's device cookie (one per process)."""
+
+    def __init__(self, password: str, *, max_failures: int = MAX_FAILURES, max_global: int = MAX_GLOBAL_FAILURES,
+                 window: float = FAILURE_WINDOW, max_tracked: int = MAX_TRACKED,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time):
         self.password = password.encode("utf-8")
-        self._failures: dict[str, deque[float]] = defaultdict(deque)
+        self.max_failures, self.max_global, self.window = max_failures, max_global, window
+        self.max_tracked = max_tracked
+        self._clock, self._wall_clock = clock, wall_clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()  # least recently failed first
+        self._all_failures: deque[float] = deque(maxlen=max_global)
         self._lock = threading.Lock()
 
-    def blocked(self, address: str) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            times = self._failures[address]
-            while times and now - times[0] > FAILURE_WINDOW:
-                times.popleft()
-            return len(times) >= MAX_FAILURES
+    def admit(self, address: str, authorization: str | None, device: str | None = None) -> Admission:
+        """Check the Basic `authorization` header of a request from `address` carrying cookie `device`."""
+        if self.recognises(device):
+            return Admission(Verdict.ADMITTED if self._matches(authorization) else Verdict.DENIED)
+        key = address_key(address)
+        with self._lock:  # the limit check and the failure it may record are one step
+            now = self._clock()
+            self._forget_before(now - self.window)
+            own = self._failures.get(key, deque())
+            while own and own[0] <= now - self.window:
+                own.popleft()
+            if len(own) >= self.max_failures:
+                return Admission(Verdict.LIMITED, own[0] + self.window - now)
+            if len(self._all_failures) >= self.max_global:
+                return Admission(Verdict.LIMITED, self._all_failures[0] + self.window - now, everywhere=True)
+            if self._matches(authorization):
+                return Admission(Verdict.ADMITTED)
+            if authorization:  # a browser's first request carries no password: that is not a guess
+                self._record(key, now)
+        return Admission(Verdict.DENIED)
 
-    def check(self, header: str | None, address: str) -> bool:
-        given = b""
-        if header and header.startswith("Basic "):
-            try:
-                given = base64.b64decode(header[6:], validate=True).split(b":", 1)[-1]
-            except ValueError:
-                given = b""
-        ok = hmac.compare_digest(given, self.password)
-        if not ok and header:
-            with self._lock:
-                self._failures[address].append(time.monotonic())
-        return ok
+    def tracked(self) -> int:
+        """How many addresses the failure table holds now."""
+        with self._lock:
+            self._forget_before(self._clock() - self.window)
+            return len(self._failures)
+
+    def device_cookie(self) -> str:
+        """A value for TEACHER_COOKIE: its issue time, signed with the password."""
+        issued = str(int(self._wall_clock()))
+        return f"{issued}:{self._sign(issued)}"
+
+    def recognises(self, device: str | None) -> bool:
+        """Whether `device` is a cookie this password signed within DEVICE_LIFETIME."""
+        issued, _, signature = (device or "").partition(":")
+        if not issued.isdigit() or not hmac.compare_digest(signature.encode(), self._sign(issued).encode()):
+            return False
+        return 0 <= self._wall_clock() - int(issued) <= DEVICE_LIFETIME
 
     def form_token(self) -> str:
         """A token the teacher's forms carry, so another site cannot make the teacher's browser post."""
         return hmac.new(self.password, b"blocktrace-teacher-form", "sha256").hexdigest()
+
+    def _sign(self, issued: str) -> str:
+        return hmac.new(self.password, _DEVICE_MESSAGE + issued.encode("ascii"), "sha256").hexdigest()
+
+    def _matches(self, authorization: str | None) -> bool:
+        given = b""
+        if authorization and authorization.startswith("Basic "):
+            try:
+                given = base64.b64decode(authorization[6:], validate=True).split(b":", 1)[-1]
+            except ValueError:
+                given = b""
+        return hmac.compare_digest(given, self.password)
+
+    def _record(self, key: str, now: float) -> None:
+        times = self._failures.pop(key, None)
+        if times is None:
+            times = deque(maxlen=self.max_failures)
+            while len(self._failures) >= self.max_tracked:
+                self._failures.popitem(last=False)  # the address that failed longest ago
+        times.append(now)
+        self._failures[key] = times  # now the most recent
+        self._all_failures.append(now)
+        if len(times) == self.max_failures:
+            log.warning("teacher login: %s refused for %.0f s after %d wrong passwords", key, self.window,
+                        self.max_failures)
+        if len(self._all_failures) == self.max_global:
+            log.warning("teacher login: new logins refused from every address for up to %.0f s after %d wrong "
+                        "passwords in total", self.window, self.max_global)
+
+    def _forget_before(self, cutoff: float) -> None:
+        while self._all_failures and self._all_failures[0] <= cutoff:
+            self._all_failures.popleft()
+        while self._failures:  # ordered by last failure: stop at the first address still within the window
+            key, times = next(iter(self._failures.items()))
+            if times[-1] > cutoff:
+                break
+            del self._failures[key]
+
+
+def admit_teacher(handler: RequestHandler, guard: Guard) -> bool:
+    """Let a request to a teacher's page through (True), or answer it with 429 or 401 (False)."""
+    device = handler.get_cookie(TEACHER_COOKIE)
+    admission = guard.admit(handler.request.remote_ip or "?", handler.request.headers.get("Authorization"), device)
+    if admission.verdict is Verdict.LIMITED:
+        handler.set_status(429)
+        handler.set_header("Retry-After", str(max(1, round(admission.retry_after))))
+        where = "from every address" if admission.everywhere else "from this address"
+        handler.finish(f"Too many wrong passwords {where}; wait a minute. A browser that has logged in as the "
+                       "teacher before is let in even now.\n")
+        return False
+    if admission.verdict is Verdict.DENIED:
+        handler.set_status(401)
+        handler.set_header("WWW-Authenticate", 'Basic realm="blocktrace teacher", charset="UTF-8"')
+        handler.finish("The teacher's pages need the teacher password.\n")
+        return False
+    if not guard.recognises(device):
+        handler.set_cookie(TEACHER_COOKIE, guard.device_cookie(), path="/teacher", expires_days=DEVICE_LIFETIME / 86400,
+                           httponly=True, samesite="Lax", secure=handler.request.protocol == "https")
+    return True

@@ -1,8 +1,9 @@
 """The teacher's pages: a live view of what the class predicted, reveal, export and archive.
 
 Plain Tornado handlers rendering escaped HTML on the server (no Panel session per refresh), behind
-HTTP Basic authentication: the password is compared in constant time, and repeated failures from
-one address are refused for a minute. Students without the password get 401, or 429 when guessing.
+HTTP Basic authentication checked by login_guard: the password is compared in constant time, and
+guessing is limited per address and in total without locking out the teacher's own browser.
+Students without the password get 401, or 429 when guessing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tornado.web import RequestHandler
 from blocktrace.app.classroom.identity import valid_class_code
 from blocktrace.app.classroom.learner import DEFAULT_CLASS
 from blocktrace.app.classroom.learner import current as current_classroom
-from blocktrace.app.classroom.login_guard import FAILURE_WINDOW, Guard, generate_password
+from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
 from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
@@ -33,16 +34,7 @@ class TeacherHandler(RequestHandler):
         self.guard = guard
 
     def prepare(self) -> None:
-        address = self.request.remote_ip or "?"
-        if self.guard.blocked(address):
-            self.set_status(429)
-            self.set_header("Retry-After", str(int(FAILURE_WINDOW)))
-            self.finish("Too many wrong passwords from this address; wait a minute.\n")
-            return
-        if not self.guard.check(self.request.headers.get("Authorization"), address):
-            self.set_status(401)
-            self.set_header("WWW-Authenticate", 'Basic realm="blocktrace teacher", charset="UTF-8"')
-            self.finish("The teacher's pages need the teacher password.\n")
+        if not admit_teacher(self, self.guard):  # answered 401 or 429
             return
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Frame-Options", "DENY")

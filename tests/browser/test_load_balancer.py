@@ -17,8 +17,6 @@ import json
 import os
 import re
 import secrets
-import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -37,18 +35,17 @@ from blocktrace.app.classroom.store import EventStore
 from blocktrace.app.serve import SECRET_ENV
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
 from tests.browser.test_transformer_block_trace import numbers, slider, stage_row
-from tests.conftest import ROOT, Server, free_port, start_server, stop_server
+from tests.conftest import Server, free_port, start_server, stop_server
+from tests.haproxy import START_TIMEOUT, start_haproxy, stop_process
 from tests.pg import running_postgres
 
 pytestmark = pytest.mark.browser
 
-HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 CLASS = "lb"
 TRACE = f"/explorables/transformer-block-trace?class={CLASS}"
 QUESTION = "transformer-block-trace/prediction"
 PASSWORD = "balanced teacher"
 STUDENTS = 12
-START_TIMEOUT = 30.0  # seconds for HAProxy to answer /health through a backend it found up
 LAND_TIMEOUT = 30.0  # seconds for the coalesced parameter events to reach the database
 ANSWERS = list(PREDICTION_CHOICES)  # choice keys, in the page's order
 
@@ -87,41 +84,6 @@ def _get(url: str, password: str | None = None) -> tuple[int, str, Message]:
         return 0, "", Message()
 
 
-def start_haproxy(port: int, backends: dict[str, int], log_path: Path) -> subprocess.Popen:
-    """HAProxy in the foreground (-db) on deploy/haproxy.cfg, its placeholders filled from the environment."""
-    haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
-    if not Path(haproxy).exists():
-        pytest.fail("haproxy not found: install Debian's package with `apt-get install -y haproxy`", pytrace=False)
-    env = {**os.environ, "BT_BIND": f"127.0.0.1:{port}",
-           **{f"BT_{name.upper()}": f"127.0.0.1:{p}" for name, p in backends.items()}}
-    check = subprocess.run([haproxy, "-c", "-f", HAPROXY_CFG], env=env, capture_output=True, text=True, timeout=30)
-    assert check.returncode == 0, f"deploy/haproxy.cfg is not valid:\n{check.stdout}\n{check.stderr}"
-    with log_path.open("w") as log:
-        process = subprocess.Popen([haproxy, "-f", HAPROXY_CFG, "-db"], env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + START_TIMEOUT
-    while _get(f"http://127.0.0.1:{port}/health")[0] != 200:
-        try:
-            code = process.wait(timeout=0.2)  # waits a moment, and notices at once if HAProxy died
-        except subprocess.TimeoutExpired:
-            if time.monotonic() > deadline:
-                stop_process(process)
-                pytest.fail(f"HAProxy did not answer /health in {START_TIMEOUT:.0f} s:\n{log_path.read_text()}",
-                            pytrace=False)
-            continue
-        pytest.fail(f"HAProxy exited with status {code}:\n{log_path.read_text()}", pytrace=False)
-    return process
-
-
-def stop_process(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def balanced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Balanced]:
     folder = tmp_path_factory.mktemp("balanced")
@@ -136,6 +98,7 @@ def balanced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Balanced]:
                 (folder / name).mkdir()
                 apps[name] = start_app(
                     folder / name / "server.log", secret, "--db", db_url, "--teacher-password", PASSWORD,
+                    "--use-xheaders",  # as deploy/README.md runs them: the student's address from HAProxy
                     "--allow-websocket-origin", f"127.0.0.1:{port}", "--allow-websocket-origin", f"localhost:{port}")
             haproxy = start_haproxy(port, {name: app.port for name, app in apps.items()}, folder / "haproxy.log")
             yield Balanced(port, apps, db_url, secret.encode("utf-8"), folder / "haproxy.log")

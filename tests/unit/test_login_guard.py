@@ -1,0 +1,139 @@
+"""The teacher login limiter (app/classroom/login_guard.py) on a clock the tests move by hand."""
+
+from __future__ import annotations
+
+import base64
+
+from blocktrace.app.classroom.login_guard import (
+    DEVICE_LIFETIME,
+    FAILURE_WINDOW,
+    MAX_FAILURES,
+    MAX_GLOBAL_FAILURES,
+    Guard,
+    Verdict,
+    address_key,
+)
+
+PASSWORD = "the teacher's password"
+TEACHER = "10.0.0.5"  # the school's NAT: the teacher and every student share it
+
+
+class Clock:
+    """A clock that moves only when told to (monotonic and wall time alike)."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def basic(password: str) -> str:
+    return "Basic " + base64.b64encode(f"teacher:{password}".encode()).decode()
+
+
+def guard(clock: Clock, **limits: int) -> Guard:
+    return Guard(PASSWORD, clock=clock, wall_clock=clock, **limits)
+
+
+def test_five_wrong_passwords_limit_that_address_for_a_window() -> None:
+    """Five wrong guesses from one address: the sixth login there is not checked (429) until the window passes."""
+    clock = Clock()
+    g = guard(clock)
+    verdicts = [g.admit(TEACHER, basic(f"guess {n}")).verdict for n in range(MAX_FAILURES + 1)]
+    assert verdicts == [Verdict.DENIED] * MAX_FAILURES + [Verdict.LIMITED]
+    limited = g.admit(TEACHER, basic(PASSWORD))
+    assert limited.verdict is Verdict.LIMITED and not limited.everywhere
+    assert 0 < limited.retry_after <= FAILURE_WINDOW
+    assert g.admit("10.0.0.6", basic(PASSWORD)).verdict is Verdict.ADMITTED  # other addresses are not affected
+    clock.now += FAILURE_WINDOW + 1
+    assert g.admit(TEACHER, basic(PASSWORD)).verdict is Verdict.ADMITTED
+
+
+def test_a_request_without_a_password_is_not_a_guess() -> None:
+    """A browser's first request carries no Authorization header: it gets 401 and counts for nothing."""
+    g = guard(Clock())
+    assert [g.admit(TEACHER, None).verdict for _ in range(20)] == [Verdict.DENIED] * 20
+    assert g.tracked() == 0
+    assert g.admit(TEACHER, basic(PASSWORD)).verdict is Verdict.ADMITTED
+
+
+def test_a_new_address_per_guess_is_limited_in_total() -> None:
+    """300 guesses from 300 addresses: only MAX_GLOBAL_FAILURES are checked, and the table holds no more than that."""
+    g = guard(Clock())
+    verdicts = [g.admit(f"198.51.100.{n % 250}" if n < 250 else f"203.0.113.{n - 250}", basic(f"guess {n}"))
+                for n in range(300)]
+    assert [v.verdict for v in verdicts[:MAX_GLOBAL_FAILURES]] == [Verdict.DENIED] * MAX_GLOBAL_FAILURES
+    assert {v.verdict for v in verdicts[MAX_GLOBAL_FAILURES:]} == {Verdict.LIMITED}
+    assert all(v.everywhere for v in verdicts[MAX_GLOBAL_FAILURES:])
+    assert g.tracked() == MAX_GLOBAL_FAILURES
+
+
+def test_the_failure_table_is_bounded_and_forgets_the_oldest() -> None:
+    """However many addresses fail, the table keeps at most max_tracked, dropping those that failed longest ago."""
+    clock = Clock()
+    g = guard(clock, max_tracked=100, max_global=10**6)
+    for n in range(5000):
+        clock.now += 0.001
+        assert g.admit(f"2001:db8:{n:x}::1", basic("wrong")).verdict is Verdict.DENIED
+        assert g.tracked() <= 100
+    assert g.tracked() == 100
+    for _ in range(MAX_FAILURES - 1):  # the most recent address is still counted ...
+        g.admit("2001:db8:1387::1", basic("wrong"))
+    assert g.admit("2001:db8:1387::1", basic(PASSWORD)).verdict is Verdict.LIMITED
+    for _ in range(MAX_FAILURES - 1):  # ... the first one was evicted, so its count started again
+        g.admit("2001:db8:0::1", basic("wrong"))
+    assert g.admit("2001:db8:0::1", basic(PASSWORD)).verdict is Verdict.ADMITTED
+
+
+def test_failures_older_than_the_window_are_forgotten() -> None:
+    """Once a window has passed since an address's last failure, it leaves the table."""
+    clock = Clock()
+    g = guard(clock)
+    for n in range(20):
+        g.admit(f"192.0.2.{n}", basic("wrong"))
+    assert g.tracked() == 20
+    clock.now += FAILURE_WINDOW + 0.1
+    assert g.tracked() == 0
+
+
+def test_guesses_naming_the_teachers_address_do_not_lock_out_the_teachers_browser() -> None:
+    """After a login the teacher's browser holds a signed cookie: it is let in though its address and the total
+    are over their limits, while a browser without it is refused."""
+    clock = Clock()
+    g = guard(clock)
+    assert g.admit(TEACHER, basic(PASSWORD)).verdict is Verdict.ADMITTED
+    cookie = g.device_cookie()
+    for n in range(MAX_GLOBAL_FAILURES):
+        g.admit(TEACHER if n < MAX_FAILURES else f"192.0.2.{n}", basic(f"guess {n}"))
+    assert g.admit(TEACHER, basic(PASSWORD)).verdict is Verdict.LIMITED  # a browser that never logged in here
+    assert g.admit("192.0.2.200", basic(PASSWORD)).verdict is Verdict.LIMITED  # the total is spent too
+    assert g.admit(TEACHER, basic(PASSWORD), cookie).verdict is Verdict.ADMITTED
+    assert g.admit(TEACHER, basic("typo"), cookie).verdict is Verdict.DENIED  # still needs the password
+    assert g.admit(TEACHER, None, cookie).verdict is Verdict.DENIED
+
+
+def test_only_a_cookie_this_password_signed_recently_is_recognised() -> None:
+    """Forged, altered, expired or other-password cookies are not the teacher's."""
+    clock = Clock()
+    g = guard(clock)
+    cookie = g.device_cookie()
+    issued, signature = cookie.split(":")
+    assert g.recognises(cookie)
+    assert not g.recognises(None) and not g.recognises("") and not g.recognises("garbage")
+    assert not g.recognises(f"{int(issued) + 1}:{signature}")
+    assert not g.recognises(f"{issued}:{'0' * len(signature)}")
+    assert not Guard("another password", clock=clock, wall_clock=clock).recognises(cookie)
+    clock.now += DEVICE_LIFETIME + 1
+    assert not g.recognises(cookie)
+
+
+def test_an_ipv6_client_counts_by_its_64() -> None:
+    """One machine usually has a whole IPv6 /64: guesses from five of its addresses limit all of it."""
+    g = guard(Clock())
+    for n in range(MAX_FAILURES):
+        g.admit(f"2001:db8:aa:bb::{n + 1:x}", basic("wrong"))
+    assert g.admit("2001:db8:aa:bb:ffff::9", basic(PASSWORD)).verdict is Verdict.LIMITED
+    assert g.admit("2001:db8:aa:bc::1", basic(PASSWORD)).verdict is Verdict.ADMITTED
+    assert address_key("::ffff:192.0.2.7") == "192.0.2.7" == address_key("192.0.2.7")
+    assert address_key("?") == "?"
