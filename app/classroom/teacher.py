@@ -21,6 +21,7 @@ from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
 from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.lessons.loading import load_lessons
+from blocktrace.app.server import predict_links
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import question_id
 
@@ -94,7 +95,13 @@ class DashboardHandler(TeacherHandler):
             body = await off_the_loop(self._body, classroom.store, code)
         except StoreUnavailable:
             body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
-        self.finish(self._page(code, body))
+        self.finish(self._page(code, body + self._predict_off_links(classroom.secret)))
+
+    def _predict_off_links(self, secret: bytes) -> str:
+        """Signed links that open each explorable without the prediction step (app/server/predict_links.py)."""
+        base = f"{self.request.protocol}://{self.request.host}"
+        explorables = [(spec.route(), spec.title()) for spec in EXPLORABLE_SPECS.values()]
+        return predict_links.teacher_section(base, explorables, secret)
 
     def _body(self, store, code: str) -> str:
         token = escape(self.guard.form_token())

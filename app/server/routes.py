@@ -8,6 +8,7 @@ import panel as pn
 
 from blocktrace.app import tuning
 from blocktrace.app.lessons.loading import lesson_for_explorable
+from blocktrace.app.server import predict_links
 from blocktrace.app.server.health import HealthHandler
 from blocktrace.app.server.pages import apply_theme, index_page, page_title, query_flag, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS, ExplorableSpec
@@ -29,8 +30,9 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
         if tuning.is_applied("panel_fixes"):
             tuning.panel_fixes.use_absolute_dist_url(query)
         embed = query_flag(query, "embed", False)
-        predict = query.get("predict", "on") != "off"
-        explorable = spec.load()(query=query, embed=embed, predict=predict)
+        gate = predict_links.decide(spec.route(), query)  # predict=off only from the teacher's signed link
+        explorable = spec.load()(query=query, embed=embed, predict=gate.predict)
+        explorable.notices += gate.notices
         recorder = start_session(query, lesson=lesson_for_explorable(spec.id))
         attach_explorable(explorable, spec.id, recorder)
         bar = None if embed else learner_bar(recorder)
