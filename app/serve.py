@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import signal
 import sys
 
@@ -46,8 +47,9 @@ PASSWORD_ENV = "BLOCKTRACE_TEACHER_PASSWORD"
 SECRET_ENV = "BLOCKTRACE_SECRET"  # the same value on every machine behind one load balancer
 
 
-def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None]:
-    """Configure the store and /teacher; returns the extra routes and a password to print (if generated)."""
+def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes | None]:
+    """Configure the store and /teacher; returns the extra routes, a password to print (if generated) and
+    the server's secret (None with --no-classroom)."""
     from pathlib import Path
 
     from blocktrace.app.classroom.identity import load_or_create_secret
@@ -58,7 +60,7 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None]:
 
     if args.no_classroom:
         configure(None)
-        return [], None
+        return [], None, None
     os.umask(0o077)  # every file this server makes (database, journal, secret) is its own alone
     data_dir = private_data_dir(Path(args.data_dir or DATA_DIR_NAME).resolve())
     secret_text = os.environ.get(SECRET_ENV)
@@ -68,7 +70,7 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None]:
     generated = None
     if not password:  # also on localhost: a classroom server is often restarted with --address later
         password = generated = generate_password()
-    return teacher_patterns(Guard(password)), generated
+    return teacher_patterns(Guard(password)), generated, secret
 
 
 def child_pids(parent: int) -> list[int]:
@@ -115,6 +117,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from blocktrace.app.server import quiet_logs
     from blocktrace.app.server.hardening import server_settings
+    from blocktrace.app.server.page_requests import page_requests, session_signing
     from blocktrace.app.server.routes import page_titles, routes, server_kwargs
 
     if not 1 <= args.port <= 65535 and args.port != 0:
@@ -125,7 +128,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_logs.install()
-    teacher_routes, generated = classroom_setup(args)
+    teacher_routes, generated, secret = classroom_setup(args)
     print(f"blocktrace: serving on http://{args.address}:{args.port}/  (Ctrl-C to stop)", flush=True)
     if generated:
         print(f"blocktrace: teacher page http://{args.address}:{args.port}/teacher  password: {generated}", flush=True)
@@ -135,6 +138,10 @@ def run_serve(args: argparse.Namespace) -> int:
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
     kwargs.update(server_settings(args.allow_websocket_origin))
+    # Signed sessions (a key from the classroom secret, so a reconnect after a restart still works), and
+    # every page request tidied: no session chosen by the client, the learner cookie set by the server.
+    kwargs.update(session_signing(secret or secrets.token_bytes(32)))
+    kwargs["transforms"] = kwargs["transforms"] + [page_requests(secret, pages)]
     pn.serve(
         pages,
         title=page_titles(pages),

@@ -20,7 +20,8 @@ import unicodedata
 import uuid
 from pathlib import Path
 
-COOKIE_NAME = "bt_learner"  # the signed learner id; the page sets it (app/classroom/learner.cookie_script)
+COOKIE_NAME = "bt_learner"  # the signed learner id; the server sets it (app/server/page_requests.py)
+CLASS_COOKIE = "bt_class"  # the class code of the last ?class= link
 SECRET_FILE = "learner-cookie.key"
 SECRET_BYTES = 32
 MAX_NAME = 40

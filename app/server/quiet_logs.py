@@ -53,7 +53,28 @@ class LateCloseFilter(logging.Filter):
         return True
 
 
+class RefusedSocketFilter(logging.Filter):
+    """One line for a websocket Bokeh refuses while opening it (a token the server did not sign, or expired).
+
+    Bokeh raises ProtocolError from `WSHandler.open` after closing the socket; Tornado then logs it as an
+    uncaught exception with the whole traceback, once per attempt. The refusal is the server working.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc_info = record.exc_info
+        if not exc_info or type(exc_info[1]).__name__ != "ProtocolError":
+            return True
+        frames = _frames(exc_info[2])
+        if not any(name == "open" and path.endswith("bokeh/server/views/ws.py") for path, name in frames):
+            return True
+        summary = record.args[0] if isinstance(record.args, tuple) and record.args else ""
+        record.msg, record.args = "websocket refused: %s (%s)", (exc_info[1], summary)
+        record.exc_info = record.exc_text = None
+        return True
+
+
 def install() -> None:
     """Add the filters to the loggers that would otherwise print these tracebacks."""
     logging.getLogger("asyncio").addFilter(ClosedSocketFilter())
     logging.getLogger("tornado.application").addFilter(LateCloseFilter())
+    logging.getLogger("tornado.application").addFilter(RefusedSocketFilter())

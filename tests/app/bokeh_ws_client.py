@@ -7,6 +7,7 @@ with Bokeh's own message classes. Every read is bounded by a timeout.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,12 +16,31 @@ from bokeh.protocol import Protocol
 from bokeh.protocol.message import Message
 from bokeh.protocol.messages.patch_doc import patch_doc
 from bokeh.protocol.receiver import Receiver
-from bokeh.util.token import generate_jwt_token, generate_session_id
-from tornado.httpclient import HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
 
 PROTOCOL = Protocol()
 READ_TIMEOUT_S = 30.0
+_TOKEN = re.compile(r'"token"\s*:\s*"([^"]+)"')
+
+
+def token_in(page_html: str) -> str:
+    """The session token a served page hands its browser (Bokeh's render item in the page)."""
+    found = _TOKEN.search(page_html)
+    assert found, "no session token in the page"
+    return found.group(1)
+
+
+async def fetch_token(page_url: str, headers: dict[str, str] | None = None) -> str:
+    """GET a page as a browser does and return its session token (the server signs sessions, so a client
+    cannot make its own)."""
+    response = await AsyncHTTPClient().fetch(HTTPRequest(page_url, headers=headers or {}, request_timeout=60))
+    return token_in(response.body.decode("utf-8"))
+
+
+def page_of(ws_url: str) -> str:
+    """The page whose websocket this is: ws://host/path/ws -> http://host/path."""
+    return ws_url.replace("ws://", "http://", 1).removesuffix("/ws") or "/"
 
 
 def models(node: Any) -> Iterator[dict]:
@@ -44,8 +64,8 @@ class Session:
 
     @classmethod
     async def open(cls, ws_url: str, token: str | None = None) -> Session:
-        """Connect with a page's session token (as BokehJS does), or a fresh one of its own."""
-        token = token or generate_jwt_token(generate_session_id())
+        """Connect with a page's session token (as BokehJS does); without one, GET the page for a token."""
+        token = token or await fetch_token(page_of(ws_url))
         ws = await websocket_connect(HTTPRequest(ws_url), subprotocols=["bokeh", token])
         session = cls(ws)
         ack = await session.read()
@@ -92,12 +112,12 @@ class Session:
 
 def pull_document(page_url: str, token: str | None = None) -> dict:
     """The document a served page's websocket gets (the PULL-DOC reply's content), the socket closed
-    cleanly afterwards. `page_url` is the page's http address; `token` a page's session token, or None
-    for a fresh session."""
+    cleanly afterwards. `page_url` is the page's http address (with its query); `token` a page's session
+    token, or None to GET the page for a fresh session."""
     ws_url = page_url.split("?")[0].rstrip("/").replace("http://", "ws://", 1) + "/ws"
 
     async def pull() -> dict:
-        client = await Session.open(ws_url, token)
+        client = await Session.open(ws_url, token or await fetch_token(page_url))
         try:
             return client.document
         finally:

@@ -52,7 +52,7 @@ def test_prediction_survives_reload_and_is_final(browser: Browser, classroom) ->
     context = browser.new_context()
     first = context.new_page()
     first.goto(classroom.url(TRACE + "?class=period1"))
-    first.wait_for_function("document.cookie.includes('bt_learner=')")
+    assert any(c["name"] == "bt_learner" and c["httpOnly"] for c in first.context.cookies())  # set with the page
     second = context.new_page()  # same learner, opened before the first commits
     second.goto(classroom.url(TRACE + "?class=period1"))
     _commit(first, "Zero updates return the input unchanged")

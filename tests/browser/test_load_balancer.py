@@ -144,7 +144,7 @@ def test_a_class_through_the_balancer_lands_once(browser: Browser, balanced: Bal
         for n, page in enumerate(pages):
             choice = ANSWERS[n % len(ANSWERS)]
             _commit_and_change(page, PREDICTION_CHOICES[choice])
-            page.wait_for_function("document.cookie.includes('bt_learner=')")
+            assert any(c["name"] == "bt_learner" and c["httpOnly"] for c in page.context.cookies())  # set with the page
             learner = verify(_cookie(page, "bt_learner"), balanced.secret)
             assert learner is not None, "the learner cookie is not signed with the shared secret"
             expected[learner] = choice

@@ -54,7 +54,7 @@ def test_two_workers_register_each_student_once_and_stop_together(browser: Brows
             try:
                 page = context.new_page()
                 page.goto(server.url(f"/explorables/transformer-block-trace?class={CLASS}"))
-                page.wait_for_function("document.cookie.includes('bt_learner=')")
+                assert any(c["name"] == "bt_learner" and c["httpOnly"] for c in page.context.cookies())
                 page.get_by_role("button", name="Commit prediction").wait_for()
                 cookie = next(c["value"] for c in context.cookies() if c["name"] == "bt_learner")
                 ids.add(verify(cookie, secret))

@@ -63,7 +63,7 @@ def test_a_hung_database_does_not_hold_up_the_pages(browser: Browser, tmp_path) 
             page = context.new_page()
             page.on("pageerror", lambda err: errors.append(str(err)))
             page.goto(server.url(TRACE))
-            page.wait_for_function("document.cookie.includes('bt_learner=')")
+            assert any(c["name"] == "bt_learner" and c["httpOnly"] for c in page.context.cookies())  # set with the page
             attention = numbers(stage_row(page, "Attention update"))
             expect(attention).not_to_have_text(["0.000"] * 5)
 

@@ -53,7 +53,7 @@ def test_students_keep_exploring_while_the_database_is_down(browser: Browser, tm
             page = context.new_page()
             page.on("pageerror", lambda err: errors.append(str(err)))
             page.goto(server.url(TRACE))
-            page.wait_for_function("document.cookie.includes('bt_learner=')")
+            assert any(c["name"] == "bt_learner" and c["httpOnly"] for c in page.context.cookies())  # set with the page
             attention = numbers(stage_row(page, "Attention update"))
             expect(attention).not_to_have_text(["0.000"] * 5)
 

@@ -1,0 +1,133 @@
+"""What the server decides for every page request before Panel sees it: the session, and the learner.
+
+- **The server picks the session.** Sessions are signed with a key derived from the server's secret
+  (Bokeh's own `sign_sessions`), so a websocket token or session id the server did not make is refused.
+  And a page request cannot name a session, even a signed one it copied from a classmate's page: the
+  `bokeh-session-id` and `bokeh-token` arguments and the `Bokeh-Session-Id` header are taken out of the
+  request, so every page gets a fresh session built for the browser that asked.
+- **The server sets the learner cookie.** A page request without a valid learner cookie gets a new
+  anonymous learner id, in a cookie that is HttpOnly, SameSite=Lax, Secure behind HTTPS; the id is put
+  into the request too, so the session being built (and its token, should the websocket reach another
+  worker) already knows it. A `?class=CODE` link sets the class cookie the same way.
+- **New learners are rate-limited per address** (`NEW_LEARNERS`): a class behind one NAT can all arrive
+  at once, a script cannot make learners without end. Over the limit, the page is served without a
+  learner: it works, records nothing, and says so.
+
+This is a Tornado output transform (`transforms=` of the Tornado application, which Bokeh passes on): it
+is made for each request before the handler runs, which is where it reads and tidies the request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable
+from http.cookies import CookieError, SimpleCookie
+
+from tornado.httputil import HTTPServerRequest
+from tornado.web import OutputTransform
+
+from blocktrace.app.classroom.identity import (
+    CLASS_COOKIE,
+    COOKIE_NAME,
+    new_learner_id,
+    sign,
+    valid_class_code,
+    verify,
+)
+from blocktrace.app.server.rate_limits import TokenBuckets
+
+COOKIE_DAYS = 180
+SESSION_ARGUMENTS = ("bokeh-session-id", "bokeh-token")
+SESSION_HEADER = "Bokeh-Session-Id"
+LIMITED_HEADER = "X-Blocktrace-No-Learner"  # set on the request (never by a browser) when none was made
+NEW_LEARNERS = (150, 0.5)  # a burst of 150 new learners per address, then one every 2 s
+_SESSION_KEY_DOMAIN = b"blocktrace bokeh sessions\x00"
+
+
+def session_signing(secret: bytes) -> dict:
+    """What `pn.serve` passes to Bokeh so that every session id and token is signed by this server."""
+    key = hmac.new(secret, _SESSION_KEY_DOMAIN, hashlib.sha256).hexdigest().encode("ascii")
+    return {"sign_sessions": True, "secret_key": key, "generate_session_ids": True}
+
+
+def forget_session_choice(request: HTTPServerRequest) -> None:
+    """Take out of a request every way it could name the session it wants."""
+    for name in SESSION_ARGUMENTS:
+        request.arguments.pop(name, None)
+        request.query_arguments.pop(name, None)
+    if SESSION_HEADER in request.headers:
+        del request.headers[SESSION_HEADER]
+    if LIMITED_HEADER in request.headers:  # only this module may say so
+        del request.headers[LIMITED_HEADER]
+
+
+def _cookies(request: HTTPServerRequest) -> dict[str, str]:
+    """The request's cookies, parsed here (not through `request.cookies`, which would keep a copy)."""
+    jar = SimpleCookie()
+    try:
+        jar.load(request.headers.get("Cookie", ""))
+    except CookieError:
+        return {}
+    return {name: morsel.value for name, morsel in jar.items()}
+
+
+def _set_cookie(name: str, value: str, secure: bool) -> str:
+    parts = [f"{name}={value}", "Path=/", f"Max-Age={COOKIE_DAYS * 24 * 3600}", "HttpOnly", "SameSite=Lax"]
+    return "; ".join(parts + (["Secure"] if secure else []))
+
+
+def _add_request_cookie(request: HTTPServerRequest, name: str, value: str) -> None:
+    cookie = request.headers.get("Cookie", "")
+    kept = "; ".join(part for part in cookie.split(";") if part.strip() and
+                     part.strip().split("=", 1)[0] != name)
+    request.headers["Cookie"] = f"{kept}; {name}={value}" if kept else f"{name}={value}"
+
+
+def learner_cookies(request: HTTPServerRequest, secret: bytes, buckets: TokenBuckets) -> list[str]:
+    """The Set-Cookie values this page response needs; the request is changed to carry them already."""
+    cookies = _cookies(request)
+    secure = request.protocol == "https"
+    out = []
+    if verify(cookies.get(COOKIE_NAME), secret) is None:
+        if buckets.allow(request.remote_ip or "unknown"):
+            value = sign(new_learner_id(), secret)
+            _add_request_cookie(request, COOKIE_NAME, value)
+            out.append(_set_cookie(COOKIE_NAME, value, secure))
+        else:
+            request.headers[LIMITED_HEADER] = "1"
+            if COOKIE_NAME in cookies:  # a forged or stale cookie must not reach the session either
+                _add_request_cookie(request, COOKIE_NAME, "")
+    linked = request.query_arguments.get("class", [b""])[-1].decode("utf-8", "replace")
+    if valid_class_code(linked) and cookies.get(CLASS_COOKIE) != linked:
+        _add_request_cookie(request, CLASS_COOKIE, linked)
+        out.append(_set_cookie(CLASS_COOKIE, linked, secure))
+    return out
+
+
+def is_page(path: str, pages: frozenset[str]) -> bool:
+    """A page of an app (or its script-tag loader), as opposed to static files, /ws or /teacher."""
+    return path in pages or (path.endswith("/autoload.js") and path[: -len("/autoload.js")] in pages)
+
+
+def page_requests(secret: bytes | None, pages: Iterable[str],
+                  new_learners: tuple[float, float] = NEW_LEARNERS) -> type[OutputTransform]:
+    """The transform for a server with these page paths; `secret` None: no classroom, no learner cookie."""
+    page_set = frozenset(pages)
+    buckets = TokenBuckets(*new_learners)
+
+    class PageRequests(OutputTransform):
+        def __init__(self, request: HTTPServerRequest) -> None:
+            super().__init__(request)
+            forget_session_choice(request)
+            self.set_cookies: list[str] = []
+            if secret is not None and request.method == "GET" and is_page(request.path, page_set):
+                self.set_cookies = learner_cookies(request, secret, buckets)
+
+        def transform_first_chunk(self, status_code, headers, chunk, finishing):
+            for value in self.set_cookies:
+                headers.add("Set-Cookie", value)
+            return status_code, headers, chunk
+
+    PageRequests.buckets = buckets
+    return PageRequests

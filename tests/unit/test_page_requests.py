@@ -1,0 +1,105 @@
+"""app/server/page_requests.py on hand-made Tornado requests, and its per-address buckets."""
+
+from __future__ import annotations
+
+from http.cookies import SimpleCookie
+
+import pytest
+from tornado.httputil import HTTPHeaders, HTTPServerRequest, RequestStartLine
+
+from blocktrace.app.classroom.identity import COOKIE_NAME, sign, verify
+from blocktrace.app.server.page_requests import LIMITED_HEADER, page_requests, session_signing
+from blocktrace.app.server.rate_limits import TokenBuckets
+
+SECRET = b"s" * 32
+PAGE = "/explorables/transformer-block-trace"
+
+
+def request(uri: str, cookie: str = "", remote_ip: str = "10.0.0.7", protocol: str = "http",
+            **headers: str) -> HTTPServerRequest:
+    all_headers = HTTPHeaders({"Host": "class.example", **headers})
+    if cookie:
+        all_headers["Cookie"] = cookie
+    made = HTTPServerRequest(start_line=RequestStartLine("GET", uri, "HTTP/1.1"), headers=all_headers)
+    made.remote_ip, made.protocol = remote_ip, protocol
+    return made
+
+
+def set_cookies(transform) -> dict[str, SimpleCookie]:
+    headers = HTTPHeaders()
+    transform.transform_first_chunk(200, headers, b"", True)
+    out = {}
+    for value in headers.get_list("Set-Cookie"):
+        jar = SimpleCookie()
+        jar.load(value)
+        out.update(jar)
+    return out
+
+
+def test_every_way_of_naming_a_session_is_taken_out() -> None:
+    made = request(f"{PAGE}?bokeh-session-id=fixated&bokeh-token=abc&theme=dark",
+                   **{"Bokeh-Session-Id": "fixated", LIMITED_HEADER: "1"})
+    page_requests(SECRET, [PAGE])(made)
+    assert set(made.arguments) == set(made.query_arguments) == {"theme"}
+    assert "Bokeh-Session-Id" not in made.headers and LIMITED_HEADER not in made.headers
+
+
+def test_a_new_learner_gets_a_cookie_in_the_response_and_the_request() -> None:
+    made = request(PAGE + "?class=period3", cookie="other=1")
+    cookies = set_cookies(page_requests(SECRET, [PAGE])(made))
+    learner = cookies[COOKIE_NAME]
+    assert verify(learner.value, SECRET) is not None
+    assert learner["httponly"] and learner["samesite"] == "Lax" and not learner["secure"]
+    assert cookies["bt_class"].value == "period3"
+    sent_on = SimpleCookie(made.headers["Cookie"])  # what the session being built will read
+    assert sent_on[COOKIE_NAME].value == learner.value and sent_on["other"].value == "1"
+    assert sent_on["bt_class"].value == "period3"
+
+
+def test_behind_https_the_cookie_is_secure() -> None:
+    cookies = set_cookies(page_requests(SECRET, [PAGE])(request(PAGE, protocol="https")))
+    assert cookies[COOKIE_NAME]["secure"]
+
+
+def test_a_valid_cookie_is_kept_and_static_files_get_none() -> None:
+    value = sign("ab" * 16, SECRET)
+    assert set_cookies(page_requests(SECRET, [PAGE])(request(PAGE, cookie=f"{COOKIE_NAME}={value}"))) == {}
+    assert set_cookies(page_requests(SECRET, [PAGE])(request("/static/js/bokeh.min.js"))) == {}
+    assert set_cookies(page_requests(None, [PAGE])(request(PAGE))) == {}  # no classroom: no learner
+    assert COOKIE_NAME in set_cookies(page_requests(SECRET, [PAGE])(request(PAGE + "/autoload.js")))
+
+
+def test_new_learners_are_limited_per_address() -> None:
+    """Past the burst, a page is served without a learner (and says so); another address is not affected."""
+    transform = page_requests(SECRET, [PAGE], new_learners=(3, 0.001))
+    made = [set_cookies(transform(request(PAGE))) for _ in range(4)]
+    assert [COOKIE_NAME in cookies for cookies in made] == [True, True, True, False]
+    limited = request(PAGE, cookie=f"{COOKIE_NAME}=forged.value")
+    transform(limited)
+    assert limited.headers[LIMITED_HEADER] == "1"
+    assert SimpleCookie(limited.headers["Cookie"])[COOKIE_NAME].value == ""  # the forged one does not reach it
+    assert COOKIE_NAME in set_cookies(transform(request(PAGE, remote_ip="10.0.0.8")))
+
+
+def test_session_signing_uses_a_key_of_its_own() -> None:
+    settings = session_signing(SECRET)
+    assert settings["sign_sessions"] is True and settings["generate_session_ids"] is True
+    assert settings["secret_key"] != SECRET and len(settings["secret_key"]) >= 32
+    assert session_signing(SECRET) == settings and session_signing(b"t" * 32) != settings
+
+
+def test_buckets_refill_and_the_table_is_bounded() -> None:
+    now = [0.0]
+    buckets = TokenBuckets(capacity=2, per_second=1.0, max_keys=3, clock=lambda: now[0])
+    assert [buckets.allow("a") for _ in range(3)] == [True, True, False]
+    now[0] = 1.0
+    assert buckets.allow("a") and not buckets.allow("a")
+    for key in "bcdefg":
+        buckets.allow(key)
+    assert len(buckets) == 3  # spoofed or many addresses cannot grow it
+
+
+@pytest.mark.parametrize("args", [(0, 1.0), (1, 0.0), (1, 1.0, 0)])
+def test_buckets_refuse_nonsense_settings(args) -> None:
+    with pytest.raises(ValueError):
+        TokenBuckets(*args)
