@@ -23,6 +23,7 @@ from blocktrace.explorables.components.heatmap import (
     token_factors,
 )
 from blocktrace.explorables.components.html import alt_text, table
+from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
 from blocktrace.explorables.components.prediction import PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
@@ -38,6 +39,10 @@ INTRO = (
 )
 BET_QUESTION = "When the MLP contributes a correction, what happens to the incoming residual stream?"
 BET_HINT = "Your bet settles at stage 8, “+ residual = block output”. Once committed it is final."
+# The state's parameters the controls set: held by the server while the bet is not committed.
+CONTROL_PARAMS = ("phrase", "positions", "tracked", "reverse", "causal", "stage", "floors")
+LOCKED_NOTE = "The traces appear here once you commit your bet."
+LOCKED_LIMIT = 1.0  # the planes' extent while locked (their real extent follows the traces' values)
 MISSION = ("Mission: track the middle word and claim the first stage where its two traces diverge. "
            "Step to a stage, then press “This is the first divergence” — or claim that they never diverge.")
 
@@ -100,6 +105,18 @@ class OrderColumn:
             styles={"flex": "1 1 22rem", "min-width": "0"}, css_classes=["bt-card"],
         )
 
+    def blank(self) -> None:
+        """No value of either trace: empty plots, a note where the table goes (the bet is not committed)."""
+        for src in (self.arrow_cur, self.arrow_prev, self.heat_src):
+            if any(len(column) for column in src.data.values()):
+                src.data = {name: [] for name in src.data}
+        for rng in (self.arrow_fig.x_range, self.arrow_fig.y_range):
+            if rng.end != LOCKED_LIMIT:
+                rng.start, rng.end = -LOCKED_LIMIT, LOCKED_LIMIT
+        set_object(self.table, f'<p class="bt-muted bt-locked" role="status">{escape(LOCKED_NOTE)}</p>')
+        for pane in (self.phrase, self.arrow_alt, self.heat_alt, self.heat_sums):
+            set_object(pane, "")
+
     def update(self, state: FloorState, trace, position: int, other, limit: float) -> None:
         current, previous = plots.arrow_data(state, trace, position)
         self.arrow_cur.data, self.arrow_prev.data = current, previous
@@ -133,6 +150,7 @@ class FloorExplorable(ExplorableView):
         state.param.watch(self._sync_tracked_options, ["words", "tracked"])
         state.bet.param.watch(self._lock, ["committed", "skipped"])
         sync_to_url(state, QUERY_KEYS)
+        self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.bet)
         self._sync_tracked_options()
         self._refresh()
         self._lock()
@@ -165,7 +183,13 @@ class FloorExplorable(ExplorableView):
         self.columns = [OrderColumn(s, title, trace, pos, limit) for title, trace, pos in
                         (("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror))]
         self.checkpoint_views = [CheckpointView(c, on_check=self._checked) for c in s.checkpoints]
+        # Their feedback explains the bet's answer: not on the page (nor answerable) before the bet.
+        self.checkpoints_place = OnceUnlocked(s.bet, pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
+                                                                 sizing_mode="stretch_width"),
+                                              "Two checkpoints follow once your bet is committed.")
         self.downloads = Downloads("block-floor", lambda: s.original, self._worksheet)
+        self.files = OnceUnlocked(s.bet, self.downloads,
+                                  "The traces' files and the worksheet can be downloaded once you commit your bet.")
         self.controls = [self.phrase, self.positions, self.tracked, self.reverse, self.causal, self.stage,
                          self.prev, self.next, self.floors, self.claim, self.never]
         self.respond_quickly(self.controls)
@@ -178,6 +202,8 @@ class FloorExplorable(ExplorableView):
                               "Where did the two orders first differ, and why there? What did each + keep?")
 
     def _claim(self, stage: int | None) -> None:
+        if not self.state.bet.unlocked or not self.state.reverse:  # a click on a disabled button
+            return
         short, _ = self.state.claim(stage)
         self.emit("claim", {"explorable": "block-floor", "stage": stage, "verdict": short.lower().replace(" ", "_"),
                             "tracked": self.state.words[self.state.tracked], "positions": self.state.positions,
@@ -201,11 +227,15 @@ class FloorExplorable(ExplorableView):
     @batched
     def _refresh(self, *_events) -> None:
         s = self.state
-        limit = plots.plane_limit(s)
         orders = [("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror)]
-        for n, (column, (_, trace, pos)) in enumerate(zip(self.columns, orders, strict=True)):
-            other = (orders[1 - n][1], orders[1 - n][2]) if s.reverse else None
-            column.update(s, trace, pos, other, limit)
+        if not s.bet.unlocked:
+            for column in self.columns:
+                column.blank()
+        else:
+            limit = plots.plane_limit(s)
+            for n, (column, (_, trace, pos)) in enumerate(zip(self.columns, orders, strict=True)):
+                other = (orders[1 - n][1], orders[1 - n][2]) if s.reverse else None
+                column.update(s, trace, pos, other, limit)
         self.columns[1].layout.visible = s.reverse
         self.claim.disabled = self.never.disabled = not s.reverse or not s.bet.unlocked
         set_object(self.banner, self._banner_html())
@@ -216,7 +246,9 @@ class FloorExplorable(ExplorableView):
         labels = stage_labels(s.original)
         key = STAGE_KEYS[s.stage - 1]
         head = f"Stage {s.stage} / 8 · {labels[s.stage - 1]}"
-        if not s.reverse:
+        if not s.bet.unlocked:
+            status = "Commit your bet, then compare the two orders stage by stage."
+        elif not s.reverse:
             status = "Turn on Reverse order to compare the two orders."
         elif agree(s.original[key][s.tracked], s.reversed_[key][s.mirror]):
             status = "Same vectors in both orders at this stage."
@@ -227,7 +259,7 @@ class FloorExplorable(ExplorableView):
 
     def _settle_html(self) -> str:
         s = self.state
-        if s.stage != 8:
+        if s.stage != 8 or not s.bet.unlocked:
             return ""
         pos = s.tracked
         incoming = s.original["blocks.0.resid_mid"][pos]
@@ -282,16 +314,14 @@ class FloorExplorable(ExplorableView):
         )
         gate = [self.gate] if self.show_gate else []
         share = pn.Column(
-            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
-            *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]),
+            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.files,
+            *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE, self.state.bet)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
         left = pn.Column(*gate, controls, mission, share, styles={"flex": "0 1 22rem", "min-width": "18rem"})
         orders = pn.FlexBox(*(c.layout for c in self.columns), flex_wrap="wrap", gap="0.75rem",
                             sizing_mode="stretch_width")
-        right = pn.Column(self.banner, self.settle, orders,
-                          pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
-                                     sizing_mode="stretch_width"),
+        right = pn.Column(self.banner, self.settle, orders, self.checkpoints_place,
                           styles={"flex": "1 1 40rem", "min-width": "0"})
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]

@@ -13,6 +13,7 @@ from blocktrace.explorables.components.embed import EmbedButton, server_base, st
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.heatmap import set_factors
 from blocktrace.explorables.components.html import alt_text
+from blocktrace.explorables.components.locked_controls import LockedControls
 from blocktrace.explorables.components.prediction import PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched
@@ -49,6 +50,9 @@ PLACEMENT_OPTIONS = {"pre-norm": "pre", "post-norm": "post"}
 EXPANSION_OPTIONS = {"2": 2, "4 (the lesson's)": 4, "8": 8}
 EPS_OPTIONS = {"1e-6 (the lesson's)": 1e-6, "1e-5": 1e-5, "0.001": 1e-3, "0.1": 0.1, "0 (no eps)": 0.0}
 WIDGET_WIDTH = 200
+# The state's parameters the controls set: held by the server while the prediction is not committed.
+CONTROL_PARAMS = ("B", "T", "d", "expansion", "norm", "mlp", "placement", "causal", "heads", "residual", "zero_eps",
+                  "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps", "worked_name")
 
 
 def _html(text: str = "") -> pn.pane.HTML:
@@ -83,6 +87,7 @@ class DecoderLabExplorable(ExplorableView):
         state.param.watch(self._sync_corrupt_slider, ["trace", "corrupt"])
         state.prediction.param.watch(self._lock, ["committed", "skipped"])
         sync_to_url(state, QUERY_KEYS)
+        self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
         self._refresh_all()
         self._lock()
 
@@ -244,6 +249,12 @@ class DecoderLabExplorable(ExplorableView):
     @batched
     def _refresh_causal(self, *_events) -> None:
         s = self.state
+        if not s.prediction.unlocked:  # the causal test answers the prediction: none of it is sent before
+            if any(len(column) for column in self.delta_src.data.values()):
+                self.delta_src.data = {name: [] for name in self.delta_src.data}
+            for pane in (self.badge, self.causal_table, self.delta_alt, self.prediction_result):
+                pane.object = ""
+            return
         if s.corrupted is None or s.delta is None:
             return
         plots.set_delta_axes(self.delta_fig, s)
@@ -321,6 +332,8 @@ class DecoderLabExplorable(ExplorableView):
             widget.disabled = locked
         self.causal_results.visible = not locked  # the causal test answers the prediction's question
         self.causal_hidden.visible = locked
+        self._refresh_causal()  # filled only once unlocked
+        self._refresh_break()
         self._refresh_live()
         if not self.state.worked.rows:
             self.w_worked.disabled = True
@@ -368,8 +381,10 @@ class DecoderLabExplorable(ExplorableView):
                                              f"halves and the MLP stops with: {s.split.error or 'no error'}. "
                                              "The other panels keep showing the correct block."))
         if not s.causal:
+            verdict = f"Causal safety: {s.verdict().badge}." if s.prediction.unlocked else \
+                "Causal safety: shown once your prediction is committed."
             items.append(("No causal mask", f"Invariants: {found['Weights on future positions are exactly 0'].detail} "
-                                            f"Causal safety: {s.verdict().badge}."))
+                                            f"{verdict}"))
         if not items:
             return ('<p class="bt-muted dl-symptoms" role="status">Nothing is broken: every toggle above is off. '
                     "Turn one on and look for its symptom in the panels above.</p>")

@@ -32,6 +32,7 @@ SHORT = {
     "blocks.0.resid_post": "output",
 }
 SWIGLU_SERIES = ("gate", "SiLU(gate)", "value", "SiLU(gate) × value")
+STAGE_FACTORS = tuple(SHORT[k] for k in ROW_KEYS)
 HEIGHTS = {"norm": 260, "comp": 260, "swiglu": 280}  # px; the page keeps this room for each until it is drawn
 
 
@@ -39,7 +40,7 @@ HEIGHTS = {"norm": 260, "comp": 260, "swiglu": 280}  # px; the page keeps this r
 
 def norm_data(state: TraceState) -> tuple[dict, dict, float]:
     """Current and baseline ‖·‖ per stage, and the input's norm (the reference line)."""
-    stages = [SHORT[k] for k in ROW_KEYS]
+    stages = list(STAGE_FACTORS)
     current = [float(np.linalg.norm(state.trace[k][0])) for k in ROW_KEYS]
     baseline = [float(np.linalg.norm(state.baseline[k][0])) for k in ROW_KEYS]
     text = [f"{v:.3f}" for v in current]
@@ -50,16 +51,15 @@ def norm_data(state: TraceState) -> tuple[dict, dict, float]:
     )
 
 
-def norm_figure(state: TraceState) -> tuple[figure, ColumnDataSource, ColumnDataSource, Span]:
-    current, baseline, input_norm = norm_data(state)
-    src, base = ColumnDataSource(current), ColumnDataSource(baseline)
-    fig = base_figure("Norm ‖·‖ at each stage", height=HEIGHTS["norm"], x_range=FactorRange(*current["stage"]))
+def norm_figure(r: Rendered) -> tuple[figure, ColumnDataSource, ColumnDataSource, Span]:
+    src, base = ColumnDataSource(r.source_data("norm")), ColumnDataSource(r.source_data("norm_base"))
+    fig = base_figure("Norm ‖·‖ at each stage", height=HEIGHTS["norm"], x_range=FactorRange(*STAGE_FACTORS))
     fig.line("stage", "norm", source=base, line_dash="dashed", color=SERIES[1], line_width=2,
              legend_label="default block, same input")
     fig.scatter("stage", "norm", source=base, marker="square", size=7, color=SERIES[1])
     fig.line("stage", "norm", source=src, color=SERIES[0], line_width=3, legend_label="this run")
     fig.scatter("stage", "norm", source=src, size=9, color=SERIES[0])
-    ref = Span(location=input_norm, dimension="width", line_color="#444444", line_dash="dotted", line_width=2)
+    ref = Span(location=r.input_norm, dimension="width", line_color="#444444", line_dash="dotted", line_width=2)
     fig.add_layout(ref)
     fig.add_tools(HoverTool(tooltips=[("stage", "@stage"), ("‖·‖", "@norm{0.000}")], mode="mouse"))
     fig.legend.location = "bottom_right"
@@ -90,8 +90,8 @@ def _sub(i: int) -> str:
     return str(i).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
 
 
-def component_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
-    data = component_data(state)
+def component_figure(r: Rendered) -> tuple[figure, ColumnDataSource]:
+    data = r.source_data("comp")
     src = ColumnDataSource(data)
     fig = base_figure("Components of the selected stage", height=HEIGHTS["comp"],
                       x_range=FactorRange(*data["component"]))
@@ -121,8 +121,8 @@ def swiglu_data(state: TraceState) -> dict:
     return data
 
 
-def swiglu_figure(state: TraceState) -> tuple[figure, ColumnDataSource]:
-    data = swiglu_data(state)
+def swiglu_figure(r: Rendered) -> tuple[figure, ColumnDataSource]:
+    data = r.source_data("swiglu")
     src = ColumnDataSource(data)
     fig = base_figure("SwiGLU, hidden unit by hidden unit", height=HEIGHTS["swiglu"],
                       x_range=FactorRange(*data["unit"]))
@@ -155,11 +155,11 @@ class TraceFigures:
     swiglu_src: ColumnDataSource
 
 
-def trace_figures(state: TraceState) -> TraceFigures:
-    """The three figures, drawn from the state's current trace."""
-    norm = norm_figure(state)
-    comp = component_figure(state)
-    swiglu = swiglu_figure(state)
+def trace_figures(r: Rendered) -> TraceFigures:
+    """The three figures, drawn from a rendering (of the state, or the locked one: no data)."""
+    norm = norm_figure(r)
+    comp = component_figure(r)
+    swiglu = swiglu_figure(r)
     return TraceFigures(*norm, *comp, *swiglu)
 
 
@@ -176,7 +176,7 @@ def update_figures(figs: TraceFigures, r: Rendered, before: Rendered | None = No
         figs.norm_src.data = r.source_data("norm")
     if changed("norm_base"):
         figs.norm_base.data = r.source_data("norm_base")
-    figs.norm_ref.location = r.input_norm
+    figs.norm_ref.location = r.input_norm  # None (not drawn) while the gate is locked
     if changed("comp"):
         comp = r.source_data("comp")
         if list(figs.comp_fig.x_range.factors) != comp["component"]:

@@ -32,7 +32,7 @@ class Rendered:
     announcement: str
     norm: tuple  # (column, values) pairs of the norm plot's current run
     norm_base: tuple  # and of its default-block line
-    input_norm: float
+    input_norm: float | None  # None: no reference line (the locked rendering)
     comp: tuple
     swiglu: tuple
 
@@ -68,3 +68,23 @@ def render(state: TraceState) -> Rendered:
 
 def _frozen(data: dict[str, list]) -> tuple:
     return tuple((column, tuple(values)) for column, values in data.items())
+
+
+LOCKED_NOTE = "The trace appears here once you commit your prediction: predict first, then run the block."
+# What every view shows while the prediction gate is locked: no value of the trace, in any table,
+# text alternative or plot (the figures keep their axes, with empty sources).
+LOCKED = Rendered(
+    stage_table=f'<p class="bt-muted bt-locked" role="status">{LOCKED_NOTE}</p>',
+    baseline_table="", swiglu_table="", norm_alt="", comp_alt="", swiglu_alt="",
+    announcement="Commit your prediction to run the block.",
+    norm=_frozen({"stage": [], "norm": [], "text": []}),
+    norm_base=_frozen({"stage": [], "norm": []}),
+    input_norm=None,
+    comp=_frozen({"component": [], "value": [], "colour": [], "label": [], "label_y": [], "baseline": []}),
+    swiglu=_frozen({"unit": [], **{f"s{n}": [] for n in range(len(plots.SWIGLU_SERIES))}}),
+)
+
+
+def shown(state: TraceState) -> Rendered:
+    """The rendering the page may show: the state's once the prediction is unlocked, else LOCKED."""
+    return rendered(state) if state.prediction.unlocked else LOCKED

@@ -12,12 +12,13 @@ from blocktrace.explorables.components.downloads import Downloads, worksheet_htm
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
+from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
 from blocktrace.explorables.components.prediction import PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.transformer_block_trace import plots
-from blocktrace.explorables.transformer_block_trace.renderings import rendered
+from blocktrace.explorables.transformer_block_trace.renderings import shown
 from blocktrace.explorables.transformer_block_trace.state import (
     CONSTANT_INPUT,
     CORRECT_PREDICTION,
@@ -40,6 +41,9 @@ INTRO = (
     "The same numbers come from <code>blocktrace trace --preset single-token</code> with the same settings."
 )
 NORM_OPTIONS = {"RMSNorm": "rmsnorm", "Mean-centred (LayerNorm)": "layernorm"}
+# The state's parameters the controls set: held by the server while the gate is locked.
+CONTROL_PARAMS = ("input_text", "attention_scale", "mlp_scale", "replace", "norm", "inspect")
+FILES_NOTE = "The trace's files and the worksheet can be downloaded once you commit your prediction."
 
 
 class TraceExplorable(ExplorableView):
@@ -54,6 +58,7 @@ class TraceExplorable(ExplorableView):
         state.param.watch(self._show_input_error, ["input_error"])
         state.prediction.param.watch(self._lock, ["committed", "skipped"])
         sync_to_url(state, QUERY_KEYS)
+        self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
         self._lock()
         self._show_input_error()
 
@@ -89,7 +94,7 @@ class TraceExplorable(ExplorableView):
     def _build_views(self) -> None:
         s = self.state
         self.gate = PredictionGate(s.prediction, QUESTION, HINT)
-        r = rendered(s)
+        r = shown(s)  # nothing of the trace while the gate is locked
         wide = styled(sizing_mode="stretch_width")
         self.stage_table = LiveHTML(r.stage_table, **wide)
         self.norm_alt = LiveHTML(r.norm_alt, **wide)
@@ -99,12 +104,13 @@ class TraceExplorable(ExplorableView):
         self.baseline_table = LiveHTML(r.baseline_table, **wide)
         self.live = LiveHTML(self._live_html(r.announcement), **wide)
         self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet)
+        self.files = OnceUnlocked(s.prediction, self.downloads, FILES_NOTE)
 
     @cached_property
     def figures(self) -> plots.TraceFigures:
         """Built the first time they are needed: a served page sends its figures after loading."""
-        self._figures_show = rendered(self.state)
-        return plots.trace_figures(self.state)
+        self._figures_show = shown(self.state)
+        return plots.trace_figures(self._figures_show)
 
     def _worksheet(self) -> str:
         link = server_base() + ROUTE + "?" + urlencode(state_query(self.state, QUERY_KEYS))
@@ -126,7 +132,7 @@ class TraceExplorable(ExplorableView):
 
     @batched
     def _refresh(self, *_events) -> None:
-        r = rendered(self.state)
+        r = shown(self.state)
         if "figures" in self.__dict__:  # not built yet: they will be built from the state as it is then
             plots.update_figures(self.figures, r, self._figures_show)
             self._figures_show = r
@@ -151,7 +157,7 @@ class TraceExplorable(ExplorableView):
         locked = not self.state.prediction.unlocked
         for widget in self.controls:
             widget.disabled = locked
-        set_object(self.live, self._live_html(rendered(self.state).announcement))
+        self._refresh()  # the trace arrives with the unlock, not before
 
     # --- layout -----------------------------------------------------------------------------
 
@@ -165,8 +171,8 @@ class TraceExplorable(ExplorableView):
         )
         gate = [self.gate] if self.show_gate else []
         share = pn.Column(
-            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
-            *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]),
+            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.files,
+            *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE, self.state.prediction)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
         left = pn.Column(*gate, controls, share, styles={"flex": "0 1 22rem", "min-width": "18rem"})
