@@ -6,11 +6,13 @@ For every number of worker processes (`blocktrace serve --num-procs P`) and ever
 starts a fresh `python -m blocktrace.app.cli serve` on a free loopback port (the default SQLite store in a
 temporary data directory, or --db), and simulates N students, each on their own Bokeh session
 speaking the Bokeh websocket protocol as the browser does, with Bokeh's own protocol classes (no
-Chromium: 100 browsers would swamp a 2-core machine). All students share one asyncio loop; the
-session is created when its websocket opens (no page request), so with --num-procs the worker that
-accepts the websocket builds the session:
+Chromium: 100 browsers would swamp a 2-core machine). All students share one asyncio loop. As a
+browser does, each student GETs the page (the server signs its sessions, so the session token is
+taken from the page's HTML, and the cookies the server sets are kept and sent back) and opens the
+websocket with that token; with --num-procs the websocket may reach another worker, which builds the
+session from the token:
 
-1. join: open the explorable's websocket (`?class=<run code>`), pull the document;
+1. join: GET the explorable's page (`?class=<run code>`), open its websocket, pull the document;
 2. predict: pick an answer in the prediction gate (the RadioGroup model's `active`) and press
    "Commit prediction" (a `button_click` event on its Button model); committed once the server
    enables the attention-scale slider;
@@ -32,7 +34,7 @@ joined, minus before, over N), server CPU (and its CPU time per change, the figu
 by other work on the machine), events persisted per second while exploring, and the check that
 nothing was lost: each student's committed prediction is stored, and their last stored slider value
 is the last change the server answered (or a later one it took). Learners are identified through
-the signed learner id the page hands the browser for its cookie.
+the signed learner id in the cookie the page sets.
 
 Every step is bounded; the benchmark stops the servers it started and exits by itself.
 Targets (issue 7): 100 students on one process with p95 <= 200 ms, <= 3 MB per session, no lost events.
@@ -47,6 +49,7 @@ import html
 import json
 import os
 import random
+import re
 import secrets
 import signal
 import socket
@@ -58,6 +61,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 
 import numpy as np
@@ -67,8 +71,7 @@ from bokeh.protocol.message import Message
 from bokeh.protocol.messages.patch_doc import patch_doc
 from bokeh.protocol.receiver import Receiver
 from bokeh.util.strings import format_url_query_arguments
-from bokeh.util.token import generate_jwt_token, generate_session_id
-from tornado.httpclient import HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,6 +256,17 @@ def _entries(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+PAGE_TOKEN = re.compile(r'"token"\s*:\s*"([^"]+)"')  # Bokeh's render item in the page's script
+
+
+def page_token(page_html: str) -> str:
+    """The session token a served page hands its browser (the server signs sessions: a client cannot make one)."""
+    found = PAGE_TOKEN.search(page_html)
+    if found is None:
+        raise RuntimeError("no session token in the page")
+    return found.group(1)
+
+
 def _patch(*events_json: dict) -> Message:
     """A PATCH-DOC message as BokehJS sends it: model changes and events by model id."""
     return patch_doc(patch_doc.create_header(), {}, {"events": list(events_json)})
@@ -261,8 +275,9 @@ def _patch(*events_json: dict) -> Message:
 @dataclass
 class Student:
     n: int
-    url: str
+    url: str  # the page's http address
     tables: dict[str, float]
+    cookies: dict[str, str] = field(default_factory=dict)  # what this student's browser keeps for the server
     ws: WebSocketClientConnection | None = None
     sock: WebSocketClientConnectionWrapper | None = None
     receiver: Receiver = field(default_factory=lambda: Receiver(PROTOCOL))
@@ -280,6 +295,9 @@ class Student:
     bursts: int = 0
     last_value: float = 1.0
     reader: asyncio.Task | None = None
+    leaving: bool = False  # the tab is being closed: stop exploring and probing
+    pings: dict[bytes, float] = field(default_factory=dict)  # payload -> sent at
+    pongs: list[tuple[float, float]] = field(default_factory=list)  # (sent at, round trip in ms)
 
     async def _read(self) -> Message | None:
         while True:
@@ -290,13 +308,32 @@ class Student:
             if message is not None:
                 return message
 
+    def _cookie_header(self) -> dict[str, str]:
+        return {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+
+    async def open_page(self, class_code: str) -> str:
+        """GET the page as a browser does: keep the cookies it sets, return the session token it holds."""
+        response = await AsyncHTTPClient().fetch(HTTPRequest(
+            format_url_query_arguments(self.url, {"class": class_code}), headers=self._cookie_header(),
+            request_timeout=STEP_TIMEOUT))
+        for header in response.headers.get_list("Set-Cookie"):
+            jar = SimpleCookie()
+            try:
+                jar.load(header)
+            except CookieError:
+                continue
+            self.cookies.update({name: morsel.value for name, morsel in jar.items()})
+        return page_token(response.body.decode("utf-8"))
+
     async def join(self, class_code: str) -> None:
+        """Open the page (GET, then its websocket with the page's token), pull the document, report it rendered."""
         started = time.perf_counter()
-        session_id = generate_session_id()
-        request = HTTPRequest(format_url_query_arguments(self.url, {"class": class_code}))
-        self.ws = await websocket_connect(request, subprotocols=["bokeh", generate_jwt_token(session_id)],
-                                          max_message_size=50 * 2**20)
+        self.ids, self.receiver, self.enabled, self.leaving = {}, Receiver(PROTOCOL), asyncio.Event(), False
+        token = await self.open_page(class_code)
+        request = HTTPRequest(self.url.replace("http://", "ws://", 1) + "/ws", headers=self._cookie_header())
+        self.ws = await websocket_connect(request, subprotocols=["bokeh", token], max_message_size=50 * 2**20)
         self.ws.protocol.set_nodelay(True)  # as browsers do: each frame leaves at once
+        self.ws.on_pong = self._pong
         self.sock = WebSocketClientConnectionWrapper(self.ws)
         ack = await self._read()
         assert ack is not None and ack.msgtype == "ACK", ack
@@ -317,9 +354,11 @@ class Student:
             elif obj.get("name", "").endswith("markup.HTML") and "stage-table" in str(attrs.get("text", "")):
                 self.ids["table"] = obj["id"]
             elif obj.get("name") == "CustomJS" and COOKIE_NAME in str(_entries(attrs.get("args")).get("names", "")):
-                args = _entries(attrs.get("args"))
-                self.signed_learner = str(dict(zip(args["names"], args["values"], strict=True)).get(COOKIE_NAME, ""))
-        missing = {"slider", "radio", "commit", "table", "vector"} - set(self.ids)
+                args = _entries(attrs.get("args"))  # a cookie the page's script sets (older servers)
+                self.cookies.update({k: str(v) for k, v in zip(args["names"], args["values"], strict=True)})
+        self.signed_learner = self.cookies.get(COOKIE_NAME, "")
+        # The stage table may be found here, or (a server that sends no trace before the commit) by its first text.
+        missing = {"slider", "radio", "commit", "vector"} - set(self.ids)
         assert not missing, f"not found in the page: {missing}"
         # BokehJS reports the rendered page with a document_ready event; Panel treats the session as loaded
         # from then on (and, for one, sends each batch of changes as one message instead of one per change).
@@ -340,8 +379,13 @@ class Student:
                     continue
                 if model == self.ids["slider"] and event.get("attr") == "disabled" and event.get("new") is False:
                     self.enabled.set()
-                elif model == self.ids["table"] and event.get("attr") == "text":
+                elif event.get("attr") == "text" and self._is_table(model, str(event.get("new"))):
                     self._table_arrived(html.unescape(str(event.get("new"))), now)
+
+    def _is_table(self, model: str, text: str) -> bool:
+        if "table" not in self.ids and "stage-table" in text:
+            self.ids["table"] = model
+        return model == self.ids.get("table")
 
     def _table_arrived(self, text: str, now: float) -> None:
         value = self.tables.get(text)
@@ -390,8 +434,10 @@ class Student:
 
     async def explore(self, until: float, rng: random.Random) -> None:
         await asyncio.sleep(rng.uniform(0, BURST * BURST_GAP + PAUSE))  # students do not move in step
-        while time.perf_counter() < until:
+        while time.perf_counter() < until and not self.leaving:
             for i in range(BURST):
+                if self.leaving:
+                    return
                 busy = {v for v, _ in self.outstanding} | {self.last_value}
                 value = rng.choice([v for v in SLIDER_VALUES if v not in busy])
                 self.outstanding.append((value, time.perf_counter()))
@@ -404,11 +450,30 @@ class Student:
             self.bursts += 1
             await asyncio.sleep(PAUSE)
 
+    def _pong(self, data: bytes) -> None:
+        sent = self.pings.pop(data, None)
+        if sent is not None:
+            self.pongs.append((sent, 1000 * (time.perf_counter() - sent)))
+
+    async def probe(self, until: float, interval: float, rng: random.Random) -> None:
+        """A websocket ping every `interval` s: the server's event loop answers it (Tornado writes the pong as
+        it reads the ping), so its round trip is how long this student's browser would wait on the loop."""
+        await asyncio.sleep(rng.uniform(0, interval))
+        i = 0
+        while time.perf_counter() < until and not self.leaving:
+            key = f"{self.n}:{i}".encode()
+            self.pings[key] = time.perf_counter()
+            self.ws.ping(key)
+            i += 1
+            await asyncio.sleep(interval)
+
     def close(self) -> None:
+        self.leaving = True
         if self.reader is not None:
             self.reader.cancel()
         if self.ws is not None:
             self.ws.close()
+        self.outstanding.clear()
 
 
 # --- one run -----------------------------------------------------------------------------------
@@ -466,7 +531,7 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
                     tables: dict[str, float], rng: random.Random, own_tables: list[dict[str, float]] | None = None,
                     ) -> Result:
     class_code = f"bench-p{procs}-n{students_n}-{secrets.token_hex(3)}"
-    url = f"ws://127.0.0.1:{server.port}{ROUTE}/ws"
+    url = f"http://127.0.0.1:{server.port}{ROUTE}"
     load_before = os.getloadavg()[0]
 
     # Warm up: the first sessions of each worker import and build everything once; they stay open.
@@ -636,7 +701,7 @@ def main() -> int:
                         print(f"  note: the server logged a traceback ({procs} procs, {n} students)")
     print_table(results)
     print("\nlatency: slider value sent -> the stage table for that value received (no reply: never received);\n"
-          "join: websocket opened -> document pulled; commit: click -> controls unlocked;\n"
+          "join: page requested -> its websocket opened -> document pulled; commit: click -> controls unlocked;\n"
           "MB/sess: server VmRSS (all its processes) after the N students joined, minus before, over N;\n"
           "CPU %: 100 per core, while exploring; all: the whole machine, other work on it included;\n"
           "CPU ms / change: the server's CPU time while exploring (its polls and writes included) over the changes;\n"
