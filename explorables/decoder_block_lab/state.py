@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import param
 
@@ -15,7 +17,7 @@ from blocktrace.explorables.components.url_state import (
     write_number,
     write_on_off,
 )
-from blocktrace.explorables.decoder_block_lab import checks
+from blocktrace.explorables.decoder_block_lab import budget, checks
 from blocktrace.explorables.decoder_block_lab.shapes import Sizes
 from blocktrace.explorables.decoder_block_lab.worked import WorkedExample, worked_example
 from blocktrace.explorables.engine import BlockConfig, ConfigError, Trace, forward, get_preset, ops
@@ -26,11 +28,12 @@ from blocktrace.explorables.engine.parsing import parse_vector
 PRESET = "decoder-lab"
 # Position labels: the preset's four words, then four more so T can reach 8.
 WORDS = ("the", "block", "keeps", "shape", "while", "each", "layer", "adds")
-MAX_B, MIN_T, MAX_T, MAX_BLOCKS = 4, 2, 8, 48
+MAX_B, MIN_T, MAX_T, MAX_BLOCKS = 4, 2, 8, budget.DEPTH_STACK
 D_CHOICES = [8, 16, 32, 64, 128, 256, 512]
 HEAD_CHOICES = [1, 2, 4, 8]  # all divide every width above
 EXPANSIONS = [2, 4, 8]
-DEPTH_MAX_D = 64  # wider stacks of 48 blocks take seconds; the depth panel runs at this width instead
+DEPTH_MAX_D = budget.DEPTH_MAX_D  # wider stacks of 48 blocks take seconds; the depth panel runs at this width instead
+BUDGETED = ("B", "T", "d", "heads", "expansion", "mlp", "blocks")  # what budget.cost reads
 VARIANTS = (("pre", "add"), ("post", "add"), ("pre", "replace"), ("post", "replace"))
 
 DEFAULT_NORM_TEXT = "3, -1, 0.5, 2"
@@ -120,10 +123,15 @@ class LabState(param.Parameterized):
     depth = param.Dict(default={}, doc="(placement, residual) -> depth_profile of the stack.")
     norm_vector = param.List(default=[], item_type=float, doc="The last vector that parsed.")
     norm_error = param.String(default="", doc="Why the typed vector could not be used.")
+    budget_error = param.String(default="", doc="Why the last sizes asked for were refused (budget.py).")
 
-    def __init__(self, **params):
-        self._params_cache: dict[tuple, dict[str, np.ndarray]] = {}
+    def __init__(self, deferred: bool = False, **params):
+        """deferred=True: compute nothing until start() (a served page calls it once its browser is connected)."""
+        self._params_cache: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
         self._corrupted_for: tuple = ()  # (trace id, position, value) the corrupted trace was computed for
+        self._computed: dict[str, tuple] = {}  # derived value -> the inputs it was last computed from
+        self._paused = deferred
+        self._good = {name: type(self).param[name].default for name in BUDGETED}  # the last sizes within budget
         self.preset = get_preset(PRESET)
         self.worked: WorkedExample = worked_example()
         super().__init__(**params)
@@ -156,13 +164,47 @@ class LabState(param.Parameterized):
         return BlockConfig(**{**base, **settings, **changes})
 
     def params_for(self, config: BlockConfig) -> dict[str, np.ndarray]:
-        """Seeded parameters, cached: they depend on width, MLP, norm and depth, never on placement or heads."""
+        """Seeded parameters, cached: they depend on width, MLP, norm and depth, never on placement or heads.
+
+        The cache holds at most budget.MAX_FLOATS numbers (the least recently used go first), so going
+        back and forth between sizes costs no regeneration and a session's memory stays bounded.
+        """
         key = (config.d_model, config.d_mlp, config.norm, config.mlp, config.n_layers, config.seed)
-        if key not in self._params_cache:
-            if len(self._params_cache) > 8:
-                self._params_cache.clear()
-            self._params_cache[key] = self.preset.params(config)
-        return self._params_cache[key]
+        cache = self._params_cache
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        cache[key] = self.preset.params(config)
+        while len(cache) > 1 and sum(v.size for p in cache.values() for v in p.values()) > budget.MAX_FLOATS:
+            cache.popitem(last=False)
+        return cache[key]
+
+    def cost(self) -> budget.Cost:
+        """The estimated work of a change to the current sizes, and the memory they hold."""
+        return budget.cost(**{name: getattr(self, name) for name in BUDGETED})
+
+    def admit_sizes(self) -> bool:
+        """Whether the current sizes are within the budget. If not, say why and go back to the last
+        sizes that were (the defaults for a link): its derived values are still the ones shown."""
+        current = {name: getattr(self, name) for name in BUDGETED}
+        refusal = self.cost().refusal()
+        if not refusal:
+            if current != self._good:  # a new change let through; not the undoing of a refused one
+                self._good = current
+                self.budget_error = ""
+            return True
+        self.budget_error = refusal
+        self.param.update(**self._good)  # re-runs nothing: _run and _run_depth see their last inputs
+        return False
+
+    def start(self) -> None:
+        """Compute everything a deferred state has not (once; nothing when it was not deferred)."""
+        if not self._paused:
+            return
+        self._paused = False
+        with param.parameterized.batch_call_watchers(self):
+            self._run()
+            self._run_depth()
 
     def make_input(self, d: int) -> np.ndarray:
         """[B, T, d]: batch item 0 is the preset's word vectors; item b is the same words under seed + b.
@@ -180,6 +222,14 @@ class LabState(param.Parameterized):
     @param.depends("B", "T", "d", "heads", "expansion", "norm", "mlp", "placement", "causal", "residual",
                    "zero_eps", "wrong_split", watch=True, on_init=True)
     def _run(self) -> None:
+        if self._paused or not self.admit_sizes():
+            return
+        inputs = tuple(getattr(self, name) for name in (
+            "B", "T", "d", "heads", "expansion", "norm", "mlp", "placement", "causal", "residual", "zero_eps",
+            "wrong_split"))
+        if self._computed.get("trace") == inputs:
+            return  # a refused change was undone: what is shown is already this
+        self._computed["trace"] = inputs
         corrupt = min(self.corrupt, self.T - 1)  # a shorter sequence pulls the corrupted position inside it
         config = self.config()
         params = self.params_for(config)
@@ -206,6 +256,8 @@ class LabState(param.Parameterized):
 
     @param.depends("corrupt", "corrupt_value", watch=True)
     def _run_corrupted(self) -> None:
+        if self._paused or self.trace is None:
+            return
         if self._corrupted_for == (id(self.trace), self.corrupt, self.corrupt_value):
             return  # _run has just computed it
         corrupted, delta = self._corrupt(self.trace, self.x, self.corrupt)
@@ -214,6 +266,13 @@ class LabState(param.Parameterized):
     @param.depends("B", "T", "d", "heads", "expansion", "norm", "mlp", "causal", "zero_eps", "blocks",
                    watch=True, on_init=True)
     def _run_depth(self) -> None:
+        if self._paused or not self.admit_sizes():
+            return
+        inputs = tuple(getattr(self, name) for name in (
+            "B", "T", "d", "heads", "expansion", "norm", "mlp", "causal", "zero_eps", "blocks"))
+        if self._computed.get("depth") == inputs:
+            return
+        self._computed["depth"] = inputs
         d = self.depth_d
         base = self.config(n_layers=MAX_BLOCKS, d=d)
         params = self.params_for(base)  # the first n blocks of a 48-block stack, so curves extend, never redraw

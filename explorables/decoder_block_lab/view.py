@@ -50,9 +50,16 @@ PLACEMENT_OPTIONS = {"pre-norm": "pre", "post-norm": "post"}
 EXPANSION_OPTIONS = {"2": 2, "4 (the lesson's)": 4, "8": 8}
 EPS_OPTIONS = {"1e-6 (the lesson's)": 1e-6, "1e-5": 1e-5, "0.001": 1e-3, "0.1": 0.1, "0 (no eps)": 0.0}
 WIDGET_WIDTH = 200
+BUILDING = "dl-building"  # the placeholder's class until the lab is built
 # The state's parameters the controls set: held by the server while the prediction is not committed.
 CONTROL_PARAMS = ("B", "T", "d", "expansion", "norm", "mlp", "placement", "causal", "heads", "residual", "zero_eps",
                   "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps", "worked_name")
+
+
+def in_served_page() -> bool:
+    """Whether this is a page of a running server (whose browser will connect), not a build in a test or script."""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
 
 
 def _html(text: str = "") -> pn.pane.HTML:
@@ -74,8 +81,32 @@ class DecoderLabExplorable(ExplorableView):
     """One session's lab: its own state, widgets and Bokeh models."""
 
     def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
-        state = LabState()
+        served = in_served_page()
+        state = LabState(deferred=served)
         super().__init__(state, state.prediction, QUERY_KEYS, query, embed, predict, batch_query=True)
+        state.admit_sizes()  # a link's sizes beyond the budget give way to the defaults before anything is held
+        self.gate = PredictionGate(state.prediction, QUESTION, HINT)
+        self.body = pn.Column(_html(f'<p class="bt-muted {BUILDING}" role="status">Building the lab…</p>'),
+                              sizing_mode="stretch_width", min_height=600)
+        self.built = False
+        sync_to_url(state, QUERY_KEYS)
+        self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
+        if served:
+            # The lab's work (its traces, 48-block stacks and a dozen figures) waits until the page's browser
+            # is connected and has drawn the page (Panel's onload): a page request alone, however large the
+            # sizes in its link, costs the server little. On the next tick, so batched() sends one message.
+            pn.state.onload(lambda: pn.state.execute(self._build, schedule=True))
+        else:
+            self._build()
+
+    @batched
+    def _build(self) -> None:
+        """Compute the state, build every widget and view, and fill the page's body with them."""
+        if self.built:
+            return
+        self.built = True
+        state = self.state
+        state.start()
         self._build_widgets()
         self._build_views()
         state.param.watch(self._refresh_trace, ["trace", "split"])
@@ -83,13 +114,13 @@ class DecoderLabExplorable(ExplorableView):
         state.param.watch(self._refresh_depth, ["depth", "placement", "residual"])
         state.param.watch(self._refresh_norms, ["norm_vector", "norm_eps"])
         state.param.watch(self._show_norm_error, ["norm_error"])
+        state.param.watch(self._show_budget_error, ["budget_error"])
         state.param.watch(self._refresh_worked, ["worked_name"])
         state.param.watch(self._sync_corrupt_slider, ["trace", "corrupt"])
         state.prediction.param.watch(self._lock, ["committed", "skipped"])
-        sync_to_url(state, QUERY_KEYS)
-        self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
         self._refresh_all()
         self._lock()
+        self.body.objects = self._sections()
 
     # --- building ---------------------------------------------------------------------------
 
@@ -161,8 +192,9 @@ class DecoderLabExplorable(ExplorableView):
 
     def _build_views(self) -> None:
         s = self.state
-        self.gate = PredictionGate(s.prediction, QUESTION, HINT)
         self.live = _html()
+        self.budget_note = _html()  # beside the size controls (panel 1) and the blocks slider (panel 6)
+        self.depth_budget_note = _html()
         # 1
         self.shape_table = _html()
         self.param_table = _html()
@@ -220,6 +252,7 @@ class DecoderLabExplorable(ExplorableView):
         self._refresh_depth()
         self._refresh_norms()
         self._show_norm_error()
+        self._show_budget_error()
         self._refresh_worked()
 
     @batched
@@ -303,6 +336,14 @@ class DecoderLabExplorable(ExplorableView):
         self.vector_error.object = (
             f'<p class="bt-field-error" role="alert">Could not use this vector: {escape(error)}. '
             "The last good vector is still shown.</p>" if error else "")
+
+    @batched
+    def _show_budget_error(self, *_events) -> None:
+        error = self.state.budget_error
+        html = (f'<p class="bt-field-error" role="alert">{escape(error)} The lab keeps the last sizes that fit.</p>'
+                if error else "")
+        self.budget_note.object = html
+        self.depth_budget_note.object = html
 
     @batched
     def _refresh_worked(self, *_events) -> None:
@@ -401,13 +442,14 @@ class DecoderLabExplorable(ExplorableView):
 
     # --- layout -----------------------------------------------------------------------------
 
-    def __panel__(self):
+    def _sections(self) -> list:
+        """The body of the page once built: the live line, reset and share, then the eight panels."""
         shapes = _section(
             1, "Shapes",
             "Pick the sizes. The table follows every tensor through the block and checks each shape against the "
             "one this run produced; the second table counts what the block learns. Heads are set in panel 2.",
-            _controls(self.w_B, self.w_T, self.w_d, self.w_expansion), self.shape_table, self.param_table,
-            self.exercise,
+            _controls(self.w_B, self.w_T, self.w_d, self.w_expansion), self.budget_note, self.shape_table,
+            self.param_table, self.exercise,
         )
         design = _section(
             2, "Design choices",
@@ -447,7 +489,7 @@ class DecoderLabExplorable(ExplorableView):
             "arrangements of placement and residual are drawn; the thick line is the current one. In pre-norm the "
             "residual line hands the gradient straight down; in post-norm it crosses two norms per block; with "
             "replace there is no straight line at all.",
-            _controls(self.w_blocks), self.depth_note,
+            _controls(self.w_blocks), self.depth_budget_note, self.depth_note,
             pn.pane.Bokeh(self.rms_fig, sizing_mode="stretch_width"),
             pn.pane.Bokeh(self.grad_fig, sizing_mode="stretch_width"),
             self.depth_alt, self.depth_table,
@@ -467,10 +509,11 @@ class DecoderLabExplorable(ExplorableView):
             self.w_break_residual, self.w_break_post, self.w_break_eps, self.w_break_split, self.w_break_mask,
             self.break_summary,
         )
-        head = [] if self.embed else [_html(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>')]
-        notice_pane = self.notice_panes()
-        gate = [self.gate] if self.show_gate else []
         share = [] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]
-        top = pn.Column(*gate, self.live, _controls(self.w_reset), *share, sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, top, shapes, design, norms, activations, causal, depth, worked, breaks,
-                         sizing_mode="stretch_width")
+        top = pn.Column(self.live, _controls(self.w_reset), *share, sizing_mode="stretch_width")
+        return [top, shapes, design, norms, activations, causal, depth, worked, breaks]
+
+    def __panel__(self):
+        head = [] if self.embed else [_html(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>')]
+        gate = [self.gate] if self.show_gate else []
+        return pn.Column(*head, *self.notice_panes(), *gate, self.body, sizing_mode="stretch_width")
