@@ -39,8 +39,9 @@ async def fetch_token(page_url: str, headers: dict[str, str] | None = None) -> s
 
 
 def page_of(ws_url: str) -> str:
-    """The page whose websocket this is: ws://host/path/ws -> http://host/path."""
-    return ws_url.replace("ws://", "http://", 1).removesuffix("/ws") or "/"
+    """The page whose websocket this is: ws://host/path/ws?query -> http://host/path?query."""
+    address, sep, query = ws_url.replace("ws://", "http://", 1).partition("?")
+    return address.removesuffix("/ws") + sep + query
 
 
 def models(node: Any) -> Iterator[dict]:
