@@ -48,6 +48,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
+import os
 import re
 import sqlite3
 import threading
@@ -65,16 +67,23 @@ from sqlalchemy import URL, Connection, Engine, and_, create_engine, event, exc,
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
-from blocktrace.app.classroom import schema
+from blocktrace.app.classroom import schema, sqlite_file
 from blocktrace.app.classroom.identity import clean_display_name, valid_class_code
 from blocktrace.app.classroom.schema import class_epochs, classes, events, learners, predictions, reveals
+from blocktrace.app.classroom.sqlite_file import FILE_KEY, READ_ONLY_KEY, file_id
+
+log = logging.getLogger("blocktrace.classroom")
 
 DB_FILE = "blocktrace.db"
 BUSY_TIMEOUT_MS = 10_000  # how long an SQLite writer waits for another's lock before giving up
 POOL_TIMEOUT_S = 15  # how long a thread waits for a free pooled connection
 CONNECT_TIMEOUT_S = 5  # PostgreSQL: an unreachable host fails after this, not after minutes
-MAX_PAYLOAD = 64_000  # characters of JSON per event
-MAX_NOTE = 2_000
+# Text limits, the same as the pages' (a test compares them): the server cuts longer text, since only
+# a client that bypasses the page's own limit can send it, and refuses an event still too large.
+MAX_TEXT = 2_000  # characters of any text in an event: an explanation (app/lessons/page.py), a typed value
+MAX_NOTE = 500  # characters of a prediction's note (explorables/components/prediction.py)
+MAX_PAYLOAD = 16_000  # characters of JSON per event, after cutting its texts
+MAX_ITEMS = 200  # keys or list items at any level of a payload
 PREDICTION = "prediction"
 
 # question -> (the choice that names a misconception, its name for the teacher).
@@ -124,9 +133,9 @@ class Summary(TypedDict):
     committed: int  # learners who committed at least one prediction in this lesson
     distributions: dict[str, dict[str, int]]  # question -> choice -> count, this lesson
     revealed: list[str]  # questions revealed to the class this epoch
-    claims: dict[str, int]  # divergence-claim verdict -> count
-    checkpoints: dict[str, int]  # {"correct": n, "incorrect": m}
-    explanations: list[tuple[str, str]]  # (display name or learner id, text), oldest first
+    claims: dict[str, int]  # divergence-claim verdict -> learners (each learner's latest claim per explorable)
+    checkpoints: dict[str, int]  # {"correct": n, "incorrect": m}: each learner's latest answer per checkpoint
+    explanations: list[tuple[str, str]]  # (display name or learner id, latest text), one per learner, oldest first
     misconceptions: list[Misconception]  # for questions of this lesson that have predictions
 
 
@@ -181,12 +190,34 @@ def _text(value: object, what: str, max_len: int, optional: bool = False) -> str
     return value
 
 
-def _payload(value: object) -> str:
+def _cut(text: str, max_len: int, what: str) -> str:
+    if len(text) <= max_len:
+        return text
+    log.warning("cut %s of %d characters to the %d the page allows", what, len(text), max_len)
+    return text[:max_len]
+
+
+def _limited(value: object, what: str, depth: int = 0) -> object:
+    """The payload value with every text cut to MAX_TEXT; ValueError past MAX_ITEMS items or 8 levels."""
+    if isinstance(value, str):
+        return _cut(value, MAX_TEXT, f"a text in {what}")
+    if isinstance(value, Mapping | list | tuple):
+        if len(value) > MAX_ITEMS or depth >= 8:
+            raise ValueError(f"{what} must have at most {MAX_ITEMS} items per level and 8 levels")
+        if isinstance(value, Mapping):
+            return {_cut(str(key), 80, f"a key in {what}"): _limited(item, what, depth + 1)
+                    for key, item in value.items()}
+        return [_limited(item, what, depth + 1) for item in value]
+    return value
+
+
+def _payload(value: object, what: str = "an event") -> str:
     if not isinstance(value, Mapping):
         raise TypeError(f"an event payload must be a mapping, not {type(value).__name__}")
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    text = json.dumps(_limited(value, what), sort_keys=True, separators=(",", ":"), allow_nan=False,
+                      ensure_ascii=False)
     if len(text) > MAX_PAYLOAD:
-        raise ValueError(f"an event payload must be at most {MAX_PAYLOAD} characters of JSON")
+        raise ValueError(f"an event payload must be at most {MAX_PAYLOAD} characters of JSON, not {len(text)}")
     return text
 
 
@@ -196,7 +227,8 @@ def check_record(event_id: str, class_code: str, learner_id: str, kind: str, pay
     if kind == PREDICTION:
         raise ValueError("predictions are final: store them with commit_prediction, not record")
     return dict(event_id=_event_id(event_id), class_code=_class_code(class_code), learner_id=_learner_id(learner_id),
-                kind=_key(kind, "kind"), payload=_payload(payload), lesson=_key(lesson, "lesson", True),
+                kind=_key(kind, "kind"), payload=_payload(payload, f"a {kind!r} event"),
+                lesson=_key(lesson, "lesson", True),
                 explorable=_key(explorable, "explorable", True))
 
 
@@ -205,8 +237,17 @@ def check_prediction(event_id: str, class_code: str, learner_id: str, question: 
     """The arguments of ``EventStore.commit_prediction`` validated; ValueError if unusable."""
     return dict(event_id=_event_id(event_id), class_code=_class_code(class_code), learner_id=_learner_id(learner_id),
                 question=_key(question, "question"), choice=_text(choice, "a choice", schema.KEY_LEN),
-                note=_text(note or None, "a note", MAX_NOTE, True), lesson=_key(lesson, "lesson", True),
+                note=_note(note), lesson=_key(lesson, "lesson", True),
                 explorable=_key(explorable, "explorable", True))
+
+
+def _note(value: object) -> str | None:
+    """A prediction's note: None when empty, cut to MAX_NOTE; ValueError if not text."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or "\x00" in value:
+        raise ValueError("a note must be text without NUL")
+    return _cut(value, MAX_NOTE, "a prediction's note")
 
 
 # Engines -------------------------------------------------------------------------------------
@@ -262,8 +303,16 @@ def make_engine(url: str | URL, pool_size: int = 5, max_overflow: int = 10) -> E
         if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
             raise ValueError("the classroom store needs an SQLite file, not an in-memory database")
         engine = create_engine(parsed, **pool)
+        path = parsed.database
+
+        def remember_file(_dbapi_connection: sqlite3.Connection, record: Any) -> None:
+            record.info[FILE_KEY] = file_id(path)  # the file this connection opened (see sqlite_file)
+            record.info[READ_ONLY_KEY] = not os.access(path, os.W_OK)  # then SQLite opened it read-only
+
         event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "connect", remember_file)
         event.listen(engine, "begin", _sqlite_begin)
+        event.listen(engine, "handle_error", _drop_failed_connections)
         return engine
     if backend == "postgresql":
         return create_engine(parsed, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}, **pool)
@@ -281,6 +330,26 @@ def _is_outage(error: Exception) -> bool:
     orig = getattr(error, "orig", None)
     code = getattr(orig, "sqlite_errorcode", None)
     return code is None or code & 0xFF in _SQLITE_OUTAGES
+
+
+# SQLite errors after which no pooled connection is trusted: SQLite opens a file it may not write
+# read-only and stays so, and the other codes say the file or its disk failed under the connection.
+_SQLITE_BROKEN = {8, 10, 11, 13, 14, 26}  # READONLY, IOERR, CORRUPT, FULL, CANTOPEN, NOTADB
+
+
+def _drop_failed_connections(context: Any) -> None:
+    """Treat a broken SQLite file like a lost server: SQLAlchemy then replaces every pooled connection."""
+    code = getattr(context.original_exception, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in _SQLITE_BROKEN:
+        return
+    if context.connection is not None:  # an invalidated connection is not rolled back: end its transaction here
+        dbapi_connection = context.connection.connection.dbapi_connection
+        if dbapi_connection is not None and dbapi_connection.in_transaction:
+            try:
+                dbapi_connection.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # closing it ends the transaction too
+    context.is_disconnect = True  # and invalidate_pool_on_disconnect (the default) drops the pool
 
 
 @contextmanager
@@ -328,10 +397,17 @@ class EventStore:
 
     def __init__(self, url: str | URL, *, pool_size: int = 5, max_overflow: int = 10):
         self.engine = make_engine(url, pool_size=pool_size, max_overflow=max_overflow)
+        self._most_connections = pool_size + max_overflow
         self._writer = self.engine.execution_options(**{_WRITE: True})
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._schema_lock = threading.Lock()
         self._ready = False
+        sqlite_path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
+        self._path = Path(sqlite_path) if sqlite_path else None  # the SQLite file, watched for deletion
+        self._schema_file: sqlite_file.FileId | None = None  # the file the schema was last ensured on
+        self._file_lock = threading.Lock()  # one rebuild at a time
+        self._file_changes = 0
+        self.file_notice: str | None = None  # for the teacher: what happened to the database file, and when
 
     def __repr__(self) -> str:
         return f"EventStore({self.engine.url.render_as_string(hide_password=True)!r})"
@@ -354,8 +430,10 @@ class EventStore:
         Any other method calls this once first, so calling it is only needed to fail fast at start.
         Raises ``schema.SchemaTooNew`` for a database from a newer blocktrace.
         """
-        with _available("upgrade the database schema"), self._writer.begin() as conn:
+        with self._transaction("upgrade the database schema", write=True) as conn:
             version = schema.upgrade(conn, target)
+            on_file = conn.info.get(FILE_KEY)
+        self._schema_file = on_file
         self._ready = version == schema.SCHEMA_VERSION
         return version
 
@@ -365,23 +443,99 @@ class EventStore:
             return schema.current_version(conn)
 
     def _ensure_schema(self) -> None:
-        if not self._ready:
-            with self._schema_lock:
-                if not self._ready:
-                    self.upgrade()
+        if self._ready and (self._path is None or file_id(self._path) == self._schema_file):
+            return
+        with self._schema_lock:
+            now = file_id(self._path) if self._path is not None else None
+            if self._ready and (self._path is None or now == self._schema_file):
+                return
+            had_file, changes = self._schema_file, self._file_changes
+            self.upgrade()
+            if had_file is not None and now is None and self._file_changes == changes:
+                # Deleted while no connection had it open: there was nothing to rebuild it from.
+                self._note_file_change(f"The class database file {self._path} was deleted and no copy was open: "
+                                       "the server started a new, empty one. Answers saved before then are not in "
+                                       "it (a backup of the file would have them).")
 
     @contextmanager
     def _write(self, action: str) -> Iterator[Connection]:
         self._ensure_schema()
-        with _available(action), self._writer.begin() as conn:
+        with self._transaction(action, write=True) as conn:
             yield conn
 
     @contextmanager
     def _read(self, action: str, ensure_schema: bool = True) -> Iterator[Connection]:
         if ensure_schema:
             self._ensure_schema()
-        with _available(action), self.engine.connect() as conn:
+        with self._transaction(action, write=False) as conn:
             yield conn
+
+    @contextmanager
+    def _transaction(self, action: str, write: bool) -> Iterator[Connection]:
+        """One transaction on a connection to the database as it is now (the file at the path, on SQLite).
+
+        After a failure (read-only, full, I/O error, lost server) the pool is replaced (see
+        ``_drop_failed_connections``), so the next call opens a fresh connection, which notices that
+        the permissions, the space or the server are back.
+        """
+        with _available(action):
+            conn = self._current_connection(self._writer if write else self.engine, write)
+            with conn, conn.begin():
+                if write and self._path is not None and conn.info.get(FILE_KEY) != file_id(self._path):
+                    # Deleted or replaced between the checkout and the write lock: write nothing there.
+                    raise StoreUnavailable(f"could not {action}: the database file changed; retry")
+                yield conn
+
+    def _current_connection(self, engine: Engine, write: bool) -> Connection:
+        """A pooled connection on the file the path names now (any connection on PostgreSQL).
+
+        For a write, not one that SQLite opened read-only (it does so, silently and for good, when
+        the file could not be opened for writing): a fresh one, once the file is writable again.
+        """
+        for _attempt in range(self._most_connections + 2):  # each pooled one may be stale
+            conn = engine.connect()
+            if self._path is None:
+                return conn
+            if write and conn.info.get(READ_ONLY_KEY):
+                conn.invalidate()
+                conn.close()
+                if not os.access(self._path, os.W_OK):
+                    raise StoreUnavailable(f"the database file {self._path} is read-only")
+                continue
+            if conn.info.get(FILE_KEY) == file_id(self._path):
+                return conn
+            try:
+                self._file_changed(conn)
+            except BaseException:
+                conn.close()  # kept in the pool: it may be the only copy of a deleted file
+                raise
+            conn.invalidate()  # the next checkout opens the file at the path
+            conn.close()
+        raise StoreUnavailable("could not open the database file: it keeps changing")
+
+    def _file_changed(self, stale: Connection) -> None:
+        """The file under ``stale`` is no longer the one at the path: rebuild it if it was deleted."""
+        with self._file_lock:
+            self._schema_file = None  # check the schema of whatever file is there now
+            if file_id(self._path) is not None:
+                return  # replaced (another server process on this folder rebuilt it): use that one
+            when = _now().strftime("%H:%M UTC")
+            try:
+                rebuilt = sqlite_file.rebuild(stale.connection.dbapi_connection, self._path)
+            except (OSError, sqlite3.Error) as error:
+                self._note_file_change(f"The class database file {self._path} was deleted or moved at about {when} "
+                                       f"and cannot be rebuilt ({error}): answers wait in the server's memory.")
+                raise StoreUnavailable(f"the database file {self._path} was deleted and could not be rebuilt: "
+                                       f"{error}") from error
+            if rebuilt:
+                self._note_file_change(f"The class database file {self._path} was deleted at about {when}; the "
+                                       "server rebuilt it from the copy it still had open, so nothing saved "
+                                       "was lost.")
+
+    def _note_file_change(self, notice: str) -> None:
+        self._file_changes += 1
+        self.file_notice = notice
+        log.warning("%s", notice)
 
     def _epoch(self, conn: Connection, class_code: str) -> int | None:
         return conn.execute(select(classes.c.epoch).where(classes.c.code == class_code)).scalar()
@@ -606,9 +760,12 @@ class EventStore:
         distributions: dict[str, Counter[str]] = {}
         for _learner, question, choice in answers:
             distributions.setdefault(question, Counter())[choice] += 1
-        claims: Counter[str] = Counter()
-        checkpoints = {"correct": 0, "incorrect": 0}
-        explanations: list[tuple[str, str]] = []
+        # Each learner counts once per question: their latest claim in an explorable, their latest
+        # answer to a checkpoint, their latest explanation (pressing "Check answer" again changes the
+        # answer shown, not how many answered). Later rows replace earlier ones.
+        latest_claims: dict[tuple[str, str], str] = {}
+        latest_checks: dict[tuple[str, str], bool] = {}
+        latest_texts: dict[str, str] = {}
         for learner, kind, payload_text in discussed:
             try:
                 payload = json.loads(payload_text)
@@ -617,11 +774,16 @@ class EventStore:
             if not isinstance(payload, dict):
                 continue
             if kind == "claim" and isinstance(payload.get("verdict"), str):
-                claims[payload["verdict"]] += 1
+                latest_claims[(learner, str(payload.get("explorable")))] = payload["verdict"]
             elif kind == "checkpoint" and isinstance(payload.get("correct"), bool):
-                checkpoints["correct" if payload["correct"] else "incorrect"] += 1
+                latest_checks[(learner, str(payload.get("checkpoint")))] = payload["correct"]
             elif kind == "explanation" and isinstance(payload.get("text"), str) and payload["text"].strip():
-                explanations.append((names.get(learner, learner), payload["text"]))
+                latest_texts.pop(learner, None)  # re-inserted: the list follows each learner's latest one
+                latest_texts[learner] = payload["text"]
+        claims = Counter(latest_claims.values())
+        checkpoints = {"correct": sum(latest_checks.values()),
+                       "incorrect": sum(not correct for correct in latest_checks.values())}
+        explanations = [(names.get(learner, learner), text) for learner, text in latest_texts.items()]
         found: list[Misconception] = [
             Misconception(name=name, question=question, choice=choice, learners=sorted(
                 names.get(learner, learner) for learner, q, c in answers if q == question and c == choice))
