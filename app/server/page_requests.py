@@ -9,6 +9,9 @@
   anonymous learner id, in a cookie that is HttpOnly, SameSite=Lax, Secure behind HTTPS; the id is put
   into the request too, so the session being built (and its token, should the websocket reach another
   worker) already knows it. A `?class=CODE` link sets the class cookie the same way.
+- **A session's websocket must come from the browser it was made for.** The token carries the learner
+  cookie of the page request; a websocket whose own learner cookie differs (a token copied into another
+  browser) has its token taken out of the request, and Bokeh refuses it.
 - **New learners are rate-limited per address** (`NEW_LEARNERS`): a class behind one NAT can all arrive
   at once, a script cannot make learners without end. Over the limit, the page is served without a
   learner: it works, records nothing, and says so.
@@ -24,6 +27,7 @@ import hmac
 from collections.abc import Iterable
 from http.cookies import CookieError, SimpleCookie
 
+from bokeh.util.token import get_token_payload
 from tornado.httputil import HTTPServerRequest
 from tornado.web import OutputTransform
 
@@ -41,6 +45,7 @@ COOKIE_DAYS = 180
 SESSION_ARGUMENTS = ("bokeh-session-id", "bokeh-token")
 SESSION_HEADER = "Bokeh-Session-Id"
 LIMITED_HEADER = "X-Blocktrace-No-Learner"  # set on the request (never by a browser) when none was made
+NEW_HEADER = "X-Blocktrace-New-Learner"  # set on the request (never by a browser) when one was made
 NEW_LEARNERS = (150, 0.5)  # a burst of 150 new learners per address, then one every 2 s
 _SESSION_KEY_DOMAIN = b"blocktrace bokeh sessions\x00"
 
@@ -58,8 +63,9 @@ def forget_session_choice(request: HTTPServerRequest) -> None:
         request.query_arguments.pop(name, None)
     if SESSION_HEADER in request.headers:
         del request.headers[SESSION_HEADER]
-    if LIMITED_HEADER in request.headers:  # only this module may say so
-        del request.headers[LIMITED_HEADER]
+    for own in (LIMITED_HEADER, NEW_HEADER):  # only this module may say so
+        if own in request.headers:
+            del request.headers[own]
 
 
 def _cookies(request: HTTPServerRequest) -> dict[str, str]:
@@ -93,16 +99,40 @@ def learner_cookies(request: HTTPServerRequest, secret: bytes, buckets: TokenBuc
         if buckets.allow(request.remote_ip or "unknown"):
             value = sign(new_learner_id(), secret)
             _add_request_cookie(request, COOKIE_NAME, value)
+            request.headers[NEW_HEADER] = "1"
             out.append(_set_cookie(COOKIE_NAME, value, secure))
-        else:
+        else:  # the session finds no valid learner cookie and records nothing
             request.headers[LIMITED_HEADER] = "1"
-            if COOKIE_NAME in cookies:  # a forged or stale cookie must not reach the session either
-                _add_request_cookie(request, COOKIE_NAME, "")
     linked = request.query_arguments.get("class", [b""])[-1].decode("utf-8", "replace")
     if valid_class_code(linked) and cookies.get(CLASS_COOKIE) != linked:
         _add_request_cookie(request, CLASS_COOKIE, linked)
         out.append(_set_cookie(CLASS_COOKIE, linked, secure))
     return out
+
+
+def socket_token(request: HTTPServerRequest) -> str | None:
+    """The session token a websocket request offers (BokehJS sends it as the second subprotocol)."""
+    offered = [part.strip() for part in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+    return offered[1] if len(offered) == 2 and offered[0] == "bokeh" else None
+
+
+def same_browser(request: HTTPServerRequest, token: str) -> bool:
+    """Whether a websocket comes from the browser its token was made for, as far as cookies tell.
+
+    The same learner cookie as the page request: yes. Another learner cookie: no. None at all: only if
+    the page request brought none either (its learner was made then), as from a browser that keeps no
+    cookies or a page framed by another site; a browser that sent one with the page sends it again.
+    """
+    try:
+        payload = get_token_payload(token)
+        made_for = str(payload.get("cookies", {}).get(COOKIE_NAME) or "")
+        minted = any(k.lower() == NEW_HEADER.lower() for k in payload.get("headers", {}))
+    except Exception:  # not a token at all: Bokeh refuses it on its own
+        return True
+    sent = _cookies(request).get(COOKIE_NAME) or ""
+    if not sent:
+        return minted or not made_for
+    return hmac.compare_digest(made_for.encode(), sent.encode())
 
 
 def is_page(path: str, pages: frozenset[str]) -> bool:
@@ -121,8 +151,13 @@ def page_requests(secret: bytes | None, pages: Iterable[str],
             super().__init__(request)
             forget_session_choice(request)
             self.set_cookies: list[str] = []
-            if secret is not None and request.method == "GET" and is_page(request.path, page_set):
+            if secret is None or request.method != "GET":
+                return
+            if is_page(request.path, page_set):
                 self.set_cookies = learner_cookies(request, secret, buckets)
+            elif request.path.endswith("/ws") and (token := socket_token(request)) is not None \
+                    and not same_browser(request, token):
+                del request.headers["Sec-WebSocket-Protocol"]  # no token: Bokeh refuses the socket
 
         def transform_first_chunk(self, status_code, headers, chunk, finishing):
             for value in self.set_cookies:

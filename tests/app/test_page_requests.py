@@ -56,9 +56,10 @@ def ws_url(server: Server, path: str = TRACE) -> str:
     return server.url(path).replace("http://", "ws://", 1) + "/ws"
 
 
-async def first_reply(url: str, token: str) -> str | None:
+async def first_reply(url: str, token: str, cookie: str | None = None) -> str | None:
     """The first message the server sends on a websocket opened with `token` (None: it closed instead)."""
-    ws = await websocket_connect(HTTPRequest(url), subprotocols=["bokeh", token])
+    ws = await websocket_connect(HTTPRequest(url, headers={"Cookie": cookie} if cookie else {}),
+                                 subprotocols=["bokeh", token])
     try:
         return await asyncio.wait_for(ws.read_message(), READ_TIMEOUT_S)
     finally:
@@ -137,3 +138,18 @@ def test_a_forged_cookie_is_replaced(server: Server) -> None:
     fresh = cookies_of(set_cookies)[COOKIE_NAME].value
     assert fresh != forged and verify(fresh, secret_of(server)) is not None
     assert get_token_payload(token_in(html))["cookies"][COOKIE_NAME] == fresh
+
+
+def test_a_token_works_only_in_the_browser_it_was_made_for(server: Server) -> None:
+    """A page's token copied into another learner's browser (or sent without the cookie the page had) opens
+    nothing; in the page's own browser it opens."""
+    secret = secret_of(server)
+    victim = f"{COOKIE_NAME}={sign('0123456789abcdef0123456789abcdef', secret)}"
+    other = f"{COOKIE_NAME}={sign('fedcba9876543210fedcba9876543210', secret)}"
+    token = token_in(get(server, TRACE, cookie=victim)[0])
+    before = len(server.log())
+    assert asyncio.run(first_reply(ws_url(server), token, cookie=other)) is None
+    assert asyncio.run(first_reply(ws_url(server), token)) is None
+    logged = logged_after(server, before, "websocket refused")
+    assert "websocket refused" in logged and "Traceback" not in logged
+    assert asyncio.run(first_reply(ws_url(server), token, cookie=victim)) is not None  # the ACK

@@ -5,10 +5,11 @@ from __future__ import annotations
 from http.cookies import SimpleCookie
 
 import pytest
+from bokeh.util.token import generate_jwt_token
 from tornado.httputil import HTTPHeaders, HTTPServerRequest, RequestStartLine
 
 from blocktrace.app.classroom.identity import COOKIE_NAME, sign, verify
-from blocktrace.app.server.page_requests import LIMITED_HEADER, page_requests, session_signing
+from blocktrace.app.server.page_requests import LIMITED_HEADER, NEW_HEADER, page_requests, same_browser, session_signing
 from blocktrace.app.server.rate_limits import TokenBuckets
 
 SECRET = b"s" * 32
@@ -76,9 +77,38 @@ def test_new_learners_are_limited_per_address() -> None:
     assert [COOKIE_NAME in cookies for cookies in made] == [True, True, True, False]
     limited = request(PAGE, cookie=f"{COOKIE_NAME}=forged.value")
     transform(limited)
-    assert limited.headers[LIMITED_HEADER] == "1"
-    assert SimpleCookie(limited.headers["Cookie"])[COOKIE_NAME].value == ""  # the forged one does not reach it
+    assert limited.headers[LIMITED_HEADER] == "1" and NEW_HEADER not in limited.headers
     assert COOKIE_NAME in set_cookies(transform(request(PAGE, remote_ip="10.0.0.8")))
+
+
+def token_for(cookie: str | None, minted: bool) -> str:
+    payload = {"cookies": {COOKIE_NAME: cookie} if cookie else {}, "headers": {NEW_HEADER: "1"} if minted else {}}
+    return generate_jwt_token("an-id", extra_payload=payload)
+
+
+@pytest.mark.parametrize(("made_for", "minted", "sent", "same"), [
+    ("a.1", False, "a.1", True),  # the browser the page went to
+    ("a.1", False, "b.2", False),  # a token copied into another learner's browser
+    ("a.1", False, None, False),  # ... or into a browser that drops its cookies: the page's browser sent one
+    ("a.1", True, None, True),  # a learner made with the page, by a browser that keeps no cookies (a frame)
+    ("a.1", True, "b.2", False),
+    (None, False, None, True),  # no classroom learner either way
+])
+def test_a_websocket_must_come_from_the_browser_of_its_token(made_for, minted, sent, same) -> None:
+    ws = request(PAGE + "/ws", cookie=f"{COOKIE_NAME}={sent}" if sent else "")
+    assert same_browser(ws, token_for(made_for, minted)) is same
+
+
+def test_a_copied_token_loses_its_subprotocol() -> None:
+    """Bokeh then finds no token and refuses the socket."""
+    ws = request(PAGE + "/ws", cookie=f"{COOKIE_NAME}=b.2",
+                 **{"Sec-WebSocket-Protocol": f"bokeh, {token_for('a.1', False)}"})
+    page_requests(SECRET, [PAGE])(ws)
+    assert "Sec-WebSocket-Protocol" not in ws.headers
+    mine = request(PAGE + "/ws", cookie=f"{COOKIE_NAME}=a.1",
+                   **{"Sec-WebSocket-Protocol": f"bokeh, {token_for('a.1', False)}"})
+    page_requests(SECRET, [PAGE])(mine)
+    assert "Sec-WebSocket-Protocol" in mine.headers
 
 
 def test_session_signing_uses_a_key_of_its_own() -> None:
