@@ -54,6 +54,7 @@ class Outbox:
         self.store = store
         self.max_pending = max_pending
         self.failed: list[tuple[PendingWrite, Exception]] = []  # writes the store rejected for a bug, not an outage
+        self.last_error: str | None = None  # why the store refused the oldest queued write, while any waits
         self._queue: deque[PendingWrite] = deque()
         self._lock = threading.Lock()  # guards _queue
         self._flushing = threading.Lock()  # one flush at a time, so the queue is delivered in order
@@ -88,9 +89,10 @@ class Outbox:
                 return None
         try:
             write.result = getattr(self.store, write.method)(**write.kwargs)
-        except StoreUnavailable:
+        except StoreUnavailable as error:
             with self._lock:
                 self._enqueue(write)
+                self.last_error = str(error)
             return None
         return write.result
 
@@ -105,11 +107,13 @@ class Outbox:
             while True:
                 with self._lock:
                     if not self._queue:
+                        self.last_error = None
                         return 0
                     head = self._queue[0]
                 try:
                     head.result = getattr(self.store, head.method)(**head.kwargs)
-                except StoreUnavailable:
+                except StoreUnavailable as error:
+                    self.last_error = str(error)
                     return self.pending
                 except Exception as error:  # a bug must not block every write behind it
                     log.exception("dropping a queued %s that the store rejected", head.method)

@@ -20,6 +20,7 @@ from blocktrace.app.classroom.learner import DEFAULT_CLASS
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
 from blocktrace.app.classroom.store import StoreUnavailable
+from blocktrace.app.classroom.store_status import store_status_html
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.server import predict_links
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
@@ -95,7 +96,8 @@ class DashboardHandler(TeacherHandler):
             body = await off_the_loop(self._body, classroom.store, code)
         except StoreUnavailable:
             body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
-        self.finish(self._page(code, body + self._predict_off_links(classroom.secret)))
+        status = store_status_html(classroom)  # writes waiting, a hung or deleted database: above the counts
+        self.finish(self._page(code, status + body + self._predict_off_links(classroom.secret)))
 
     def _predict_off_links(self, secret: bytes) -> str:
         """Signed links that open each explorable without the prediction step (app/server/predict_links.py)."""
