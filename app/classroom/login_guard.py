@@ -19,9 +19,10 @@ teacher out. Three rules do that:
 Why not simply accept a correct password while an address is limited: the limit would then slow nothing,
 since a 429 for a wrong guess and a 200 for the right one tell the guesser as much as 401 and 200 do. Why not
 delay instead of refusing: concurrent requests make per-request delays cheap for the guesser, and the
-teacher would wait behind them. What stays: a browser that has never logged in (or whose cookie expired)
-and shares its address with a guesser (a school's NAT) is refused until the guessing stops for a minute;
-log in once at the start of the lesson. Each process keeps its own counts (`--num-procs`, several machines).
+teacher would wait behind them. What stays: a browser that has never logged in (or whose cookie expired) is
+refused while someone on its address (a school's NAT) or on thirty addresses at once keeps guessing, until
+the guessing stops for a minute; the teacher should open /teacher once before the lesson. Each process keeps
+its own counts (`--num-procs`, several machines).
 """
 
 from __future__ import annotations
