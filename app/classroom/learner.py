@@ -3,12 +3,14 @@
 A learner is an anonymous id kept in a signed cookie (set from the page on the first visit, so a
 reload or a dropped connection keeps their progress), an optional display name, and a class code
 (`?class=CODE`, remembered in a cookie). Everything a learner commits goes through `SessionRecorder`:
-predictions are final on the server; parameter changes are coalesced (a slider drag is one event);
+a prediction is final (on the page too) only once the store has it; parameter changes are coalesced
+(a slider drag is one event); one session's store calls are bounded;
 when the database cannot be reached, events wait in the process's outbox and a notice says so.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -37,6 +39,9 @@ log = logging.getLogger("blocktrace.classroom")
 CLASS_COOKIE = "bt_class"
 COOKIE_DAYS = 180
 COALESCE_MS = 1000  # parameter changes closer together than this are one event
+MAX_IN_FLIGHT = 8  # store calls one session may have waiting on the store thread
+MAX_WAITING = 32  # slots whose newest event waits in the session beyond that (a page has fewer)
+RETRY_MS = 2000  # a commit the store did not take yet is tried again this often
 DEFAULT_CLASS = "default"
 
 
@@ -121,41 +126,119 @@ def cookie_script(learner: Learner, secret: bytes) -> CustomJS:
     """)
 
 
+Slot = tuple[str, str | None, str | None]  # (kind, explorable, what in it: checkpoint, parameter, ...)
+
+
+def _slot_key(payload: dict[str, Any]) -> str | None:
+    """Which of a page's questions or controls an event is about (events of one slot replace each other)."""
+    for key in ("checkpoint", "name", "id", "question"):
+        if payload.get(key) is not None:
+            return str(payload[key])
+    return None
+
+
 class SessionRecorder:
     """One session's link to the store. With no classroom configured, it records nothing.
 
     Every store call runs on the process's store thread; answers come back to this session's
     document as next-tick callbacks, so the page is only ever changed from the event loop.
+
+    One session never has more than MAX_IN_FLIGHT calls waiting on that thread: past it, each
+    event waits here instead, only the newest per slot (one checkpoint, one parameter, the
+    name), and an event identical to the one its slot sent last is not sent again. So a button
+    pressed 3,000 times costs a handful of writes, and other students' commits are not queued
+    behind them.
     """
 
-    def __init__(self, classroom: Classroom | None, learner: Learner | None, lesson: str | None = None):
+    def __init__(self, classroom: Classroom | None, learner: Learner | None, lesson: str | None = None,
+                 doc: Any = None):
         self.classroom, self.learner, self.lesson = classroom, learner, lesson
         self.notice = LiveHTML("", sizing_mode="stretch_width", visible=False)
         self._pending_params: dict[tuple[str, str], Any] = {}
         self._generation = 0
-        self._doc = pn.state.curdoc if getattr(pn.state.curdoc, "session_context", None) is not None else None
+        if doc is None and getattr(pn.state.curdoc, "session_context", None) is not None:
+            doc = pn.state.curdoc
+        self._doc = doc  # this session's document (None outside a session: answers are handled at once)
+        self._lock = threading.Lock()  # guards the bookkeeping below, touched by the loop and the store thread
+        self._in_flight = 0
+        self._waiting: dict[Slot, Callable[[], None]] = {}  # slot -> the submission of its newest event
+        self._last: dict[Slot, str] = {}  # slot -> what it last sent (or has waiting)
 
     @property
     def active(self) -> bool:
         return self.classroom is not None and self.learner is not None
 
+    @property
+    def in_flight(self) -> int:
+        """Store calls of this session submitted and not answered yet."""
+        return self._in_flight
+
     def _run(self, call: Callable[[], Any], then: Callable[[Any], None] | None = None) -> None:
         """`call()` on the store thread, then `then(result)` in this session (at once without a session)."""
-        if then is None:
-            self.classroom.thread.submit(call)
-            return
-        doc = self._doc
-        if doc is None:
-            self.classroom.thread.submit(call, then)
-            return
+        with self._lock:
+            self._in_flight += 1
+        self._submit(call, then)
 
-        def back_in_session(result: Any) -> None:
+    def _submit(self, call: Callable[[], Any], then: Callable[[Any], None] | None) -> None:
+        doc = self._doc
+
+        def done(result: Any) -> None:  # on the store thread
+            self._finished()
+            if then is None:
+                return
+            if doc is None:
+                then(result)
+                return
             try:
                 doc.add_next_tick_callback(lambda: then(result))  # Bokeh's way in from another thread
             except (RuntimeError, AttributeError):  # the page was closed meanwhile (Bokeh took its document
                 pass  # apart): nobody is left to tell
 
-        self.classroom.thread.submit(call, back_in_session)
+        self.classroom.thread.submit(call, done)
+
+    def _finished(self) -> None:
+        """One call answered: the oldest waiting slot may go now."""
+        with self._lock:
+            self._in_flight -= 1
+            if not self._waiting or self._in_flight >= MAX_IN_FLIGHT:
+                return
+            send = self._waiting.pop(next(iter(self._waiting)))
+            self._in_flight += 1
+        send()
+
+    def _send_once(self, slot: Slot, content: str, call: Callable[[], Any],
+                   then: Callable[[Any], None] | None) -> None:
+        """Submit now, or wait here (the newest per slot) while MAX_IN_FLIGHT calls are out; drop a repeat."""
+        with self._lock:
+            if self._last.get(slot) == content:
+                return  # the same as this slot's last event: nothing new to store
+            self._last[slot] = content
+            if self._in_flight >= MAX_IN_FLIGHT:
+                self._waiting.pop(slot, None)  # the newer event replaces it, and goes to the back
+                self._waiting[slot] = lambda: self._submit(call, then)
+                if len(self._waiting) > MAX_WAITING:
+                    dropped = next(iter(self._waiting))
+                    del self._waiting[dropped]
+                    self._last.pop(dropped, None)
+                    log.warning("a session has %d kinds of events waiting; the oldest is dropped", MAX_WAITING)
+                return
+            self._in_flight += 1
+        self._submit(call, then)
+
+    def _forget(self, slot: Slot, content: str) -> None:
+        """An event of this slot was lost: the same event may be sent again."""
+        with self._lock:
+            if self._last.get(slot) == content:
+                del self._last[slot]
+
+    def _later(self, callback: Callable[[], None], ms: int) -> None:
+        """Run `callback` in this session after `ms` (nothing outside a session)."""
+        if self._doc is None:
+            return
+        try:
+            self._doc.add_timeout_callback(callback, ms)
+        except (RuntimeError, AttributeError):  # the page is gone
+            pass
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -182,22 +265,25 @@ class SessionRecorder:
         if not self.active:
             return
         outbox, learner = self.classroom.outbox, self.learner
-        event_id = new_event_id()
-        check_record(event_id, learner.class_code, learner.id, kind, payload, self.lesson,
-                     explorable or payload.get("explorable"))  # a bad call fails here, in the caller
+        explorable = explorable or payload.get("explorable")
+        check_record(new_event_id(), learner.class_code, learner.id, kind, payload, self.lesson,
+                     explorable)  # a bad call fails here, in the caller
         payload = dict(payload)
+        slot = (kind, explorable, _slot_key(payload))
+        content = json.dumps(payload, sort_keys=True, default=str)
 
         def record() -> bool | None:
-            try:
-                result = outbox.record(event_id, learner.class_code, learner.id, kind, payload,
-                                       lesson=self.lesson, explorable=explorable or payload.get("explorable"))
+            try:  # the event id is made when it goes: one that waited is still one event
+                result = outbox.record(new_event_id(), learner.class_code, learner.id, kind, payload,
+                                       lesson=self.lesson, explorable=explorable)
             except StoreUnavailable:  # the outbox itself is full: this event is lost, and the page says so
+                self._forget(slot, content)
                 result = None
             if result is None:
                 log.warning("the store is unavailable: a %r event waits in the outbox", kind)
             return result
 
-        self._run(record, self._deliver)
+        self._send_once(slot, content, record, self._deliver)
 
     def join(self, display_name: str | None = None) -> str | None:
         """Register the learner (and a display name); returns an error message for a refused name."""
@@ -215,12 +301,22 @@ class SessionRecorder:
             store.join(learner.class_code, learner.id, kept)
             return True
 
-        self._run(join, lambda result: self._show_unsaved(isinstance(result, Exception)))
+        def joined(result: Any) -> None:
+            if isinstance(result, Exception):
+                self._forget(("join", None, None), name or "")
+            self._show_unsaved(isinstance(result, Exception))
+
+        self._send_once(("join", None, None), name or "", join, joined)
         return None
 
     def commit_prediction(self, question: str, choice: str, note: str, explorable: str,
                           answer: Callable[[str, Any], None]) -> None:
-        """Store a commit; later `answer("stored" | "refused" | "pending", the stored row when refused)`."""
+        """Store a commit; later `answer(status, row)`, in this session, once or more.
+
+        "stored": durably written (the row when known). "refused": another answer was stored
+        first (its row), or none is stored and the store refused this one (None). "pending":
+        the store did not take it yet; it is retried every RETRY_MS and answered again.
+        """
         if not self.active:
             answer("stored", None)
             return
@@ -229,25 +325,35 @@ class SessionRecorder:
         check_prediction(event_id, learner.class_code, learner.id, question, choice, note or None,
                          self.lesson, explorable)
 
+        def stored_row() -> tuple[str, Any]:
+            row = store.prediction(learner.class_code, learner.id, question)
+            return ("stored" if row is not None and row.event_id == event_id else "refused"), row
+
         def commit() -> tuple[str, Any]:
             try:
                 result = outbox.commit_prediction(event_id, learner.class_code, learner.id, question, choice,
                                                   note or None, self.lesson, explorable)
-            except StoreUnavailable:
+            except StoreUnavailable:  # the outbox is full: not queued; the retry writes it later
                 result = None
             if result is None:
                 return "pending", None
             if result:
                 return "stored", None
-            return "refused", store.prediction(learner.class_code, learner.id, question)
+            return stored_row()  # refused: an earlier answer stands (or this very one, from an earlier try)
+
+        def retry() -> tuple[str, Any]:
+            status, row = stored_row()  # a StoreUnavailable here is an answer: still pending
+            if row is not None:
+                return status, row
+            if outbox.pending:  # this commit may still wait in the outbox, which delivers it in order
+                return "pending", None
+            return commit()  # not stored and not queued (the outbox was full): write it now, same event id
 
         def answered(result: Any) -> None:
-            if isinstance(result, Exception):
-                self._show_unsaved(True)
-                answer("pending", None)
-                return
-            status, row = result
+            status, row = ("pending", None) if isinstance(result, Exception) else result
             self._show_unsaved(status == "pending")
+            if status == "pending":
+                self._later(lambda: self._run(retry, answered), RETRY_MS)
             answer(status, row)
 
         self._run(commit, answered)

@@ -53,24 +53,34 @@ def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRe
 
 
 def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionRecorder) -> None:
-    """Restore a committed prediction, store new commits (final on the server), record what changes."""
+    """Restore a committed prediction, store new commits (final only once stored), record what changes."""
     if not recorder.active:
         return
     gate = explorable.gate
     prediction = gate.prediction
+    prediction.needs_store = True  # "final", and the experiment, only once the store has the answer
     question = question_id(explorable_id)
 
     def restore(stored) -> None:
-        if stored.choice in prediction.choices and not prediction.committed:
-            prediction.param.update(choice=stored.choice, note=stored.note or "", committed=True)
+        if not prediction.committed:
+            prediction.settle(stored.choice, stored.note)
 
     recorder.restore_prediction(question, restore)
 
     def committed(p) -> None:
         def answer(status: str, row) -> None:
-            if status == "refused" and row is not None and row.choice in p.choices:
-                p.param.update(choice=row.choice, note=row.note or "")
+            if p.committed:
+                return  # already final (restored meanwhile): what the store holds is shown
+            if status == "stored":
+                p.settle(p.choice, p.note)
+            elif status == "refused" and row is not None and row.choice in p.choices:
+                p.settle(row.choice, row.note)
                 gate.show_message('<p class="bt-muted">You had already committed an answer earlier; it stands.</p>')
+            elif status == "refused":
+                p.reopen()
+                gate.show_error("Your prediction could not be saved. Please commit it again.")
+            else:
+                p.wait_for_store()  # still saving: the recorder retries until the store takes it
 
         recorder.commit_prediction(question, p.choice, p.note, explorable_id, answer)
 

@@ -1,4 +1,10 @@
-"""Predict first: a question answered and committed before the controls unlock; final once committed."""
+"""Predict first: a question answered and committed before the controls unlock; final once committed.
+
+In a classroom a commit is final only once the class store has durably written it: between the
+press and the store's answer the gate says "Saving your prediction…", its form stays locked, and
+the experiment stays locked too (`unlocked` is False), so a server that dies meanwhile never leaves
+a student who saw "final" without a stored answer.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,9 @@ from blocktrace.explorables.components.updates import LiveHTML
 
 MAX_NOTE = 500
 NOT_CHOSEN = "(not chosen yet)"
+SAVING = "Saving your prediction…"
+SAVING_DELAYED = "Not saved yet: the class database cannot be reached; retrying. Your answer:"
+SAVING_HINT = "The controls unlock once your teacher's server has saved it."
 
 
 class Prediction(param.Parameterized):
@@ -20,26 +29,53 @@ class Prediction(param.Parameterized):
 
     choice = param.Selector(default=None, objects=[], allow_None=True, doc="The answer picked.")
     note = param.String(default="", doc="Optional words on why.")
-    committed = param.Boolean(default=False, doc="True once committed; nothing changes after.")
+    committed = param.Boolean(default=False, doc="True once final (in a classroom: stored); nothing changes after.")
+    saving = param.Boolean(default=False, doc="True from Commit until the store has the answer: locked, not final.")
+    delayed = param.Boolean(default=False, doc="While saving: the store did not take it yet (it is retried).")
     skipped = param.Boolean(default=False, doc="True when the gate is switched off (?predict=off).")
 
     def __init__(self, choices: dict[str, str], **params):
         super().__init__(**params)
         self.choices = choices
         self.param.choice.objects = list(choices)
+        self.needs_store = False  # set by the classroom: then a commit is final only once stored
 
     @property
     def unlocked(self) -> bool:
+        """The experiment may be shown: the prediction is final (durably stored in a classroom), or skipped."""
         return self.committed or self.skipped
 
     def commit(self, choice: str | None, note: str = "") -> str | None:
-        """Commit once; return an error message instead when it cannot be committed."""
+        """Commit once; return an error message instead when it cannot be committed.
+
+        Without a store the commit is final at once; with one it is saving until `settle`.
+        """
         if self.committed:
             return "Your prediction is already committed and cannot be changed."
+        if self.saving:
+            return "Your prediction is being saved and cannot be changed."
         if choice not in self.choices:
             return "Pick one of the answers before committing."
-        self.param.update(choice=choice, note=note.strip()[:MAX_NOTE], committed=True)
+        final = not self.needs_store
+        self.param.update(choice=choice, note=note.strip()[:MAX_NOTE], committed=final, saving=not final,
+                          delayed=False)
         return None
+
+    def settle(self, choice: str, note: str | None) -> None:
+        """The store has this answer (the one committed, or one stored earlier): it is final now."""
+        if choice not in self.choices:
+            return
+        self.param.update(choice=choice, note=note or "", committed=True, saving=False, delayed=False)
+
+    def wait_for_store(self) -> None:
+        """The store did not take the answer yet: still saving (and retried), never final."""
+        if self.saving:
+            self.delayed = True
+
+    def reopen(self) -> None:
+        """The store refused the commit and holds no answer: the student may commit again."""
+        if self.saving:
+            self.param.update(saving=False, delayed=False)
 
 
 class PredictionGate(pn.viewable.Viewer):
@@ -83,14 +119,18 @@ class PredictionGate(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         self._sync()
-        prediction.param.watch(lambda *_: self._sync(), ["committed", "skipped"])
+        prediction.param.watch(lambda *_: self._sync(), ["committed", "saving", "delayed", "skipped"])
 
     def _commit(self, _event=None) -> None:
         key = self._labels.get(self._choice.value)
         error = self.prediction.commit(key, self._note.value or "")
-        self._message.object = f'<span role="alert">{escape(error)}</span>' if error else ""
+        self.show_error(error or "")
         if error is None and self.on_commit is not None:
             self.on_commit(self.prediction)
+
+    def show_error(self, text: str) -> None:
+        """A short message beside the Commit button (plain text), e.g. when the store refused a commit."""
+        self._message.object = f'<span role="alert">{escape(text)}</span>' if text else ""
 
     def show_message(self, html_text: str) -> None:
         """A note under the committed answer (already escaped by the caller), e.g. the class's answers."""
@@ -101,15 +141,20 @@ class PredictionGate(pn.viewable.Viewer):
         p = self.prediction
         if p.skipped and not p.committed:
             return '<p class="bt-muted">The prediction step is switched off for this page.</p>'
+        note = f'<br><span class="bt-muted">Your reasoning: {escape(p.note)}</span>' if p.note else ""
+        if p.saving:
+            status = SAVING_DELAYED if p.delayed else SAVING
+            return (f'<p class="bt-saving" role="status" aria-live="polite"><strong>{escape(status)}</strong> '
+                    f'{escape(p.choices[p.choice])}{note}</p>'
+                    f'<p class="bt-muted">{escape(SAVING_HINT)}</p>')
         if not p.committed:
             return '<p class="bt-muted" aria-live="polite">The controls unlock once you commit.</p>'
-        note = f'<br><span class="bt-muted">Your reasoning: {escape(p.note)}</span>' if p.note else ""
         return (f'<p class="bt-committed" aria-live="polite"><strong>Your prediction (final):</strong> '
                 f'{escape(p.choices[p.choice])}{note}</p>{self._extra}')
 
     def _sync(self) -> None:
         p = self.prediction
-        self._form.visible = not p.committed and not p.skipped
+        self._form.visible = not p.committed and not p.saving and not p.skipped
         self._summary.object = self._summary_html()
         self._layout.visible = not (p.skipped and not p.committed)
 

@@ -1,4 +1,9 @@
-"""A server killed with SIGKILL while students commit: every answer a student saw as final is stored."""
+"""A server killed with SIGKILL while students commit: every answer a student saw as final is stored.
+
+tests/app/test_kill_final.py kills at several moments over the websocket; this is the browser's view:
+the page says "final" only once the answer is stored, and the student whose commit was cut off finds,
+after the restart, their stored answer final or an open gate, never a page that disagrees with the store.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from playwright.sync_api import Browser, expect
 from blocktrace.app.classroom.identity import load_or_create_secret, verify
 from blocktrace.app.classroom.store import EventStore, default_url
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
+from tests.browser.test_transformer_block_trace import VECTOR
 from tests.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.browser
@@ -43,6 +49,10 @@ def test_acknowledged_predictions_survive_kill_9(browser: Browser, tmp_path) -> 
         last.get_by_role("button", name="Commit prediction").click()
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=10)
+        last_cookies = last.context.cookies()
+        last_was_final = last.get_by_text("Your prediction (final)").is_visible()
+        if not last_was_final:  # locked, not final: the experiment's controls never unlocked
+            expect(last.get_by_label(VECTOR)).to_be_disabled()
     finally:
         for page in pages:
             page.context.close()
@@ -59,7 +69,24 @@ def test_acknowledged_predictions_survive_kill_9(browser: Browser, tmp_path) -> 
             assert PREDICTION_CHOICES[stored.choice].startswith(answer)
         counts = store.distribution("crash", "transformer-block-trace/prediction")
         assert len(acknowledged) <= sum(counts.values()) <= len(acknowledged) + 1
+        learner = verify(next(c["value"] for c in last_cookies if c["name"] == "bt_learner"), secret)
+        stored = store.prediction("crash", learner, "transformer-block-trace/prediction")
+        assert stored is not None or not last_was_final, "the last student saw final, and it was lost"
         store.close()
+        again = browser.new_context()  # the last student comes back, with their cookie
+        try:
+            again.add_cookies(last_cookies)
+            page = again.new_page()
+            page.goto(restarted.url(TRACE))
+            if stored is not None:  # their answer stands, final
+                expect(page.get_by_text("Your prediction (final)")).to_be_visible()
+                expect(page.get_by_text(PREDICTION_CHOICES[stored.choice])).to_be_visible()
+            else:  # nothing stored: the gate is open again, and a commit now becomes final
+                page.get_by_text(ANSWERS[1]).click()
+                page.get_by_role("button", name="Commit prediction").click()
+                expect(page.get_by_text("Your prediction (final)")).to_be_visible()
+        finally:
+            again.close()
     finally:
         stop_server(restarted)
     assert "Traceback" not in restarted.log()
