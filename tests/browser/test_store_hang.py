@@ -2,9 +2,10 @@
 
 PostgreSQL is frozen with SIGSTOP, so its connections stay open and every query simply waits. All
 database work runs on the server's store thread, so the event loop that serves the pages is never
-held: the student commits and moves a slider and sees the result at once, a new student can open the
-page, and once the store has been waiting a few seconds the page says progress is not being saved.
-When PostgreSQL goes on (SIGCONT), the notice goes and everything lands exactly once.
+held: the student's commit is answered at once (saving, not final: the store does not have it yet),
+a new student can open the page, and once the store has been waiting a few seconds the page says
+progress is not being saved. When PostgreSQL goes on (SIGCONT), the prediction becomes final, the
+notice goes, and everything lands exactly once; a slider change after that is written too.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from playwright.sync_api import Browser, expect
 
 from blocktrace.app.classroom.identity import load_or_create_secret, verify
 from blocktrace.app.classroom.store import EventStore
+from blocktrace.explorables.components.prediction import SAVING
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
-from tests.browser.test_transformer_block_trace import numbers, slider, stage_row
+from tests.browser.test_transformer_block_trace import VECTOR, numbers, slider, stage_row
 from tests.conftest import start_server, stop_server
 from tests.pg import running_postgres
 
@@ -74,11 +76,8 @@ def test_a_hung_database_does_not_hold_up_the_pages(browser: Browser, tmp_path) 
                 dashboard.start()  # the teacher's page waits for the database, and must not hold up anyone else
                 page.get_by_text(PREDICTION_CHOICES[CHOICE]).click()
                 page.get_by_role("button", name="Commit prediction").click()
-                expect(page.get_by_text("Your prediction (final)")).to_be_visible()
-                handle = slider(page, "Attention update scale")
-                handle.focus()
-                page.keyboard.press("Home")
-                expect(attention).to_have_text(["0.000"] * 5)  # answered while the database hangs
+                expect(page.get_by_text(SAVING)).to_be_visible()  # answered while the database hangs
+                expect(page.get_by_text("Your prediction (final)")).to_have_count(0)
 
                 other = browser.new_context(viewport={"width": 1024, "height": 800})
                 try:  # a student arriving now gets a working page too
@@ -92,7 +91,13 @@ def test_a_hung_database_does_not_hold_up_the_pages(browser: Browser, tmp_path) 
             finally:
                 pg.thaw()
 
+            expect(page.get_by_text("Your prediction (final)")).to_be_visible(timeout=NOTICE_TIMEOUT_MS + 10_000)
             expect(page.get_by_text(NOTICE)).to_be_hidden(timeout=NOTICE_TIMEOUT_MS + 10_000)
+            expect(page.get_by_label(VECTOR)).to_be_enabled()  # the controls unlock once it is final
+            handle = slider(page, "Attention update scale")
+            handle.focus()
+            page.keyboard.press("Home")
+            expect(attention).to_have_text(["0.000"] * 5)
             dashboard.join(timeout=LAND_TIMEOUT)
             assert teacher.get("status") == 200, teacher
             learner = verify(next(c["value"] for c in context.cookies() if c["name"] == "bt_learner"),
