@@ -31,6 +31,7 @@ from blocktrace.app.classroom.store import EventStore, StoreUnavailable, check_p
 log = logging.getLogger(__name__)
 
 MAX_PENDING = 100_000  # about 100 learners x 15 minutes of events; past it a write is refused, not queued
+MAX_PENDING_CHARS = 20_000_000  # characters of queued payloads (each at most store.MAX_PAYLOAD), the same way
 
 
 @dataclass
@@ -39,6 +40,7 @@ class PendingWrite:
 
     method: str  # "record" or "commit_prediction"
     kwargs: dict[str, Any]
+    size: int  # characters of its payload and note, what it holds in memory while queued
     result: bool | None = None  # the store's answer once delivered
 
 
@@ -50,9 +52,11 @@ class Outbox:
     ``flush`` delivers the queue.
     """
 
-    def __init__(self, store: EventStore, max_pending: int = MAX_PENDING):
+    def __init__(self, store: EventStore, max_pending: int = MAX_PENDING, max_chars: int = MAX_PENDING_CHARS):
         self.store = store
         self.max_pending = max_pending
+        self.max_chars = max_chars
+        self._queued_chars = 0
         self.failed: list[tuple[PendingWrite, Exception]] = []  # writes the store rejected for a bug, not an outage
         self.last_error: str | None = None  # why the store refused the oldest queued write, while any waits
         self._queue: deque[PendingWrite] = deque()
@@ -69,8 +73,9 @@ class Outbox:
                lesson: str | None = None, explorable: str | None = None) -> bool | None:
         """``EventStore.record`` now if the store answers (True/False), else queue it and return None."""
         kwargs = check_record(event_id, class_code, learner_id, kind, payload, lesson, explorable)
+        size = len(kwargs["payload"])
         kwargs["payload"] = json.loads(kwargs["payload"])  # a copy: the caller may change its dict later
-        return self._submit(PendingWrite("record", kwargs))
+        return self._submit(PendingWrite("record", kwargs, size))
 
     def commit_prediction(self, event_id: str, class_code: str, learner_id: str, question: str, choice: str,
                           note: str | None, lesson: str | None, explorable: str | None) -> bool | None:
@@ -80,7 +85,7 @@ class Outbox:
         locally, and a flush may still answer False if another commit for the question landed first.
         """
         kwargs = check_prediction(event_id, class_code, learner_id, question, choice, note, lesson, explorable)
-        return self._submit(PendingWrite("commit_prediction", kwargs))
+        return self._submit(PendingWrite("commit_prediction", kwargs, len(kwargs["note"] or "") + len(choice)))
 
     def _submit(self, write: PendingWrite) -> bool | None:
         with self._lock:
@@ -97,9 +102,11 @@ class Outbox:
         return write.result
 
     def _enqueue(self, write: PendingWrite) -> None:
-        if len(self._queue) >= self.max_pending:
-            raise StoreUnavailable(f"the store has been unavailable for {self.max_pending} writes; this one is lost")
+        if len(self._queue) >= self.max_pending or self._queued_chars + write.size > self.max_chars:
+            raise StoreUnavailable(f"the store has been unavailable for {len(self._queue)} writes "
+                                   f"({self._queued_chars} characters); this one is lost")
         self._queue.append(write)
+        self._queued_chars += write.size
 
     def flush(self) -> int:
         """Deliver queued writes in order until the store fails again; return how many are still pending."""
@@ -119,4 +126,4 @@ class Outbox:
                     log.exception("dropping a queued %s that the store rejected", head.method)
                     self.failed.append((head, error))
                 with self._lock:
-                    self._queue.popleft()
+                    self._queued_chars -= self._queue.popleft().size

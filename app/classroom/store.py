@@ -24,6 +24,12 @@ Rules the store keeps, whatever calls it:
 - When the database cannot be reached or written (down, locked for too long, disk full,
   read-only), calls raise ``StoreUnavailable``. Keep exploring, show a notice, and hand the
   writes to an ``Outbox``, which delivers them in order once the store is back.
+- The store comes back by itself, without a restart: after a failure no pooled connection is
+  reused (SQLite keeps a connection it opened read-only read-only for good), and an SQLite file
+  deleted while serving is rebuilt from the copy a connection still has open (or, with none open,
+  recreated with its schema) before anything is read or written; ``file_notice`` says which.
+- Texts are cut to the lengths the pages allow (``MAX_TEXT``, ``MAX_NOTE``), and events larger
+  than ``MAX_PAYLOAD`` are refused. The teacher's summary counts each learner once per question.
 
 Event kinds and the payload keys the teacher's summary reads (other keys are kept as given):
 
@@ -407,6 +413,7 @@ class EventStore:
         self._schema_file: sqlite_file.FileId | None = None  # the file the schema was last ensured on
         self._file_lock = threading.Lock()  # one rebuild at a time
         self._file_changes = 0
+        self._replacement_seen: sqlite_file.FileId | None = None
         self.file_notice: str | None = None  # for the teacher: what happened to the database file, and when
 
     def __repr__(self) -> str:
@@ -517,9 +524,15 @@ class EventStore:
         """The file under ``stale`` is no longer the one at the path: rebuild it if it was deleted."""
         with self._file_lock:
             self._schema_file = None  # check the schema of whatever file is there now
-            if file_id(self._path) is not None:
-                return  # replaced (another server process on this folder rebuilt it): use that one
             when = _now().strftime("%H:%M UTC")
+            now = file_id(self._path)
+            if now is not None:  # replaced: use the file there now
+                if now != self._replacement_seen:
+                    self._replacement_seen = now
+                    self._note_file_change(f"The class database file {self._path} was replaced at about {when} "
+                                           "(rebuilt by another server process after it was deleted, or restored "
+                                           "from a backup); the server now uses the file that is there.")
+                return
             try:
                 rebuilt = sqlite_file.rebuild(stale.connection.dbapi_connection, self._path)
             except (OSError, sqlite3.Error) as error:

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from blocktrace.app.classroom import identity
+from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.store import (
     MAX_NOTE,
     MAX_PAYLOAD,
     MAX_TEXT,
     EventStore,
+    StoreUnavailable,
     check_prediction,
     check_record,
     default_url,
@@ -107,3 +109,20 @@ def test_pressing_check_answer_2000_times_counts_once(store: EventStore):
     assert summary["claims"] == {"right_on": 1}
     assert summary["explanations"] == [("ada", "attempt 49"), ("bob", "bob's")]
 
+
+
+def test_the_outbox_holds_a_bounded_amount_of_text_while_the_store_is_down():
+    """Queued writes are bounded in characters too, not only in number: past the bound a write is refused."""
+
+    class DownStore:
+        def record(self, **_kwargs) -> bool:
+            raise StoreUnavailable("down")
+
+    outbox = Outbox(DownStore(), max_chars=50_000)  # type: ignore[arg-type]
+    big = {"parts": ["x" * 2000] * 7}  # about 14,000 characters of JSON
+    for _ in range(3):
+        assert outbox.record(new_event_id(), CLASS, "ada", "param", big, LESSON) is None
+    with pytest.raises(StoreUnavailable, match="this one is lost"):
+        outbox.record(new_event_id(), CLASS, "ada", "param", big, LESSON)
+    assert outbox.pending == 3
+    assert outbox.record(new_event_id(), CLASS, "ada", "param", {"n": 1}, LESSON) is None  # small ones still fit
