@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
@@ -26,6 +27,7 @@ class Server:
     process: subprocess.Popen
     port: int
     log_path: Path
+    data_dir: Path | None = None  # where its classroom secret lives; None with --no-classroom
 
     @property
     def base_url(self) -> str:
@@ -37,6 +39,29 @@ class Server:
     def log(self) -> str:
         """Everything the server has written to stdout and stderr so far."""
         return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def secret(self) -> bytes:
+        """The server's secret, as `blocktrace serve` reads it: BLOCKTRACE_SECRET, else the data dir's file."""
+        from blocktrace.app.classroom.identity import SECRET_FILE, load_or_create_secret
+        from blocktrace.app.serve import SECRET_ENV
+
+        if os.environ.get(SECRET_ENV):
+            return os.environ[SECRET_ENV].encode("utf-8")
+        if self.data_dir is None or not (self.data_dir / SECRET_FILE).exists():
+            raise RuntimeError("this server has no classroom secret (--no-classroom?)")
+        return load_or_create_secret(self.data_dir)
+
+    def predict_off(self, route: str) -> dict[str, str]:
+        """The query arguments of the teacher's link that opens `route` without the prediction step."""
+        from blocktrace.app.server.predict_links import teacher_arguments
+
+        return teacher_arguments(route, self.secret())
+
+    def teacher_link(self, path: str) -> str:
+        """`path` (with any query) as the teacher's link without the prediction step, e.g. for a browser."""
+        parts = urlsplit(path)
+        query = {**dict(parse_qsl(parts.query)), **self.predict_off(parts.path)}
+        return f"{parts.path}?{urlencode(query)}"
 
 
 def free_port() -> int:
@@ -61,6 +86,7 @@ def start_server(log_path: Path, *extra: str) -> Server:
     port = free_port()
     if "--data-dir" not in extra and "--no-classroom" not in extra:
         extra = ("--data-dir", str(log_path.parent / "data"), *extra)
+    data_dir = ROOT / extra[extra.index("--data-dir") + 1] if "--data-dir" in extra else None
     log = log_path.open("w", encoding="utf-8")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
@@ -68,7 +94,7 @@ def start_server(log_path: Path, *extra: str) -> Server:
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
     )
     log.close()  # the child keeps its own handle
-    server = Server(process, port, log_path)
+    server = Server(process, port, log_path, data_dir)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if _healthy(server.url("/health")):

@@ -20,6 +20,8 @@ from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched
 
+LAST = 1_000_000  # a watcher precedence: higher runs later
+
 
 class LockedControls:
     """Holds `names` of `state` at their values while `prediction` is not unlocked."""
@@ -30,7 +32,9 @@ class LockedControls:
         self.refused = 0  # changes set back, for tests and logs
         self._hold()
         prediction.param.watch(self._hold, ["committed", "skipped"])
-        state.param.watch(self._refuse, self.names)
+        # Last of all the state's watchers (Panel's widget links among them), so that each has seen the
+        # change before it is set back, and none acts on a stale value afterwards.
+        state.param.watch(self._refuse, self.names, precedence=LAST)
 
     def _hold(self, *_events) -> None:
         if not self.prediction.unlocked:
@@ -42,7 +46,8 @@ class LockedControls:
         back = {e.name: self.held[e.name] for e in events if getattr(self.state, e.name) != self.held[e.name]}
         if back:
             self.refused += 1
-            self.state.param.update(**back)
+        for name, value in back.items():  # one at a time: a batched update would also flush other watchers'
+            setattr(self.state, name, value)  # events still queued, with the values they had before the set-back
 
 
 class OnceUnlocked(pn.viewable.Viewer):

@@ -94,6 +94,7 @@ def test_health_answers_ok(server) -> None:
     "/",
     TRACE_ROUTE,
     TRACE_ROUTE + "?input=2%3B2%3B2%3B2&attention_scale=0.5&residual=replace&norm=layernorm&predict=off",
+    TRACE_ROUTE + "?predict=off&predict_sig=0123456789abcdef0123456789abcdef",
     TRACE_ROUTE + "?attention_scale=banana&residual=oops&input=%3Cimg%20src%3Dx%3E",
     TRACE_ROUTE + "?embed=1",
 ])
@@ -143,7 +144,7 @@ def test_explorable_page_shows_title_and_says_attention_is_precomputed(server) -
 def test_url_state_is_restored(server) -> None:
     """Opening a link with input, attention_scale, residual and norm restores each control and the trace."""
     query = {"input": "2;2;2;2", "attention_scale": "0.5", "residual": "replace", "norm": "layernorm",
-             "predict": "off"}
+             **server.predict_off(TRACE_ROUTE)}
     with session(server, TRACE_ROUTE, **query) as page:
         assert page.widget("Input vector").value == "2;2;2;2"
         assert page.widget("Attention update scale").value == 0.5
@@ -156,7 +157,7 @@ def test_url_state_is_restored(server) -> None:
 
 def test_invalid_url_values_fall_back_with_a_notice(server) -> None:
     """A link with unusable values shows the defaults and a visible notice per refused key."""
-    query = {"attention_scale": "banana", "residual": "oops", "norm": "batchnorm", "predict": "off"}
+    query = {"attention_scale": "banana", "residual": "oops", "norm": "batchnorm", **server.predict_off(TRACE_ROUTE)}
     with session(server, TRACE_ROUTE, **query) as page:
         assert page.widget("Attention update scale").value == 1.0
         assert page.widget("Replace instead of add residuals (broken)").active is False
@@ -168,11 +169,11 @@ def test_invalid_url_values_fall_back_with_a_notice(server) -> None:
 
 
 def test_prediction_gate_locks_controls_unless_predict_off(server) -> None:
-    """Controls arrive disabled until a prediction is committed; ?predict=off serves them enabled."""
+    """Controls arrive disabled until a prediction is committed; the teacher's predict=off link serves them enabled."""
     labels = ("Attention update scale", "Replace instead of add residuals (broken)", "Input vector", "Normalisation")
     with session(server, TRACE_ROUTE) as page:
         assert all(page.widget(label).disabled for label in labels)
-    with session(server, TRACE_ROUTE, predict="off") as page:
+    with session(server, TRACE_ROUTE, **server.predict_off(TRACE_ROUTE)) as page:
         assert not any(page.widget(label).disabled for label in labels)
 
 
@@ -180,14 +181,14 @@ def test_embed_shows_the_explorable_alone(server) -> None:
     """?embed=1 drops the site header but keeps the explorable's controls."""
     with session(server, TRACE_ROUTE) as page:
         assert 'class="bt-header"' in page.html()
-    with session(server, TRACE_ROUTE, embed="1", predict="off") as page:
+    with session(server, TRACE_ROUTE, embed="1", **server.predict_off(TRACE_ROUTE)) as page:
         assert 'class="bt-header"' not in page.html()
         assert page.widget("Attention update scale") is not None
 
 
 def test_typed_html_in_the_link_is_never_markup(server) -> None:
     """A vector in the link that contains HTML is refused with a notice that shows it as text."""
-    with session(server, TRACE_ROUTE, input="<img src=x onerror=alert(1)>", predict="off") as page:
+    with session(server, TRACE_ROUTE, input="<img src=x onerror=alert(1)>", **server.predict_off(TRACE_ROUTE)) as page:
         markup = page.html()
     assert "<img" not in markup
     assert "&lt;img" in markup

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from blocktrace.explorables.components.figures import DrawnAfterLoad
-from tests.app.bokeh_ws_client import Session, models
+from tests.app.bokeh_ws_client import Session, fetch_token, models
 
 ROUTE = "/explorables/transformer-block-trace"
 
@@ -28,8 +28,9 @@ async def figures_arrived(session: Session) -> None:
                         and DrawnAfterLoad.PENDING not in e["new"]}
 
 
-async def change_and_collect(ws_url: str, value: float) -> list:
-    session = await Session.open(ws_url)
+async def change_and_collect(page_url: str, value: float) -> list:
+    ws_url = page_url.split("?")[0].replace("http://", "ws://", 1) + "/ws"
+    session = await Session.open(ws_url, await fetch_token(page_url))
     try:
         await figures_arrived(session)
         slider = session.find("Slider", title="Attention update scale")
@@ -48,8 +49,7 @@ async def change_and_collect(ws_url: str, value: float) -> list:
 
 
 def test_a_slider_change_is_answered_by_a_single_message(server):
-    ws_url = server.url(ROUTE + "/ws").replace("http://", "ws://") + "?predict=off"
-    messages = asyncio.run(change_and_collect(ws_url, 0.35))
+    messages = asyncio.run(change_and_collect(server.url(server.teacher_link(ROUTE)), 0.35))
     assert len(messages) == 1
     events = messages[0].content["events"]
     texts = [e for e in events if e.get("kind") == "ModelChanged" and e.get("attr") == "text"]

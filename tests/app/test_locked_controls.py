@@ -1,0 +1,115 @@
+"""The predict-first gate in each explorable's state and views (no server): nothing of the gated experiment
+is in the views before the prediction is committed, and the state refuses changes to locked controls."""
+
+from __future__ import annotations
+
+import panel as pn
+
+from blocktrace.app.server.predict_links import SIGNATURE_KEY, signature, signed_off, teacher_arguments
+from blocktrace.explorables.block_floor.view import FloorExplorable
+from blocktrace.explorables.components.downloads import Downloads
+from blocktrace.explorables.components.embed import EmbedButton, gate_arguments
+from blocktrace.explorables.decoder_block_lab.state import CORRECT_PREDICTION as LAB_ANSWER
+from blocktrace.explorables.decoder_block_lab.view import DecoderLabExplorable
+from blocktrace.explorables.transformer_block_trace.state import QUERY_KEYS
+from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
+
+ISSUE_QUERY = {"input": "2,2,2,2", "attention_scale": "0", "residual": "replace"}
+SECRET = b"0123456789abcdef0123456789abcdef"
+TRACE = "/explorables/transformer-block-trace"
+
+
+def sources(e: TraceExplorable) -> list[dict]:
+    f = e.figures
+    return [f.norm_src.data, f.norm_base.data, f.comp_src.data, f.swiglu_src.data]
+
+
+def in_layout(e, viewable_type) -> list:
+    return e.__panel__().select(viewable_type)
+
+
+def test_a_link_sets_the_controls_but_the_trace_waits_for_the_commit() -> None:
+    """The issue's link: controls as linked, no table, plot data, announcement or downloads until the commit."""
+    e = TraceExplorable(query=ISSUE_QUERY)
+    assert (e.state.attention_scale, e.state.replace, e.state.input_text) == (0.0, True, "2,2,2,2")
+    assert "stage-table" not in e.stage_table.object and "once you commit" in e.stage_table.object
+    assert "Output norm" not in e.live.object and e.baseline_table.object == "" and e.swiglu_table.object == ""
+    assert all(len(column) == 0 for data in sources(e) for column in data.values())
+    assert e.figures.norm_ref.location is None
+    assert in_layout(e, Downloads) == [] and in_layout(e, pn.widgets.FileDownload) == []
+    assert e.state.prediction.commit("keep-erase") is None
+    assert "input lost here" in e.stage_table.object and "Output norm" in e.live.object
+    assert all(len(column) > 0 for data in sources(e) for column in data.values())
+    assert len(in_layout(e, pn.widgets.FileDownload)) == 3
+
+
+def test_the_state_sets_back_changes_to_locked_controls() -> None:
+    """A locked widget's value or a locked button's click (as a websocket message would make them) is undone."""
+    e = TraceExplorable()
+    e.scale.value = 0.0
+    assert e.state.attention_scale == 1.0 and e.scale.value == 1.0
+    e.zero.clicks += 1
+    e.constant.clicks += 1
+    assert (e.state.attention_scale, e.state.mlp_scale, e.state.input_text) == (1.0, 1.0, "1.5, -0.5, 0.25, 2")
+    assert e.locked_controls.refused == 3
+    assert "stage-table" not in e.stage_table.object
+    e.state.prediction.commit("zero-both")
+    e.zero.clicks += 1
+    assert (e.state.attention_scale, e.state.mlp_scale) == (0.0, 0.0)
+    assert e.locked_controls.refused == 3
+
+
+def test_the_floor_shows_no_trace_claim_or_checkpoint_before_the_bet() -> None:
+    """At stage 8 the floor's settling sentence, tables, plots, claims and checkpoints wait for the bet."""
+    view = FloorExplorable(query={"stage": "8"})
+    emitted = []
+    view.emit = lambda kind, payload: emitted.append(kind)
+    assert view.settle.object == "" and "once you commit your bet" in view.columns[0].table.object
+    assert "differ" not in view.banner.object and "Same vectors" not in view.banner.object
+    assert all(len(c) == 0 for col in view.columns for src in (col.arrow_cur, col.heat_src) for c in src.data.values())
+    view.claim.clicks += 1  # a click on the disabled button, as a websocket message can make it
+    assert view.state.claim_result is None and emitted == []
+    view.stage.value = 3
+    assert view.state.stage == 8
+    assert in_layout(view, pn.widgets.FileDownload) == [] and "Check answer" not in [
+        b.label for b in in_layout(view, pn.widgets.Button)]
+    assert view.state.bet.commit("kept-added") is None
+    assert "Stage 8 settles the bet" in view.settle.object and "floor-table" in view.columns[0].table.object
+    assert "Check answer" in [b.label for b in in_layout(view, pn.widgets.Button)]
+    view.claim.clicks += 1
+    assert view.state.claim_result is not None and emitted == ["claim"]
+
+
+def test_the_lab_sends_no_causal_result_before_the_prediction() -> None:
+    """The lab's causal test (plot data, badge, table, the Break-it verdict) waits for the commit."""
+    view = DecoderLabExplorable(query={"causal": "off"})
+    assert all(len(column) == 0 for column in view.delta_src.data.values())
+    assert view.badge.object == "" and view.causal_table.object == "" and view.delta_alt.object == ""
+    assert "shown once your prediction is committed" in view.break_summary.object
+    view.w_causal.value = True
+    assert view.state.causal is False
+    assert view.state.prediction.commit(LAB_ANSWER) is None
+    assert all(len(column) > 0 for column in view.delta_src.data.values())
+    assert "dl-badge" in view.badge.object and "Causal safety: " in view.break_summary.object
+
+
+def test_a_signature_opens_one_route_of_one_server() -> None:
+    """Only this secret's signature for this route switches the gate off; nothing does without a secret."""
+    args = teacher_arguments(TRACE, SECRET)
+    assert signed_off(TRACE, args, SECRET)
+    assert not signed_off("/explorables/block-floor", args, SECRET)
+    assert not signed_off(TRACE, args, b"another secret of 32 bytes......")
+    assert not signed_off(TRACE, args, None)
+    assert not signed_off(TRACE, {"predict": "off"}, SECRET)
+    assert not signed_off(TRACE, {**args, SIGNATURE_KEY: args[SIGNATURE_KEY][:-1]}, SECRET)
+    assert not signed_off(TRACE, {**args, "predict": "on"}, SECRET)
+    assert signature(TRACE, SECRET) == args[SIGNATURE_KEY]
+
+
+def test_a_gated_pages_embed_snippet_keeps_the_gate() -> None:
+    """The Embed button of a page whose gate is on gives snippets that ask for a prediction too."""
+    e = TraceExplorable()
+    assert gate_arguments(e.state.prediction) == {} and gate_arguments(None) == {}
+    button = EmbedButton(e.state, QUERY_KEYS, TRACE, "Trace", e.state.prediction)
+    button.button.clicks += 1
+    assert "predict=off" not in button.snippets.object and "asks for a prediction first" in button.snippets.object

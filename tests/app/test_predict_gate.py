@@ -1,0 +1,269 @@
+"""The predict-first gate holds on the server: what a browser receives before the prediction is committed.
+
+Read with the websocket client (tests/app/bokeh_ws_client.py): the document a page's websocket gets and
+every patch after it, so nothing here depends on what a browser would choose to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import html
+import json
+import re
+import time
+import urllib.request
+from urllib.parse import urlencode
+
+from blocktrace.app.server.predict_links import SIGNATURE_KEY, UNSIGNED_NOTICE, signature
+from blocktrace.explorables.components.figures import DrawnAfterLoad
+from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
+from tests.app.bokeh_ws_client import Session, fetch_token, models
+
+TRACE = "/explorables/transformer-block-trace"
+FLOOR = "/explorables/block-floor"
+LAB = "/explorables/decoder-block-lab"
+ISSUE_LINK = TRACE + "?input=2,2,2,2&attention_scale=0&residual=replace"  # the answer, before: "input lost here"
+DEADLINE_S = 30.0
+
+
+def ws_of(page_url: str) -> str:
+    return page_url.split("?")[0].replace("http://", "ws://", 1) + "/ws"
+
+
+def name_of(model: dict) -> str:
+    return model.get("name", "").split(".")[-1]
+
+
+def column_lengths(data: object) -> list[int]:
+    """Lengths of a ColumnDataSource's columns, as serialized (lists, or typed arrays with a shape)."""
+    if isinstance(data, dict) and data.get("type") == "map":
+        data = dict(data.get("entries", []))
+    if not isinstance(data, dict):
+        return []
+    lengths = []
+    for value in data.values():
+        if isinstance(value, list):
+            lengths.append(len(value))
+        elif isinstance(value, dict):
+            shape = value.get("shape") or [len(value.get("array", {}).get("data", "") or "x")]
+            lengths.append(int(shape[0]))
+    return lengths
+
+
+def data_sent(sent: list[dict]) -> list[int]:
+    """Every column length of every source in the document and in the patches after it."""
+    lengths = []
+    for content in sent:
+        for model in models(content):
+            if name_of(model) == "ColumnDataSource":
+                lengths += column_lengths(model.get("attributes", {}).get("data"))
+        for event in content.get("events", []):
+            if event.get("kind") == "ModelChanged" and event.get("attr") == "data":
+                lengths += column_lengths(event.get("new"))
+            if event.get("kind") in ("ColumnDataChanged", "ColumnsStreamed"):
+                lengths += column_lengths(event.get("data") or event.get("new"))
+    return lengths
+
+
+def text_sent(sent: list[dict]) -> str:
+    """Everything sent, as text; HTML panes' markup unescaped (Panel escapes it once more than it is shown)."""
+    return html.unescape(html.unescape(json.dumps(sent, ensure_ascii=False)))
+
+
+def markup_sent(sent: list[dict]) -> str:
+    """The HTML panes' markup in everything sent (not the stylesheets, which name every class)."""
+    parts = [m.get("attributes", {}).get("text") for content in sent for m in models(content)
+             if name_of(m) == "HTML"]
+    parts += [e.get("new") for content in sent for e in content.get("events", [])
+              if e.get("kind") == "ModelChanged" and e.get("attr") == "text"]
+    return html.unescape(html.unescape("\n".join(p for p in parts if isinstance(p, str))))
+
+
+async def open_and_collect(page_url: str) -> tuple[Session, list[dict]]:
+    """Open the page's session as a browser does and read on until its figures (if any) have arrived."""
+    session = await Session.open(ws_of(page_url), await fetch_token(page_url))
+    sent = [session.document]
+    pending = {m["id"] for m in models(session.document)
+               if DrawnAfterLoad.PENDING in (m.get("attributes", {}).get("css_classes") or [])}
+    while pending:
+        message = await session.read()
+        if message.msgtype == "PATCH-DOC":
+            sent.append(message.content)
+            pending -= {e["model"]["id"] for e in message.content["events"]
+                        if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
+                        and DrawnAfterLoad.PENDING not in e["new"]}
+    return session, sent
+
+
+async def read_until(session: Session, sent: list[dict], done) -> bool:
+    """Read patches into `sent` until done(sent) or the deadline; whether it got there."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not done(sent):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            message = await asyncio.wait_for(session.read(), left)
+        except TimeoutError:
+            return False
+        if message.msgtype == "PATCH-DOC":
+            sent.append(message.content)
+    return True
+
+
+def button_click(model_id: str) -> dict:
+    return {"kind": "MessageSent", "msg_type": "bokeh_event",
+            "msg_data": {"type": "event", "name": "button_click",
+                         "values": {"type": "map", "entries": [["model", {"id": model_id}]]}}}
+
+
+def the_model(sent: list[dict], name: str, **attributes) -> dict:
+    found = [m for m in models(sent[0]) if name_of(m) == name
+             and all(m.get("attributes", {}).get(k) == v for k, v in attributes.items())]
+    assert len(found) == 1, f"{len(found)} {name} models with {attributes}"
+    return found[0]
+
+
+def the_choices(sent: list[dict], label: str) -> tuple[dict, int]:
+    """The prediction's radio group and the index of `label` in it."""
+    for model in models(sent[0]):
+        labels = model.get("attributes", {}).get("labels")
+        if name_of(model) == "RadioGroup" and isinstance(labels, list) and label in labels:
+            return model, labels.index(label)
+    raise AssertionError(f"no radio group offers {label!r}")
+
+
+async def commit_over_the_websocket(session: Session, sent: list[dict]) -> None:
+    radio, index = the_choices(sent, PREDICTION_CHOICES["keep-erase"])
+    await session.set(radio["id"], "active", index)
+    button = the_model(sent, "Button", label="Commit prediction")
+    await session.send(button_click(button["id"]))
+
+
+def test_a_state_link_shows_no_result_before_the_prediction_is_committed(server) -> None:
+    """The issue's link sets the controls, but no trace value, plot data or verdict is sent until the
+    prediction is committed; after the commit the same session receives them (so the check can fail)."""
+
+    async def run() -> tuple[list[dict], list[dict], bool]:
+        session, sent = await open_and_collect(server.url(ISSUE_LINK))
+        before = list(sent)
+        try:
+            await commit_over_the_websocket(session, sent)
+            arrived = await read_until(session, sent, lambda s: "input lost here" in text_sent(s))
+        finally:
+            await session.close_and_wait()
+        return before, sent, arrived
+
+    before, after, arrived = asyncio.run(run())
+    text = text_sent(before)
+    assert the_model(before, "Slider", title="Attention update scale")["attributes"]["value"] == 0  # the link's
+    assert "input lost here" not in text and "stage-table" not in text and "Output norm" not in text
+    assert "once you commit your prediction" in text
+    lengths = data_sent(before)
+    assert lengths and set(lengths) == {0}, "a plot's source carried data before the commit"
+    assert arrived, "the trace never arrived after the commit"
+    assert "stage-table" in text_sent(after) and max(data_sent(after)) > 0
+
+
+def value_events(contents: list[dict], model_id: str) -> list:
+    """The values the server sent for one widget model, in order."""
+    return [e.get("new") for content in contents for e in content.get("events", [])
+            if e.get("kind") == "ModelChanged" and e.get("model", {}).get("id") == model_id
+            and e.get("attr") == "value"]
+
+
+def test_a_change_to_a_locked_control_is_set_back_and_shows_nothing(server) -> None:
+    """A websocket change to a disabled slider, and a click on a disabled button, are undone by the server."""
+
+    async def run() -> tuple[list[dict], list, list]:
+        session, sent = await open_and_collect(server.url(TRACE))
+        try:
+            slider = the_model(sent, "Slider", title="Attention update scale")
+            mlp = the_model(sent, "Slider", title="MLP update scale")
+            assert slider["attributes"]["disabled"] is True and mlp["attributes"]["value"] == 1.0
+            start = len(sent)
+            await session.set(slider["id"], "value", 0.0)
+            await read_until(session, sent, lambda s: 1.0 in value_events(s[start:], slider["id"]))
+            first = value_events(sent[start:], slider["id"])
+            await session.send(button_click(the_model(sent, "Button", label="Zero updates")["id"]))
+            # The click's answer is the MLP slider set to 0 and back, or nothing at all: a second change to the
+            # locked slider, sent after the click, is set back after the click is handled and marks the end.
+            after_click = len(sent)
+            await session.set(slider["id"], "value", 0.5)
+            await read_until(session, sent, lambda s: 1.0 in value_events(s[after_click:], slider["id"]))
+            return sent, first, value_events(sent[after_click:], mlp["id"])
+        finally:
+            await session.close_and_wait()
+
+    sent, slider_values, mlp_values = asyncio.run(run())
+    assert slider_values and slider_values[-1] == 1.0, "the locked slider's change was not set back"
+    assert not mlp_values or mlp_values[-1] == 1.0, "a click on the locked Zero updates button changed the MLP scale"
+    assert "stage-table" not in text_sent(sent) and set(data_sent(sent)) == {0}
+    assert "Traceback" not in server.log()
+
+
+def test_a_typed_predict_off_shows_the_gate_and_says_why(server) -> None:
+    """predict=off without the teacher's signature (or with a wrong one, or another route's) keeps the gate."""
+    forged = {"predict": "off", SIGNATURE_KEY: "0" * 32}
+    other_route = {"predict": "off", SIGNATURE_KEY: signature(FLOOR, server.secret())}
+    for query in ({"predict": "off"}, forged, other_route):
+        sent = collect(server.url(TRACE + "?" + urlencode(query)), "Attention update scale")
+        text = text_sent(sent)
+        assert the_model(sent, "Slider", title="Attention update scale")["attributes"]["disabled"] is True, query
+        assert UNSIGNED_NOTICE in text and "Commit prediction" in text, query
+        assert "stage-table" not in text, query
+
+
+def test_the_teachers_signed_link_opens_without_the_gate(server) -> None:
+    """The signed predict=off unlocks every control at once and sends the trace; no notice."""
+    for route, shows in ((TRACE, "stage-table"), (FLOOR, "floor-table"), (LAB, "Shape of every tensor")):
+        sent = collect(server.url(server.teacher_link(route)), shows)
+        text = text_sent(sent)
+        assert UNSIGNED_NOTICE not in text, route
+        sliders = [m for content in sent for m in models(content) if name_of(m) == "Slider"]
+        assert sliders and not any(m["attributes"].get("disabled") for m in sliders), route
+        assert max(data_sent(sent)) > 0, route
+
+
+def test_the_floor_and_the_lab_send_no_result_before_the_commit(server) -> None:
+    """Block floor at stage 8 (which settles the bet) and the lab's causal test send nothing before the commit."""
+    floor = collect(server.url(FLOOR + "?stage=8&tracked=2"), "Stage 8 / 8")
+    text = text_sent(floor)
+    assert "Stage 8 settles the bet" not in text and "floor-table" not in text and "differ at this stage" not in text
+    assert "Check answer" not in text  # the checkpoints, whose feedback explains the bet, come after it
+    assert set(data_sent(floor)) == {0}
+    lab = collect(server.url(LAB + "?corrupt=2&corrupt_value=999"), "Shape of every tensor")  # not gated
+    markup = markup_sent(lab)
+    assert "Shape of every tensor" in markup and "Causal safety" in markup
+    assert not re.search(r"causal test (PASS|FAIL)", markup) and 'class="dl-badge' not in markup
+    assert "dl-causal" not in markup
+    delta = [m["attributes"]["data"] for content in lab for m in models(content) if name_of(m) == "ColumnDataSource"
+             and {"feature", "word"} <= set(dict(m["attributes"]["data"].get("entries", [])))]
+    assert delta and all(set(column_lengths(data)) == {0} for data in delta), "the causal test's data were sent"
+
+
+def test_the_teacher_page_lists_a_signed_link_per_explorable(server) -> None:
+    """/teacher (with its password) links each explorable with predict=off and this server's signature."""
+    password = re.search(r"teacher page \S+ +password: (\S+)", server.log()).group(1)
+    auth = base64.b64encode(f"teacher:{password}".encode()).decode()
+    request = urllib.request.Request(server.url("/teacher"), headers={"Authorization": f"Basic {auth}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        page = html.unescape(response.read().decode("utf-8"))
+    for route in (TRACE, FLOOR, LAB):
+        assert f'href="{route}?predict=off&{SIGNATURE_KEY}={signature(route, server.secret())}"' in page
+
+
+def collect(page_url: str, shows: str) -> list[dict]:
+    """What a session of the page is sent up to the moment it shows `shows` (the lab sends its panels
+    after the page is up), the socket closed cleanly afterwards."""
+
+    async def run() -> list[dict]:
+        session, sent = await open_and_collect(page_url)
+        try:
+            assert await read_until(session, sent, lambda s: shows in text_sent(s)), f"{shows!r} never arrived"
+        finally:
+            await session.close_and_wait()
+        return sent
+
+    return asyncio.run(run())
