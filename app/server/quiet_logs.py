@@ -73,8 +73,58 @@ class RefusedSocketFilter(logging.Filter):
         return True
 
 
+MAX_REASON = 200  # characters of a refused value's error kept in its log line
+
+
+def _one_line(error: BaseException) -> str:
+    """The error's text on one line and cut short: it quotes what the browser sent, so no newline of it
+    may start a line of its own in the log."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+
+
+def _shorten(record: logging.LogRecord, what: str, error: BaseException) -> None:
+    record.msg = "refused %s from a browser: %s"
+    record.args = (what, _one_line(error))
+    record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+    record.exc_info = None
+    record.exc_text = None
+
+
+class InvalidMessageFilter(logging.Filter):
+    """One line, not a traceback, for a websocket change that Bokeh's or param's validation refused.
+
+    Two reports, both of a value a page's own widgets never send (a hostile or broken client):
+    - a value of the wrong type (a word for a slider): Bokeh's property validation raises while the
+      message is applied, and `bokeh.server.protocol_handler` logs the whole message and the traceback.
+      Bokeh still answers the client with an ERROR message and nothing is changed.
+    - a value of the right type beyond the state's bounds or choices: Panel sets it on the widget, the
+      widget's link to the explorable's state (param) refuses it, and Tornado logs the failed callback
+      with its traceback. The state keeps its value.
+    Matched by where the error was raised (the last frame in Bokeh's property code or in param), so any
+    other error keeps its traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc_info = record.exc_info
+        if not exc_info or not isinstance(exc_info[1], (ValueError, TypeError)):
+            return True
+        frames = _frames(exc_info[2])
+        if not frames:
+            return True
+        raised_in = frames[-1][0]
+        if record.name == "bokeh.server.protocol_handler" and "/bokeh/core/property/" in raised_in:
+            _shorten(record, "a websocket message", exc_info[1])
+        elif record.name == "tornado.application" and "/param/" in raised_in and any(
+                path.endswith("panel/reactive.py") for path, _ in frames):
+            _shorten(record, "a widget value", exc_info[1])
+        return True
+
+
 def install() -> None:
     """Add the filters to the loggers that would otherwise print these tracebacks."""
     logging.getLogger("asyncio").addFilter(ClosedSocketFilter())
     logging.getLogger("tornado.application").addFilter(LateCloseFilter())
+    logging.getLogger("tornado.application").addFilter(InvalidMessageFilter())
+    logging.getLogger("bokeh.server.protocol_handler").addFilter(InvalidMessageFilter())
     logging.getLogger("tornado.application").addFilter(RefusedSocketFilter())

@@ -8,7 +8,7 @@ import panel as pn
 
 from blocktrace.app import tuning
 from blocktrace.app.lessons.loading import lesson_for_explorable
-from blocktrace.app.server import predict_links
+from blocktrace.app.server import build_limits, predict_links
 from blocktrace.app.server.health import HealthHandler
 from blocktrace.app.server.pages import apply_theme, index_page, page_title, query_flag, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS, ExplorableSpec
@@ -31,13 +31,16 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
             tuning.panel_fixes.use_absolute_dist_url(query)
         embed = query_flag(query, "embed", False)
         gate = predict_links.decide(spec.route(), query)  # predict=off only from the teacher's signed link
-        explorable = spec.load()(query=query, embed=embed, predict=gate.predict)
-        explorable.notices += gate.notices
-        recorder = start_session(query, lesson=lesson_for_explorable(spec.id))
-        attach_explorable(explorable, spec.id, recorder)
-        bar = None if embed else learner_bar(recorder)
-        body = explorable if bar is None else pn.Column(bar, explorable, sizing_mode="stretch_width")
-        return shell(body, spec.title(), embed=embed)
+
+        def content() -> pn.viewable.Viewable:
+            explorable = spec.load()(query=query, embed=embed, predict=gate.predict)
+            explorable.notices += gate.notices
+            recorder = start_session(query, lesson=lesson_for_explorable(spec.id))
+            attach_explorable(explorable, spec.id, recorder)
+            bar = None if embed else learner_bar(recorder)
+            return explorable if bar is None else pn.Column(bar, explorable, sizing_mode="stretch_width")
+
+        return shell(build_limits.limited(content), spec.title(), embed=embed)  # now, once loaded, or refused
 
     page.__name__ = spec.id.replace("-", "_") + "_page"
     page.title = spec.title()

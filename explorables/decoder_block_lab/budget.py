@@ -29,7 +29,7 @@ DEPTH_STACK = 48  # blocks whose weights the depth panel keeps (its curves exten
 VARIANTS = 4  # (pre, post) x (add, replace): the depth panel draws all four
 BLOCK_OVERHEAD = 1_000_000  # multiply-add equivalent of one block's forward and backward calls at tiny width
 MAX_WORK = 400_000_000  # multiply-adds (with overhead) of one change
-MAX_FLOATS = 8_000_000  # float64 numbers one configuration holds: 64 MB
+MAX_FLOATS = 9_000_000  # float64 numbers one configuration holds: 72 MB
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import panel as pn
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.heatmap import set_factors
 from blocktrace.explorables.components.html import alt_text
 from blocktrace.explorables.components.locked_controls import LockedControls
@@ -50,7 +51,8 @@ PLACEMENT_OPTIONS = {"pre-norm": "pre", "post-norm": "post"}
 EXPANSION_OPTIONS = {"2": 2, "4 (the lesson's)": 4, "8": 8}
 EPS_OPTIONS = {"1e-6 (the lesson's)": 1e-6, "1e-5": 1e-5, "0.001": 1e-3, "0.1": 0.1, "0 (no eps)": 0.0}
 WIDGET_WIDTH = 200
-BUILDING = "dl-building"  # the placeholder's class until the lab is built
+BUILDING_CSS = (f":host(.{DrawnAfterLoad.PENDING})::before {{ content: 'Building the lab…'; margin: 1rem auto; "
+                "font-size: 0.9rem; color: var(--panel-on-background-color, #212529); opacity: 0.75; }")
 # The state's parameters the controls set: held by the server while the prediction is not committed.
 CONTROL_PARAMS = ("B", "T", "d", "expansion", "norm", "mlp", "placement", "causal", "heads", "residual", "zero_eps",
                   "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps", "worked_name")
@@ -86,8 +88,9 @@ class DecoderLabExplorable(ExplorableView):
         super().__init__(state, state.prediction, QUERY_KEYS, query, embed, predict, batch_query=True)
         state.admit_sizes()  # a link's sizes beyond the budget give way to the defaults before anything is held
         self.gate = PredictionGate(state.prediction, QUESTION, HINT)
-        self.body = pn.Column(_html(f'<p class="bt-muted {BUILDING}" role="status">Building the lab…</p>'),
-                              sizing_mode="stretch_width", min_height=600)
+        # Marked as a place still to be filled, as the other explorables' figures are (DrawnAfterLoad).
+        self.body = pn.Column(sizing_mode="stretch_width", min_height=600, css_classes=[DrawnAfterLoad.PENDING],
+                              stylesheets=[BUILDING_CSS])
         self.built = False
         sync_to_url(state, QUERY_KEYS)
         self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
@@ -120,7 +123,7 @@ class DecoderLabExplorable(ExplorableView):
         state.prediction.param.watch(self._lock, ["committed", "skipped"])
         self._refresh_all()
         self._lock()
-        self.body.objects = self._sections()
+        self.body.param.update(objects=self._sections(), css_classes=[], min_height=None)
 
     # --- building ---------------------------------------------------------------------------
 

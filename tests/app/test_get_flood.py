@@ -1,0 +1,110 @@
+"""Ten heavy GETs from one laptop do not freeze another student (issue 16, point 2).
+
+The lab's work waits for the page's browser, the link's sizes are held to the budget, and an address
+with pages not yet loaded gets its next pages built only once their browser is there. Latency figures
+(before and after) come from benchmarks/get_flood.py; here only what happens is asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlencode
+
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from blocktrace.explorables.components.figures import DrawnAfterLoad
+from tests.app.bokeh_ws_client import Session, models, token_in
+
+LAB = "/explorables/decoder-block-lab"
+HEAVY = "?B=4&T=8&d=512&heads=8&expansion=8&mlp=gelu&blocks=48"
+FLOODER = {"X-Forwarded-For": "192.168.16.66"}  # lan_server reads the client's address from this header
+STUDENT = {"X-Forwarded-For": "192.168.16.23"}
+
+
+def ws_url(base: str) -> str:
+    return base.replace("http://", "ws://") + LAB + "/ws"
+
+
+def pending(content: dict) -> set[str]:
+    return {m["id"] for m in models(content) if DrawnAfterLoad.PENDING in (m.get("attributes", {}).get("css_classes")
+                                                                          or [])}
+
+
+def titled(found: list[dict], title: str) -> list[dict]:
+    return [m for m in found if m.get("attributes", {}).get("title") == title]
+
+
+async def until_built(session: Session) -> list[dict]:
+    """Read the page's patches until every place still to be filled has been (the lab is built)."""
+    found = list(models(session.document))
+    waiting = pending(session.document)
+    assert waiting, "the page arrives with places for what is built once it is loaded"
+    while waiting:
+        message = await session.read()
+        if message.msgtype == "PATCH-DOC":
+            found += list(models(message.content))
+            waiting |= pending(message.content)
+            waiting -= {e["model"]["id"] for e in message.content["events"]
+                        if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
+                        and DrawnAfterLoad.PENDING not in e["new"]}
+    return found
+
+
+async def flood_then_change(base: str, student_link: str) -> dict:
+    client = AsyncHTTPClient(force_instance=True)
+    try:
+        page = await client.fetch(HTTPRequest(base + student_link, headers=STUDENT, request_timeout=60))
+        student = await Session.open(ws_url(base), token_in(page.body.decode("utf-8")))
+        slider = titled(await until_built(student), "T (positions)")[0]
+        heavy = [await client.fetch(HTTPRequest(base + LAB + HEAVY, headers=FLOODER, request_timeout=60))
+                 for _ in range(10)]
+        await student.set(slider["id"], "value", 6)
+        answered = False
+        while not answered:  # bounded by the client's read timeout
+            message = await student.read()
+            answered = message.msgtype == "PATCH-DOC" and any(
+                e.get("attr") == "search" and "T=6" in str(e.get("new")) for e in message.content["events"])
+        student.close()
+        last = await Session.open(ws_url(base), token_in(heavy[-1].body.decode("utf-8")))
+        pulled = list(models(last.document))
+        built = await until_built(last)
+        last.close()
+        return {"statuses": [r.code for r in heavy], "answered": answered, "pulled": pulled, "built": built}
+    finally:
+        client.close()
+
+
+def test_ten_heavy_gets_cost_a_frame_each_and_another_students_change_is_answered(lan_server) -> None:
+    """The heavy pages are served, but their lab is neither computed nor built until a browser loads one,
+    and then at the default sizes with the refusal beside the controls; the other student is answered."""
+    found = asyncio.run(flood_then_change(lan_server.base_url, lan_server.teacher_link(LAB)))
+    assert found["statuses"] == [200] * 10
+    assert found["answered"]
+    assert not titled(found["pulled"], "B (batch items)")  # the page came without the lab in it
+    sliders = titled(found["built"], "B (batch items)")
+    assert [s["attributes"]["value"] for s in sliders] == [1]  # the budget's defaults, not the link's B = 4
+    texts = " ".join(str(m.get("attributes", {}).get("text", "")) for m in found["built"])
+    assert "multiply-adds per change" in texts and "last sizes that fit" in texts
+
+
+def test_a_class_behind_one_address_still_gets_every_page(lan_server) -> None:
+    """Thirty pages from one NAT address at once: all are served, and a browser loading the last one gets
+    the whole lab (built once it is there)."""
+
+    async def class_arrives() -> tuple[list[int], list[dict]]:
+        client = AsyncHTTPClient(force_instance=True)
+        laptop = {"X-Forwarded-For": "192.168.16.100"}
+        try:
+            pages = await asyncio.gather(*(client.fetch(HTTPRequest(
+                lan_server.base_url + LAB + "?" + urlencode({"T": 5}), headers=laptop, request_timeout=60))
+                for _ in range(30)))
+            session = await Session.open(ws_url(lan_server.base_url), token_in(pages[-1].body.decode("utf-8")))
+            built = await until_built(session)
+            session.close()
+            return [p.code for p in pages], built
+        finally:
+            client.close()
+
+    codes, built = asyncio.run(class_arrives())
+    assert codes == [200] * 30
+    assert [s["attributes"]["value"] for s in titled(built, "T (positions)")] == [5]

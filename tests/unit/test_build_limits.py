@@ -1,0 +1,42 @@
+"""Page builds per address: a few built at once, the rest once their browser is there, a flood refused."""
+
+from __future__ import annotations
+
+from blocktrace.app.server.build_limits import Build, BuildLimits, limited, loopback
+
+
+def test_builds_wait_for_their_browser_once_an_address_has_pending_ones() -> None:
+    """Beyond `pending_eager` sessions not yet loaded, a page's content waits; a loaded page frees a place."""
+    limits = BuildLimits(pending_eager=2, builds=(100, 1.0))
+    assert [limits.decide("10.0.0.1") for _ in range(4)] == [Build.NOW, Build.NOW, Build.WHEN_LOADED,
+                                                             Build.WHEN_LOADED]
+    assert limits.decide("10.0.0.2") is Build.NOW  # another address is counted apart
+    for _ in range(3):
+        limits.loaded("10.0.0.1")
+    assert limits.decide("10.0.0.1") is Build.NOW
+    for _ in range(5):
+        limits.loaded("10.0.0.1")  # more than were pending: the count stays at zero, the entry goes
+    assert "10.0.0.1" not in limits.pending
+
+
+def test_a_class_behind_one_address_gets_its_burst_then_builds_are_refused() -> None:
+    """A hundred pages at once from one NAT address are all built (most when loaded); beyond the burst, refused."""
+    limits = BuildLimits(pending_eager=2, builds=(150, 0.001))
+    decisions = [limits.decide("192.0.2.7") for _ in range(150)]
+    assert Build.REFUSED not in decisions
+    assert limits.decide("192.0.2.7") is Build.REFUSED
+    assert limits.pending["192.0.2.7"] == 150  # a refused request is not counted as pending
+
+
+def test_outside_a_served_page_the_content_is_built_at_once() -> None:
+    """A page built in a test or at Panel's warm-up (no request) is its content, built now and never limited."""
+    limits = BuildLimits(pending_eager=0, builds=(1, 0.001))
+    made = []
+    assert limited(lambda: made.append(1) or "content", limits) == "content"
+    assert made == [1] and limits.pending == {}
+
+
+def test_loopback_is_this_machine() -> None:
+    """The teacher's own browser and the test suite come from loopback; classroom laptops do not."""
+    assert loopback("127.0.0.1") and loopback("::1")
+    assert not loopback("192.168.1.23") and not loopback("unknown")
