@@ -89,7 +89,7 @@ CONNECT_TIMEOUT_S = 5  # PostgreSQL: an unreachable host fails after this, not a
 MAX_TEXT = 2_000  # characters of any text in an event: an explanation (app/lessons/page.py), a typed value
 MAX_NOTE = 500  # characters of a prediction's note (explorables/components/prediction.py)
 MAX_PAYLOAD = 16_000  # characters of JSON per event, after cutting its texts
-MAX_ITEMS = 200  # keys or list items at any level of a payload
+MAX_ITEMS = 200  # list items (cut) or keys (refused past it) at any level of a payload
 PREDICTION = "prediction"
 
 # question -> (the choice that names a misconception, its name for the teacher).
@@ -204,15 +204,22 @@ def _cut(text: str, max_len: int, what: str) -> str:
 
 
 def _limited(value: object, what: str, depth: int = 0) -> object:
-    """The payload value with every text cut to MAX_TEXT; ValueError past MAX_ITEMS items or 8 levels."""
+    """The payload value with every text cut to MAX_TEXT and every list to MAX_ITEMS items.
+
+    ValueError for a mapping of more than MAX_ITEMS keys or more than 8 levels (no page sends one).
+    """
     if isinstance(value, str):
         return _cut(value, MAX_TEXT, f"a text in {what}")
-    if isinstance(value, Mapping | list | tuple):
-        if len(value) > MAX_ITEMS or depth >= 8:
-            raise ValueError(f"{what} must have at most {MAX_ITEMS} items per level and 8 levels")
-        if isinstance(value, Mapping):
-            return {_cut(str(key), 80, f"a key in {what}"): _limited(item, what, depth + 1)
-                    for key, item in value.items()}
+    if depth >= 8 and isinstance(value, Mapping | list | tuple):
+        raise ValueError(f"{what} must have at most 8 levels")
+    if isinstance(value, Mapping):
+        if len(value) > MAX_ITEMS:
+            raise ValueError(f"{what} must have at most {MAX_ITEMS} keys per level")
+        return {_cut(str(key), 80, f"a key in {what}"): _limited(item, what, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        if len(value) > MAX_ITEMS:
+            log.warning("cut a list in %s of %d items to %d", what, len(value), MAX_ITEMS)
+            value = value[:MAX_ITEMS]
         return [_limited(item, what, depth + 1) for item in value]
     return value
 

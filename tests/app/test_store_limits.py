@@ -13,6 +13,7 @@ import pytest
 from blocktrace.app.classroom import identity
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.store import (
+    MAX_ITEMS,
     MAX_NOTE,
     MAX_PAYLOAD,
     MAX_TEXT,
@@ -56,11 +57,13 @@ def test_a_60000_character_explanation_is_stored_as_2000(store: EventStore, capl
 
 
 def test_every_text_in_a_payload_is_cut_and_a_note_too():
-    """Nested texts (a typed phrase, a list of words) are cut; a prediction's note is cut to the page's 500."""
+    """Nested texts (a typed phrase, a list of words) and long lists are cut; a note is cut to the page's 500."""
     args = check_record(new_event_id(), CLASS, "ada", "param",
                         {"name": "phrase", "value": "w" * 10_000, "words": ["v" * 5000]}, LESSON)
     payload = json.loads(args["payload"])
     assert payload["value"] == "w" * MAX_TEXT and payload["words"] == ["v" * MAX_TEXT]
+    listed = check_record(new_event_id(), CLASS, "ada", "param", {"name": "vector", "value": list(range(5000))})
+    assert json.loads(listed["payload"])["value"] == list(range(MAX_ITEMS))
     note = check_prediction(new_event_id(), CLASS, "ada", QUESTION, "keep-erase", "n" * 9000, LESSON, None)["note"]
     assert note == "n" * MAX_NOTE
     assert check_prediction(new_event_id(), CLASS, "ada", QUESTION, "keep-erase", "", LESSON, None)["note"] is None
@@ -70,8 +73,8 @@ def test_oversized_or_malformed_events_are_refused_with_a_message():
     """Events the pages never send are refused with a message naming the limit (nothing stored)."""
     with pytest.raises(ValueError, match=f"at most {MAX_PAYLOAD} characters of JSON"):
         check_record(new_event_id(), CLASS, "ada", "claim", {f"k{i}": "x" * 1000 for i in range(100)}, LESSON)
-    with pytest.raises(ValueError, match="at most 200 items"):
-        check_record(new_event_id(), CLASS, "ada", "claim", {"positions": list(range(5000))}, LESSON)
+    with pytest.raises(ValueError, match="at most 200 keys"):
+        check_record(new_event_id(), CLASS, "ada", "claim", {f"k{i}": i for i in range(500)}, LESSON)
     deep: dict = {}
     for _ in range(20):
         deep = {"d": deep}
