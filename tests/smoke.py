@@ -8,15 +8,19 @@ newest Panel and Bokeh):
     python tests/smoke.py http://127.0.0.1:5006 [--teacher-password PW] [--as-student [--expect-gzip]]
 
 `--as-student` sends X-Forwarded-For with a classroom address (the server needs --use-xheaders), so
-scripts come the way a student's laptop gets them (gzipped). Prints one line per check and a closing
-'N passed, M failed'; exits 1 if any failed. The expected lessons are read from this repository's
-lessons/ folder, not from the server, so a server missing one fails.
+scripts come the way a student's laptop gets them (gzipped). The explorables ask for a prediction
+before their controls unlock: with the teacher password the checks open them through /teacher's signed
+links without that step (as a teacher would); without it, each check commits a prediction first.
+Prints one line per check and a closing 'N passed, M failed'; exits 1 if any failed. The expected
+lessons are read from this repository's lessons/ folder, not from the server, so a server missing one
+fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import html
 import re
 import sys
 import urllib.error
@@ -79,24 +83,33 @@ def change_lab(page: Page) -> None:
 @dataclass(frozen=True)
 class PageCheck:
     path: str
-    shows: str  # text the rendered page must show
+    shows: str  # text the rendered page must show (before any prediction)
     change: Callable[[Page], None] | None = None
+    gated: bool = False  # an explorable: its controls unlock after a prediction, or from the teacher's link
 
 
 def page_checks() -> list[PageCheck]:
     explorables = [
-        PageCheck("/explorables/transformer-block-trace?predict=off", "Attention update scale", change_trace),
-        PageCheck("/explorables/block-floor?predict=off", "Next stage", change_floor),
-        PageCheck("/explorables/decoder-block-lab?predict=off", "Shape of every tensor", change_lab),
+        PageCheck("/explorables/transformer-block-trace", "Attention update scale", change_trace, gated=True),
+        PageCheck("/explorables/block-floor", "Next stage", change_floor, gated=True),
+        PageCheck("/explorables/decoder-block-lab", "Shape of every tensor", change_lab, gated=True),
     ]
     return [PageCheck("/", "Pre-norm Transformer block trace"), *explorables,
             *(PageCheck(route, title) for route, title in lessons())]
 
 
+def commit_prediction(page: Page) -> None:
+    """Answer the page's prediction gate (its first answer) and wait until the prediction is final."""
+    page.locator(".bt-predict").get_by_role("radio").nth(1).check()  # 0 is "(not chosen yet)"
+    page.get_by_role("button", name=re.compile(r"^Commit (prediction|bet)$")).click()
+    expect(page.get_by_text("Your prediction (final)")).to_be_visible()
+
+
 def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str],
-          expect_gzip: bool = False) -> list[str]:
+          expect_gzip: bool = False, link: str | None = None) -> list[str]:
     """Open one page in a fresh context; the problems found (empty when all is well).
 
+    `link`: the teacher's link to a gated page, without the prediction step (else the check predicts first).
     With expect_gzip, BokehJS must have come gzipped (as the tuned server sends it to a classroom address).
     """
     problems: list[str] = []
@@ -123,8 +136,10 @@ def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]
     page.on("console", lambda m: problems.append(f"console error: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda err: problems.append(f"page error: {err}"))
     try:
-        page.goto(base + check.path)
+        page.goto(base + (link or check.path))
         expect(page.get_by_text(check.shows).first).to_be_visible()
+        if check.gated and link is None:
+            commit_prediction(page)
         # The house stylesheet reached the page's shadow roots: its headings carry its colours.
         headings = page.locator(".bt-title:visible, .bt-h1:visible, .bt-h2:visible")
         expect(headings.first).to_be_visible()
@@ -154,6 +169,21 @@ def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
         return error.code, ""
 
 
+def basic_auth(password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"teacher:{password}".encode()).decode()}
+
+
+def teacher_links(base: str, password: str | None) -> dict[str, str]:
+    """route -> the teacher page's signed link that opens it without the prediction step ({} without one)."""
+    if not password:
+        return {}
+    status, body = fetch(base + "/teacher", basic_auth(password))
+    if status != 200:
+        return {}
+    found = re.findall(r'href="(/explorables/[a-z0-9-]+)\?([^"]*)"', body)
+    return {route: f"{route}?{html.unescape(query)}" for route, query in found if "predict=off" in html.unescape(query)}
+
+
 def http_checks(base: str, teacher_password: str | None) -> list[tuple[str, list[str]]]:
     results = []
     status, body = fetch(base + "/health")
@@ -161,8 +191,7 @@ def http_checks(base: str, teacher_password: str | None) -> list[tuple[str, list
     status, _ = fetch(base + "/teacher")
     results.append(("/teacher without the password", [] if status == 401 else [f"got {status}, not 401"]))
     if teacher_password:
-        auth = base64.b64encode(f"teacher:{teacher_password}".encode()).decode()
-        status, body = fetch(base + "/teacher", {"Authorization": f"Basic {auth}"})
+        status, body = fetch(base + "/teacher", basic_auth(teacher_password))
         ok = status == 200 and "Classes:" in body
         results.append(("/teacher with the password", [] if ok else [f"got {status}"]))
     return results
@@ -172,7 +201,14 @@ def run(browser: Browser, base: str, *, as_student: bool = False, expect_gzip: b
         teacher_password: str | None = None) -> list[tuple[str, list[str]]]:
     """Every check against the server at `base`: (name, problems) per check."""
     headers = STUDENT_LAPTOP if as_student else {}
-    results = [(check.path, visit(browser, base, check, headers, expect_gzip)) for check in page_checks()]
+    links = teacher_links(base, teacher_password)
+    results = []
+    for check in page_checks():
+        problems = []
+        if check.gated and teacher_password and check.path not in links:
+            problems.append("the teacher's page has no link to it without the prediction step")
+        results.append((check.path, problems + visit(browser, base, check, headers, expect_gzip,
+                                                     links.get(check.path))))
     return results + http_checks(base, teacher_password)
 
 
