@@ -14,6 +14,7 @@ Bokeh's server passes on), the message cap is Bokeh's own `websocket_max_message
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from tornado.web import OutputTransform
 
+log = logging.getLogger("blocktrace.server")
 MAX_MESSAGE_BYTES = 256 * 1024
 
 
@@ -58,8 +60,12 @@ def private_data_dir(path: Path) -> Path:
     WAL files are 0600 from the moment they exist.
     """
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    for entry in path.rglob("*"):  # left looser by an older version, a copy or a restore
-        if not entry.is_symlink() and stat.S_IMODE(entry.lstat().st_mode) & 0o077:
-            os.chmod(entry, 0o700 if entry.is_dir() else 0o600)
+    try:
+        if stat.S_IMODE(path.stat().st_mode) != 0o700:
+            os.chmod(path, 0o700)
+        for entry in path.rglob("*"):  # left looser by an older version, a copy or a restore
+            if not entry.is_symlink() and stat.S_IMODE(entry.lstat().st_mode) & 0o077:
+                os.chmod(entry, 0o700 if entry.is_dir() else 0o600)
+    except OSError as error:  # e.g. a read-only volume: serve anyway; the store says when it cannot write
+        log.warning("could not make the data folder private (%s): %s", path, error)
     return path

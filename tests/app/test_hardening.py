@@ -107,3 +107,19 @@ def test_an_older_looser_data_folder_is_tightened(tmp_path) -> None:
     folder.chmod(0o755)
     private_data_dir(folder)
     assert modes(folder) == {".": 0o700, "blocktrace.db": 0o600}
+
+
+def test_a_data_folder_on_a_read_only_volume_still_serves(tmp_path, monkeypatch, caplog) -> None:
+    """chmod failing (EROFS) is a warning: the server starts and the store says when it cannot write."""
+    import errno
+
+    folder = tmp_path / "data"
+    folder.mkdir(mode=0o755)
+
+    def read_only(*_args, **_kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr("blocktrace.app.server.hardening.os.chmod", read_only)
+    with caplog.at_level("WARNING", logger="blocktrace.server"):
+        assert private_data_dir(folder) == folder
+    assert "could not make the data folder private" in caplog.text and "Read-only" in caplog.text
