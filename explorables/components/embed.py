@@ -82,7 +82,7 @@ class EmbedButton(pn.viewable.Viewer):
         host = base.split("://", 1)[1]
         gate_note = ("Like this page, the embedded explorable opens without the prediction step." if gate else
                      "The embedded explorable asks for a prediction first, as here. For a copy without that step, "
-                     "use a link from the teacher's page (/teacher): its Embed snippets keep the link's switch.")
+                     "take the iframe from the teacher's page (/teacher).")
         self.snippets.object = (
             '<div class="bt-card"><h3 class="bt-h3">Embed this explorable, in its current state</h3>'
             "<p>As an iframe:</p>"

@@ -49,11 +49,14 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def open_page(browser: Browser, server) -> Iterator[Callable[[str], Opened]]:
-    """open_page(path) -> Opened: a new context (a new server session) on the server's `path`."""
+def open_page(browser: Browser, server) -> Iterator[Callable[..., Opened]]:
+    """open_page(path) -> Opened: a new context (a new server session) on the server's `path`.
+
+    open_page(path, teacher_link=True) opens it as the teacher's signed link without the prediction step.
+    """
     contexts = []
 
-    def open_(path: str) -> Opened:
+    def open_(path: str, teacher_link: bool = False) -> Opened:
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         contexts.append(context)
         page = context.new_page()
@@ -68,7 +71,7 @@ def open_page(browser: Browser, server) -> Iterator[Callable[[str], Opened]]:
             dialog.dismiss()
 
         page.on("dialog", on_dialog)
-        page.goto(server.url(path))
+        page.goto(server.url(server.teacher_link(path) if teacher_link else path))
         return opened
 
     yield open_

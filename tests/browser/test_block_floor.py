@@ -29,7 +29,7 @@ def test_the_bet_locks_and_unlocks_the_controls(open_page) -> None:
 
 def test_claims_too_early_then_right_on(open_page) -> None:
     """Tracking the middle word, a claim at stage 3 is too early and at stage 4 (attention) right on."""
-    opened = open_page(FLOOR + "?predict=off&tracked=2&stage=3")
+    opened = open_page(FLOOR + "?tracked=2&stage=3", teacher_link=True)
     page = opened.page
     expect(page.get_by_text("Stage 3 / 8")).to_be_visible()
     page.get_by_role("button", name="This is the first divergence").click()
@@ -45,7 +45,7 @@ def test_claims_too_early_then_right_on(open_page) -> None:
 
 def test_never_diverge_is_right_without_positions(open_page) -> None:
     """With positions off and no mask, the right claim is that the two orders never diverge."""
-    opened = open_page(FLOOR + "?predict=off&tracked=2&positions=off")
+    opened = open_page(FLOOR + "?tracked=2&positions=off", teacher_link=True)
     page = opened.page
     page.get_by_role("button", name="They never diverge").click()
     expect(page.get_by_text("Right on")).to_be_visible()
@@ -55,7 +55,7 @@ def test_never_diverge_is_right_without_positions(open_page) -> None:
 
 def test_a_typed_phrase_with_html_is_shown_as_text(open_page) -> None:
     """A phrase containing markup appears literally in the page and no script or handler runs."""
-    opened = open_page(FLOOR + "?predict=off")
+    opened = open_page(FLOOR, teacher_link=True)
     page = opened.page
     field = page.get_by_role("textbox", name="Phrase")
     field.fill('<img src=x onerror="window.__pwned=1"> eats')

@@ -10,7 +10,6 @@ from playwright.sync_api import Locator, Page, expect
 pytestmark = pytest.mark.browser
 
 LAB = "/explorables/decoder-block-lab"
-OPEN = LAB + "?predict=off"
 ANSWER = "They stay exactly the same: an earlier position never reads a later one."
 
 
@@ -56,7 +55,7 @@ def test_prediction_gate_locks_controls_and_hides_the_answer(open_page) -> None:
 
 def test_shapes_follow_the_width(open_page) -> None:
     """Choosing d = 512 recounts the parameters: the SwiGLU MLP is 6·512² = 1,572,864."""
-    opened = open_page(OPEN)
+    opened = open_page(LAB, teacher_link=True)
     page = opened.page
     ready(page)
     page.get_by_label("d (model width)").select_option(label="512")
@@ -68,7 +67,7 @@ def test_shapes_follow_the_width(open_page) -> None:
 
 def test_design_choices_update_the_invariants_and_heatmaps(open_page) -> None:
     """LayerNorm changes the norm check; post-norm breaks the residual identity; two heads give two heatmaps."""
-    opened = open_page(OPEN)
+    opened = open_page(LAB, teacher_link=True)
     page = opened.page
     ready(page)
     expect(invariants(page)).to_contain_text("8 of 8 hold")
@@ -84,7 +83,7 @@ def test_design_choices_update_the_invariants_and_heatmaps(open_page) -> None:
 
 def test_norms_side_by_side_show_the_constant_vector_and_nan(open_page) -> None:
     """The constant preset survives RMSNorm only; eps = 0 on a zero vector shows NaN, not an error."""
-    opened = open_page(OPEN)
+    opened = open_page(LAB, teacher_link=True)
     page = opened.page
     ready(page)
     page.get_by_role("button", name="Constant 2, 2, 2, 2").click()
@@ -102,7 +101,7 @@ def test_norms_side_by_side_show_the_constant_vector_and_nan(open_page) -> None:
 
 def test_activations_follow_the_mlp(open_page) -> None:
     """Switching the MLP to GELU puts the dots on the GELU curve, and the text alternative says so."""
-    opened = open_page(OPEN)
+    opened = open_page(LAB, teacher_link=True)
     page = opened.page
     ready(page)
     page.get_by_label("MLP", exact=True).select_option(label="GELU")
@@ -112,7 +111,7 @@ def test_activations_follow_the_mlp(open_page) -> None:
 
 def test_causal_safety_badge(open_page) -> None:
     """Mask on: PASS; mask off: FAIL; corrupting position 0 leaves nothing earlier to test."""
-    opened = open_page(OPEN)
+    opened = open_page(LAB, teacher_link=True)
     page = opened.page
     ready(page)
     badge = page.locator(".dl-badge")
@@ -128,7 +127,7 @@ def test_causal_safety_badge(open_page) -> None:
 
 def test_depth_follows_the_number_of_blocks(open_page) -> None:
     """Moving Blocks to 1 redraws the depth summary for a single block."""
-    opened = open_page(OPEN)
+    opened = open_page(LAB, teacher_link=True)
     page = opened.page
     ready(page)
     expect(page.get_by_role("table", name=re.compile("After 48 blocks"))).to_be_visible()
@@ -141,7 +140,7 @@ def test_depth_follows_the_number_of_blocks(open_page) -> None:
 
 def test_worked_example_matches_and_shows_any_intermediate(open_page) -> None:
     """The lesson's example matches PyTorch; choosing an intermediate shows ours beside the fixture's."""
-    opened = open_page(OPEN)
+    opened = open_page(LAB, teacher_link=True)
     page = opened.page
     ready(page)
     expect(page.get_by_role("table", name=re.compile("seed-42 block"))).to_contain_text("all match")
@@ -153,7 +152,7 @@ def test_worked_example_matches_and_shows_any_intermediate(open_page) -> None:
 
 def test_break_it_toggles_show_their_symptoms(open_page) -> None:
     """Missing residual fails the identity; eps = 0 fills the stage table with NaN; the page never errors."""
-    opened = open_page(OPEN)
+    opened = open_page(LAB, teacher_link=True)
     page = opened.page
     ready(page)
     checkbox(page, "Missing residual (replace instead of add)").check()

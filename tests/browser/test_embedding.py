@@ -38,11 +38,15 @@ def host_page(tmp_path_factory, host_port: int, embed_server) -> Iterator[str]:
     """A plain HTML page served from another port, embedding the explorable both ways."""
     folder: Path = tmp_path_factory.mktemp("host")
     base = f"http://localhost:{embed_server.port}"
-    state = {"attention_scale": "0"}
+    state = {"attention_scale": "0", **embed_server.predict_off(ROUTE)}  # as the teacher's page gives it
     (folder / "iframe.html").write_text(
         '<!doctype html><html><head><title>Host</title><link rel="icon" href="data:,"></head><body>'
         f"<h1>Course page</h1>{iframe_snippet(base, ROUTE, state, 'Block trace')}</body></html>")
-    script = server_document(url=f"{base}{ROUTE}", arguments={**state, "embed": "1", "predict": "off"})
+    typed = {"attention_scale": "0", "predict": "off"}  # what an author could type: the gate stays
+    (folder / "gated.html").write_text(
+        '<!doctype html><html><head><title>Host</title><link rel="icon" href="data:,"></head><body>'
+        f"<h1>Course page</h1>{iframe_snippet(base, ROUTE, typed, 'Block trace')}</body></html>")
+    script = server_document(url=f"{base}{ROUTE}", arguments={**state, "embed": "1"})
     (folder / "script.html").write_text(
         '<!doctype html><html><head><title>Host</title><link rel="icon" href="data:,"></head><body>'
         f'<h1>Course page</h1><div id="embedded">{script}</div></body></html>')
@@ -96,5 +100,22 @@ def test_script_tag_embed_renders_and_responds(browser: Browser, host_page: str)
     expect(table.locator("tr", has_text="Input residual stream").locator("td.num").first).to_have_text("+2.000")
     expect(embedded.locator(".bk-Canvas")).to_have_count(3)  # the plots, sent once the page is up
     assert page.url == f"{host_page}/script.html", "the embed must not rewrite the host page's address"
+    assert errors == [] and outside == []
+    page.close()
+
+
+def test_an_embed_without_the_teachers_signature_asks_for_a_prediction(browser: Browser, host_page: str) -> None:
+    """An iframe with a typed predict=off shows the gate and no trace until a prediction is committed."""
+    page = browser.new_page()
+    errors, outside = _watch(page)
+    page.goto(f"{host_page}/gated.html")
+    frame = page.frame_locator("iframe")
+    expect(frame.get_by_role("button", name="Commit prediction")).to_be_visible()
+    expect(frame.get_by_text("once you commit your prediction").first).to_be_visible()
+    expect(frame.locator("table.stage-table")).to_have_count(0)
+    frame.locator(".bt-predict").get_by_role("radio").nth(1).check()
+    frame.get_by_role("button", name="Commit prediction").click()
+    table = frame.locator("table.stage-table")
+    expect(table.locator("tr", has_text="Attention update").locator("td.num").first).to_have_text("0.000")
     assert errors == [] and outside == []
     page.close()

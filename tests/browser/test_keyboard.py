@@ -104,12 +104,14 @@ def test_transformer_block_lesson_by_keyboard(open_page) -> None:
     opened = open_page("/lessons/transformer-block")
     page = opened.page
     kb = Keyboard(page)
-    expect(stage_row(page, "Output after residual add 2")).to_be_visible()
+    expect(page.get_by_text("The trace appears here once you commit your prediction")).to_be_visible()
+    expect(stage_table(page)).to_have_count(0)  # nothing of the trace before the prediction
     vector = page.get_by_role("textbox", name="Input vector")
     expect(vector).to_be_disabled()
 
     commit_prediction(page, kb, TB_ANSWER, "Commit prediction")
     expect(vector).to_be_enabled()
+    expect(stage_row(page, "Output after residual add 2")).to_be_visible()
 
     with kb.step("Constant 2, 2, 2, 2 (Enter)"):
         kb.tab_to(button(page, "Constant 2, 2, 2, 2"))

@@ -49,6 +49,12 @@ def ready(page: Page) -> None:
     expect(stage_row(page, "Output after residual add 2")).to_be_visible()
 
 
+def locked(page: Page) -> None:
+    """The page is up, its gate locked: a note where the trace goes, and no value of the trace."""
+    expect(page.get_by_text("The trace appears here once you commit your prediction")).to_be_visible()
+    expect(stage_table(page)).to_have_count(0)
+
+
 def set_vector(page: Page, text: str, key: str = "Enter") -> None:
     """Type into the vector field and submit: Enter, or Tab to leave the field."""
     field = page.get_by_label(VECTOR)
@@ -67,7 +73,7 @@ def slider_to_zero(page: Page) -> None:
 
 def test_controls_have_accessible_names(open_page) -> None:
     """Each control is reachable by its label through the accessibility tree (get_by_label / role + name)."""
-    page = open_page(TRACE + "?predict=off").page
+    page = open_page(TRACE, teacher_link=True).page
     ready(page)
     found = {
         VECTOR: page.get_by_label(VECTOR),
@@ -83,7 +89,7 @@ def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
     """Controls are disabled until an answer is chosen and committed; then they work."""
     opened = open_page(TRACE)
     page = opened.page
-    ready(page)
+    locked(page)
     expect(page.get_by_label(VECTOR)).to_be_disabled()
     expect(page.get_by_label(NORM)).to_be_disabled()
     expect(checkbox(page, REPLACE)).to_be_disabled()
@@ -107,7 +113,7 @@ def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
 
 def test_scale_zero_zeroes_attention_and_keeps_the_input(open_page) -> None:
     """Attention update scale 0 makes the attention row zeros and the first residual row equal the input."""
-    opened = open_page(TRACE + "?predict=off")
+    opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
     input_cells = numbers(stage_row(page, "Input residual stream")).all_inner_texts()
@@ -122,7 +128,7 @@ def test_scale_zero_zeroes_attention_and_keeps_the_input(open_page) -> None:
 
 def test_replace_mode_marks_where_the_input_is_lost(open_page) -> None:
     """Replace mode marks "input lost here" on the first residual row, and on no other row."""
-    opened = open_page(TRACE + "?predict=off")
+    opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
     expect(stage_table(page).get_by_text("input lost here")).to_have_count(0)
@@ -139,7 +145,7 @@ def test_replace_mode_marks_where_the_input_is_lost(open_page) -> None:
 
 def test_bad_vector_shows_an_error_and_keeps_the_trace(open_page) -> None:
     """An unreadable vector shows a message next to the field, naming the bad item; the table keeps its values."""
-    opened = open_page(TRACE + "?predict=off")
+    opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
     rows = stage_table(page).locator("tbody tr")
@@ -160,7 +166,7 @@ def test_bad_vector_shows_an_error_and_keeps_the_trace(open_page) -> None:
 @pytest.mark.parametrize("key", ["Tab", "Enter"])
 def test_new_vector_updates_the_table(open_page, key: str) -> None:
     """A vector submitted by leaving the field (Tab) or pressing Enter is traced, and clears an earlier error."""
-    opened = open_page(TRACE + "?predict=off")
+    opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
     set_vector(page, "1, abc", key)
@@ -175,7 +181,7 @@ def test_new_vector_updates_the_table(open_page, key: str) -> None:
 
 def test_typed_html_is_shown_as_text_and_never_runs(open_page) -> None:
     """HTML typed into the vector is shown literally in the message; no element is injected, no script runs."""
-    opened = open_page(TRACE + "?predict=off")
+    opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
     set_vector(page, "<img src=x onerror=alert(1)>")
@@ -191,8 +197,8 @@ def test_typed_html_is_shown_as_text_and_never_runs(open_page) -> None:
 
 def test_two_sessions_do_not_affect_each_other(open_page) -> None:
     """Changing one browser session leaves another session's controls and table as they were."""
-    a = open_page(TRACE + "?predict=off")
-    b = open_page(TRACE + "?predict=off")
+    a = open_page(TRACE, teacher_link=True)
+    b = open_page(TRACE, teacher_link=True)
     ready(a.page)
     ready(b.page)
     b_attention = numbers(stage_row(b.page, "Attention update")).all_inner_texts()
@@ -218,7 +224,7 @@ def test_two_sessions_do_not_affect_each_other(open_page) -> None:
 
 def test_the_plots_arrive_once_the_page_is_up(open_page) -> None:
     """The three plots, sent after the page is drawn, fill their places: three canvases, none left waiting."""
-    opened = open_page(TRACE + "?predict=off")
+    opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
     expect(page.locator(".bk-Canvas")).to_have_count(3)
@@ -241,7 +247,7 @@ def test_the_page_arrives_titled_with_its_scripts_gzipped(browser, lan_server) -
 
         page.on("response", on_response)
         for _ in range(2):  # the route's first page, then one sent before its session is built
-            page.goto(lan_server.url(TRACE + "?predict=off"))
+            page.goto(lan_server.url(lan_server.teacher_link(TRACE)))
             ready(page)
             expect(page).to_have_title("Pre-norm Transformer block trace · blocktrace")
         assert encodings.get("bokeh.min.js") == "gzip" and encodings.get("panel.min.js") == "gzip", encodings
@@ -264,7 +270,7 @@ def test_panels_stylesheets_are_fetched_once_while_the_websocket_opens(browser, 
           };
           window.WebSocket.prototype = Original.prototype; Object.assign(window.WebSocket, Original); })();""")
         for _ in range(2):  # the route's first page, then one sent before its session is built
-            page.goto(server.url(TRACE + "?predict=off"))
+            page.goto(server.url(server.teacher_link(TRACE)))
             ready(page)
         fetched = page.evaluate("""() => performance.getEntriesByType('resource')
             .filter(r => r.initiatorType === 'link' && r.name.split('?')[0].endsWith('.css'))
@@ -285,7 +291,7 @@ def test_no_request_leaves_the_server_and_no_console_errors(open_page) -> None:
     expect(index.page.get_by_role("link", name="Pre-norm Transformer block trace")).to_be_visible()
     index.page.get_by_role("link", name="Pre-norm Transformer block trace").click()
     expect(index.page).to_have_url(re.compile(re.escape(TRACE)))
-    ready(index.page)
+    locked(index.page)
     page = index.page
     page.get_by_label(ANSWER).check()
     page.get_by_role("button", name="Commit prediction").click()
