@@ -3,7 +3,9 @@
 usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL | --compare-tuning] [--wifi MBIT]
 
 Starts `python -m blocktrace.app.cli serve` on a free port (unless --url is given), opens the
-explorable with ?predict=off and measures, with the page's own clock (performance.now()):
+explorable through the teacher's signed link without the prediction step (the server started here gets
+its secret from this script; with --url, pass that server's link from /teacher as --link) and
+measures, with the page's own clock (performance.now()):
 
 - interactive: navigation start -> the Input vector field enabled and visible with the stage table drawn
   (each load in a fresh browser context, so nothing is cached; the next load starts once this page
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import socket
 import statistics
 import subprocess
@@ -41,12 +44,23 @@ import urllib.error
 import urllib.request
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from urllib.parse import urlencode
 
 import numpy as np
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
-ROUTE = "/explorables/transformer-block-trace?predict=off"
+PATH = "/explorables/transformer-block-trace"
+SECRET = secrets.token_hex(32)  # the servers started here sign with it (BLOCKTRACE_SECRET)
+
+
+def teacher_route() -> str:
+    """The explorable as the teacher's link without the prediction step, for the servers started here."""
+    from blocktrace.app.server.predict_links import teacher_arguments
+
+    return PATH + "?" + urlencode(teacher_arguments(PATH, SECRET.encode("utf-8")))
+
+
 STUDENT_ADDRESS = "192.168.1.23"  # with --wifi: the address the browser's requests claim to come from
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -117,7 +131,8 @@ def start_server(log_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     with log_path.open("w") as log:
         process = subprocess.Popen([sys.executable, "-m", "blocktrace.app.cli", "serve", "--port", str(port),
                                     "--data-dir", str(log_path.parent / "data"), *extra], cwd=ROOT,
-                                   stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                   stdout=log, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1", "BLOCKTRACE_SECRET": SECRET})
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -235,7 +250,7 @@ def compare_tuning(a: argparse.Namespace) -> int:
             logs[name].parent.mkdir()
             extra = (["--use-xheaders"] if headers else []) + (["--no-tuning"] if name == "stock" else [])
             processes[name], base = start_server(logs[name], *extra)
-            urls[name] = base + ROUTE
+            urls[name] = base + teacher_route()
         interactive: dict[str, list[float]] = {name: [] for name in names}
         slider: dict[str, list[dict]] = {name: [] for name in names}
         vector: dict[str, list[dict]] = {name: [] for name in names}
@@ -304,6 +319,8 @@ def main() -> int:
     p.add_argument("--changes", type=int, default=30, help="changes measured per control (default 30)")
     p.add_argument("--loads", type=int, default=5, help="page loads for the time to interactive (default 5)")
     p.add_argument("--url", help="an already running server, e.g. http://127.0.0.1:5006 (default: start one)")
+    p.add_argument("--link", default=PATH, help="with --url: the block trace's link from that server's /teacher "
+                                                "(without the prediction step)")
     p.add_argument("--compare-tuning", action="store_true",
                    help="start a tuned and a --no-tuning server and measure both, interleaved (not with --url)")
     p.add_argument("--wifi", type=float, metavar="MBIT",
@@ -324,7 +341,7 @@ def main() -> int:
     headers = {"X-Forwarded-For": STUDENT_ADDRESS} if a.wifi and base is None else {}
     if base is None:
         process, base = start_server(Path(log_dir.name) / "server.log", *(["--use-xheaders"] if headers else []))
-    url = base + ROUTE
+    url = base + (a.link if a.url and a.link else teacher_route())
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
