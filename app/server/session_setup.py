@@ -100,6 +100,8 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
 
     def poll() -> None:  # no database work here: the store thread keeps what this reads up to date
         recorder.refresh_notice()
+        if prediction.saving and recorder.notice.visible:  # the store hangs: say so in the gate too
+            prediction.wait_for_store()
         if prediction.committed:
             answers = recorder.class_answers_html(question, prediction.choices)
             if answers != shown["answers"]:  # revealed, changed, or gone after an archive
