@@ -58,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -99,6 +100,9 @@ STEP_TIMEOUT = 120.0  # seconds for one student's join or commit on a loaded ser
 REPLY_TIMEOUT = 60.0  # seconds to wait, after exploring, for the last tables
 IDLE_TIMEOUT = 90.0  # seconds to wait, then, for a backlogged server to finish its work
 TARGET_P95_MS, TARGET_MB = 200.0, 3.0
+TARGET_PAUSE_MS = 100.0  # issue 16: the longest event-loop pause the staying students see in the reopen test
+TARGET_REOPEN_SLACK_MB = 20.0  # ... and the server's RSS back within this of where it was before
+DURATION, REOPEN_DURATION = 15.0, 45.0  # seconds of exploring
 
 
 # --- the server --------------------------------------------------------------------------------
@@ -434,9 +438,10 @@ class Student:
 
     async def explore(self, until: float, rng: random.Random) -> None:
         await asyncio.sleep(rng.uniform(0, BURST * BURST_GAP + PAUSE))  # students do not move in step
-        while time.perf_counter() < until and not self.leaving:
+        page = self.ws  # a tab closed and opened again explores with a new explore()
+        while time.perf_counter() < until and self.on(page):
             for i in range(BURST):
-                if self.leaving:
+                if not self.on(page):
                     return
                 busy = {v for v, _ in self.outstanding} | {self.last_value}
                 value = rng.choice([v for v in SLIDER_VALUES if v not in busy])
@@ -450,6 +455,10 @@ class Student:
             self.bursts += 1
             await asyncio.sleep(PAUSE)
 
+    def on(self, page: WebSocketClientConnection | None) -> bool:
+        """Still on the page whose websocket is `page` (not closed, not reopened since)."""
+        return not self.leaving and self.ws is page
+
     def _pong(self, data: bytes) -> None:
         sent = self.pings.pop(data, None)
         if sent is not None:
@@ -459,8 +468,8 @@ class Student:
         """A websocket ping every `interval` s: the server's event loop answers it (Tornado writes the pong as
         it reads the ping), so its round trip is how long this student's browser would wait on the loop."""
         await asyncio.sleep(rng.uniform(0, interval))
-        i = 0
-        while time.perf_counter() < until and not self.leaving:
+        i, page = 0, self.ws
+        while time.perf_counter() < until and self.on(page):
             key = f"{self.n}:{i}".encode()
             self.pings[key] = time.perf_counter()
             self.ws.ping(key)
@@ -473,6 +482,7 @@ class Student:
             self.reader.cancel()
         if self.ws is not None:
             self.ws.close()
+        self.ws = None
         self.outstanding.clear()
 
 
@@ -626,6 +636,201 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
     )
 
 
+# --- the reopen test: some students close their tab and open it again -------------------------
+
+REOPEN_AT = 5.0  # seconds into exploring when the leaving students start closing their tabs
+REOPEN_SPREAD = 2.0  # they close within this many seconds of each other (the teacher said "reload")
+REOPEN_GAP = 0.5  # seconds from closing a tab to requesting the page again
+PING_INTERVAL = 0.5  # each staying student's probe of the server's event loop
+RECLAIM_TIMEOUT = 150.0  # seconds, after exploring, to wait for the closed sessions' memory to be reclaimed
+LONGEST = 8  # the longest pings listed, with when they were sent
+RECLAIM_LINE = re.compile(r"memory of (\d+) closed sessions reclaimed in (\d+) ms")
+
+
+@dataclass
+class ReopenResult:
+    procs: int
+    students: int
+    reopened: int
+    explore_s: float
+    reopen_join_median_s: float
+    pings: int  # the staying students' probes while exploring (the others closing and reopening)
+    ping_median_ms: float
+    ping_p99_ms: float
+    ping_max_ms: float
+    quiet_pings: int  # their probes after exploring, while the server reclaims the closed sessions' memory
+    quiet_ping_max_ms: float
+    client_lag_max_ms: float  # this client's own loop lateness: a floor under every figure above
+    latency_median_ms: float  # the staying students' slider changes while exploring
+    latency_p95_ms: float
+    latency_max_ms: float
+    rss_before_mb: float  # after every student joined, before anyone left
+    rss_reopened_mb: float  # just after the leavers' pages were built again
+    rss_peak_mb: float
+    rss_after_mb: float  # once the closed sessions' memory was reclaimed (or the wait ran out)
+    reclaims: list[tuple[int, int]]  # (sessions, ms) of each reclaim the server logged
+    reclaim_wait_s: float  # from the end of exploring until the last of them
+    longest: list[tuple[float, float]]  # the longest pings: (sent, s after exploring began; round trip ms)
+    reclaim_lines: list[str]  # the server's own log lines about them
+
+
+async def client_lag(until: float, lags: list[float]) -> None:
+    """How late this client's own loop wakes up: what it adds to every round trip it measures."""
+    while time.perf_counter() < until:
+        asked = time.perf_counter()
+        await asyncio.sleep(0.01)
+        lags.append(1000 * (time.perf_counter() - asked - 0.01))
+
+
+def reclaim_log_lines(server: Server) -> list[str]:
+    return [line.strip() for line in server.log_path.read_text(errors="replace").splitlines()
+            if RECLAIM_LINE.search(line)]
+
+
+def logged_reclaims(server: Server, skip: int) -> list[tuple[int, int]]:
+    found = RECLAIM_LINE.findall(server.log_path.read_text(errors="replace"))
+    return [(int(n), int(ms)) for n, ms in found[skip:]]
+
+
+async def run_reopen(server: Server, procs: int, students_n: int, reopen_n: int, duration: float,
+                     tables: dict[str, float], rng: random.Random) -> ReopenResult:
+    """N students explore; `reopen_n` of them close their tab after REOPEN_AT s and open the page again.
+
+    The staying students ping the server while exploring (and after, while the server reclaims the closed
+    sessions' memory); the server's RSS is sampled throughout.
+    """
+    class_code = f"bench-reopen-n{students_n}-{secrets.token_hex(3)}"
+    url = f"http://127.0.0.1:{server.port}{ROUTE}"
+    warm = [Student(-1 - i, url, tables) for i in range(2 * procs + 1)]
+    for student in warm:
+        await _bounded("a warm-up join", student.join("bench-warmup"), STEP_TIMEOUT)
+    students = [Student(n, url, tables, choice_index=1 + n % 4) for n in range(students_n)]
+    gate = asyncio.Semaphore(CONNECT_PARALLEL)
+    thresholds = gc.get_threshold()
+
+    async def join(student: Student) -> None:
+        async with gate:
+            await _bounded("a student's join", student.join(class_code), STEP_TIMEOUT)
+
+    leavers = rng.sample(students, reopen_n)
+    stayers = [s for s in students if s not in leavers]
+    rss: list[float] = []
+    lags: list[float] = []
+    reopen_joins: list[float] = []
+    rss_reopened: list[float] = []
+
+    async def sample_rss(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            rss.append(server.rss_mb())
+            await asyncio.sleep(0.5)
+
+    async def leave_and_return(student: Student, until: float) -> None:
+        await asyncio.sleep(REOPEN_AT + rng.uniform(0, REOPEN_SPREAD))
+        student.close()
+        await asyncio.sleep(REOPEN_GAP)
+        await _bounded("a reopened page", student.join(class_code), STEP_TIMEOUT)
+        reopen_joins.append(student.join_s)
+        if len(reopen_joins) == reopen_n:
+            rss_reopened.append(server.rss_mb())
+        await student.explore(until, rng)
+
+    try:
+        await asyncio.gather(*(join(s) for s in students))
+        await _bounded("the class's commits", asyncio.gather(*(s.commit() for s in students)), STEP_TIMEOUT)
+        gc.collect()  # as in run_class: this client's own collections would count as the server's pauses
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 100)
+        await wait_until_idle(server)
+        rss_before = server.rss_mb()
+        skip = len(logged_reclaims(server, 0))
+        stop_sampling = asyncio.Event()
+        sampler = asyncio.ensure_future(sample_rss(stop_sampling))
+        t0 = time.perf_counter()
+        until = t0 + duration
+        await asyncio.gather(*(s.explore(until, rng) for s in students), *(s.probe(until, PING_INTERVAL, rng)
+                             for s in stayers), *(leave_and_return(s, until) for s in leavers), client_lag(until, lags))
+        ended = time.perf_counter()
+        # Quiet: the students stay on their pages, idle, and keep probing until the memory came back.
+        deadline = ended + RECLAIM_TIMEOUT
+        probes = [asyncio.ensure_future(s.probe(deadline, PING_INTERVAL, rng)) for s in stayers]
+        lag_quiet = asyncio.ensure_future(client_lag(deadline, lags))
+        reclaim_wait = float("nan")
+        while time.perf_counter() < deadline:
+            if sum(n for n, _ms in logged_reclaims(server, skip)) >= reopen_n:
+                reclaim_wait = time.perf_counter() - ended
+                break
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(3 * PING_INTERVAL)  # the probes around the last reclaim
+        for task in (*probes, lag_quiet):
+            task.cancel()
+        await wait_until_idle(server)
+        rss_after = server.rss_mb()
+        stop_sampling.set()
+        await sampler
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+        for s in students + warm:
+            s.close()
+
+    busy = [ms for s in stayers for sent, ms in s.pongs if sent < until]
+    quiet = [ms for s in stayers for sent, ms in s.pongs if sent >= until]
+    latencies = [x for s in stayers for x in s.latencies_ms]
+    return ReopenResult(
+        procs=procs, students=students_n, reopened=reopen_n, explore_s=duration,
+        reopen_join_median_s=statistics.median(reopen_joins) if reopen_joins else float("nan"),
+        pings=len(busy), ping_median_ms=statistics.median(busy), ping_p99_ms=float(np.percentile(busy, 99)),
+        ping_max_ms=max(busy), quiet_pings=len(quiet), quiet_ping_max_ms=max(quiet) if quiet else float("nan"),
+        client_lag_max_ms=max(lags) if lags else float("nan"),
+        latency_median_ms=statistics.median(latencies) if latencies else float("nan"),
+        latency_p95_ms=float(np.percentile(latencies, 95)) if latencies else float("nan"),
+        latency_max_ms=max(latencies) if latencies else float("nan"),
+        rss_before_mb=rss_before, rss_reopened_mb=rss_reopened[0] if rss_reopened else float("nan"),
+        rss_peak_mb=max(rss or [rss_before]),
+        rss_after_mb=rss_after, reclaims=logged_reclaims(server, skip), reclaim_wait_s=reclaim_wait,
+        longest=sorted(((sent - t0, ms) for s in stayers for sent, ms in s.pongs), key=lambda x: -x[1])[:LONGEST],
+        reclaim_lines=reclaim_log_lines(server)[skip:],
+    )
+
+
+REOPEN_COLUMNS = [  # (heading, second heading line, width, cell)
+    ("procs", "", 5, lambda r: f"{r.procs}"),
+    ("N", "", 4, lambda r: f"{r.students}"),
+    ("reopen", "", 6, lambda r: f"{r.reopened}"),
+    ("rejoin", "med s", 6, lambda r: f"{r.reopen_join_median_s:.1f}"),
+    ("pings", "", 6, lambda r: f"{r.pings}"),
+    ("loop pause ms", "med / p99 / max", 18, lambda r: f"{r.ping_median_ms:.0f} / {r.ping_p99_ms:.0f} / "
+                                                      f"{r.ping_max_ms:.0f}"),
+    ("quiet", "max ms", 6, lambda r: f"{r.quiet_ping_max_ms:.0f}"),
+    ("client", "lag ms", 6, lambda r: f"{r.client_lag_max_ms:.0f}"),
+    ("change ms", "med / p95 / max", 18, lambda r: f"{r.latency_median_ms:.0f} / {r.latency_p95_ms:.0f} / "
+                                                  f"{r.latency_max_ms:.0f}"),
+    ("RSS MB", "before/reopened/peak/after", 26, lambda r: f"{r.rss_before_mb:.0f} / {r.rss_reopened_mb:.0f} / "
+                                                           f"{r.rss_peak_mb:.0f} / {r.rss_after_mb:.0f}"),
+    ("reclaims", "sessions:ms", 16, lambda r: " ".join(f"{n}:{ms}" for n, ms in r.reclaims) or "none"),
+    ("after", "s", 5, lambda r: f"{r.reclaim_wait_s:.0f}"),
+]
+
+REOPEN_NOTES = (
+    "loop pause: round trip of a websocket ping from each staying student every 0.5 s while exploring (the\n"
+    "  server's event loop answers a ping as it reads it, so this is how long the loop kept that student waiting);\n"
+    "quiet max: the same after exploring, the students idle on their pages while the closed sessions' memory is\n"
+    "  reclaimed; client lag: this client's own loop lateness (a floor under both);\n"
+    "change: the staying students' slider changes while exploring (sent -> the stage table for it received);\n"
+    "RSS: before anyone left / just after the leavers' pages were built again / highest seen / once the server\n"
+    "  logged the reclaim of as many sessions as closed (or the wait ran out) and was idle;\n"
+    "reclaims: each reclaim the server logged (sessions reclaimed : milliseconds), after: seconds from the\n"
+    "  end of exploring to the last one (nan: not within the wait).")
+
+
+def print_rows(columns: list, rows: list) -> None:
+    print()
+    print(" ".join(f"{head:>{width}}" for head, _, width, _ in columns))
+    print(" ".join(f"{sub:>{width}}" for _, sub, width, _ in columns))
+    for r in rows:
+        print(" ".join(f"{cell(r):>{width}}" for _, _, width, cell in columns))
+
+
 COLUMNS = [  # (heading, second heading line, width, cell)
     ("procs", "", 5, lambda r: f"{r.procs}"),
     ("N", "", 4, lambda r: f"{r.students}"),
@@ -648,58 +853,8 @@ COLUMNS = [  # (heading, second heading line, width, cell)
 ]
 
 
-def print_table(results: list[Result]) -> None:
-    print()
-    print(" ".join(f"{head:>{width}}" for head, _, width, _ in COLUMNS))
-    print(" ".join(f"{sub:>{width}}" for _, sub, width, _ in COLUMNS))
-    for r in results:
-        print(" ".join(f"{cell(r):>{width}}" for _, _, width, cell in COLUMNS))
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--students", default="30,60,100", help="class sizes, comma-separated (default 30,60,100)")
-    parser.add_argument("--procs", default="1,2", help="worker process counts, comma-separated (default 1,2)")
-    parser.add_argument("--duration", type=float, default=15.0, help="seconds of exploring per run (default 15)")
-    parser.add_argument("--db", default=None, help="database URL for the servers (default: SQLite per run)")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--vectors", choices=["shared", "own"], default="shared",
-                        help="shared: every student on the default vector (default); own: a vector each")
-    parser.add_argument("--no-tuning", action="store_true", help="serve with --no-tuning (stock Panel and Bokeh)")
-    a = parser.parse_args()
-    sizes = [int(x) for x in a.students.split(",")]
-    procs_list = [int(x) for x in a.procs.split(",")]
-    tables = table_texts()
-    own_tables = [table_texts(own_vector(n)) for n in range(max(sizes))] if a.vectors == "own" else None
-    secret = secrets.token_urlsafe(32)
-    rng = random.Random(a.seed)
-    results: list[Result] = []
-    print(f"blocktrace classroom benchmark: {os.cpu_count()} cores, {a.duration:.0f} s of exploring per run, "
-          f"bursts of {BURST} changes {BURST_GAP} s apart then {PAUSE} s pause "
-          f"({BURST / ((BURST - 1) * BURST_GAP + PAUSE):.1f} changes/s per student), "
-          f"{'a vector per student' if own_tables else 'every student on the default vector'}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="blocktrace-bench-") as tmp:
-        for procs in procs_list:
-            for n in sizes:
-                folder = Path(tmp) / f"p{procs}-n{n}"
-                folder.mkdir()
-                server = start_server(folder, procs, secret, a.db, tuned=not a.no_tuning)
-                try:
-                    result = asyncio.run(asyncio.wait_for(
-                        run_class(server, procs, n, a.duration, secret.encode(), tables, rng, own_tables),
-                        timeout=a.duration + 3 * STEP_TIMEOUT + REPLY_TIMEOUT + 2 * IDLE_TIMEOUT + 60))
-                    results.append(result)
-                    print(f"  done: {procs} process(es), {n} students: p95 {result.latency_p95_ms:.0f} ms, "
-                          f"{result.mb_per_session:.2f} MB/session", flush=True)
-                except Exception as err:  # report the run and go on with the next
-                    print(f"  FAILED: {procs} process(es), {n} students: {err}", flush=True)
-                    tail = server.log_path.read_text(errors="replace")[-3000:]
-                    print("  server log (end):\n" + tail, flush=True)
-                finally:
-                    stop_server(server)
-                    if "Traceback" in server.log_path.read_text(errors="replace"):
-                        print(f"  note: the server logged a traceback ({procs} procs, {n} students)")
-    print_table(results)
+def print_class(results: list[Result], sizes: list[int]) -> None:
+    print_rows(COLUMNS, results)
     print("\nlatency: slider value sent -> the stage table for that value received (no reply: never received);\n"
           "join: page requested -> its websocket opened -> document pulled; commit: click -> controls unlocked;\n"
           "MB/sess: server VmRSS (all its processes) after the N students joined, minus before, over N;\n"
@@ -716,6 +871,85 @@ def main() -> int:
               f"{'ok' if r.latency_p95_ms <= TARGET_P95_MS else 'MISSED'}; {r.mb_per_session:.2f} MB/session "
               f"(<= {TARGET_MB:.0f}) {'ok' if r.mb_per_session <= TARGET_MB else 'MISSED'}; lost {lost} "
               f"{'ok' if lost == 0 else 'MISSED'}")
+
+
+def print_reopen(results: list[ReopenResult]) -> None:
+    print_rows(REOPEN_COLUMNS, results)
+    print("\n" + REOPEN_NOTES)
+    for r in results:
+        print(f"\n{r.students} students: longest pings (s after exploring began, the others closing at "
+              f"{REOPEN_AT:.0f}-{REOPEN_AT + REOPEN_SPREAD:.0f} s; exploring ended at {r.explore_s:.0f} s): "
+              + ", ".join(f"{ms:.0f} ms at {at:.1f} s" for at, ms in sorted(r.longest)))
+        for line in r.reclaim_lines:
+            print("  server: " + line.split(" ", 3)[-1] if line[:2].isdigit() else "  server: " + line)
+    for r in results:
+        worst = max(r.ping_max_ms, r.quiet_ping_max_ms if r.quiet_pings else 0.0)
+        print(f"\ntarget, {r.students} students, {r.reopened} reopening: longest loop pause for those who stay "
+              f"{worst:.0f} ms (<= {TARGET_PAUSE_MS:.0f}) {'ok' if worst <= TARGET_PAUSE_MS else 'MISSED'}; memory "
+              f"back: {r.rss_after_mb:.0f} MB after, {r.rss_before_mb:.0f} MB before "
+              f"({'ok' if r.rss_after_mb <= r.rss_before_mb + TARGET_REOPEN_SLACK_MB else 'MISSED'})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", default="30,60,100", help="class sizes, comma-separated (default 30,60,100)")
+    parser.add_argument("--procs", default="1,2", help="worker process counts, comma-separated (default 1,2)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help=f"seconds of exploring per run (default {DURATION:.0f}; "
+                             f"{REOPEN_DURATION:.0f} with --reopen)")
+    parser.add_argument("--reopen", type=int, default=None, metavar="K",
+                        help="the reopen test instead: K of the N students close their tab and open it again")
+    parser.add_argument("--db", default=None, help="database URL for the servers (default: SQLite per run)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--vectors", choices=["shared", "own"], default="shared",
+                        help="shared: every student on the default vector (default); own: a vector each")
+    parser.add_argument("--no-tuning", action="store_true", help="serve with --no-tuning (stock Panel and Bokeh)")
+    a = parser.parse_args()
+    sizes = [int(x) for x in a.students.split(",")]
+    procs_list = [int(x) for x in a.procs.split(",")]
+    duration = a.duration if a.duration is not None else REOPEN_DURATION if a.reopen else DURATION
+    if a.reopen is not None and not 0 < a.reopen < min(sizes):
+        parser.error("--reopen K needs 0 < K < every class size")
+    tables = table_texts()
+    own_tables = [table_texts(own_vector(n)) for n in range(max(sizes))] if a.vectors == "own" else None
+    secret = secrets.token_urlsafe(32)
+    rng = random.Random(a.seed)
+    results: list = []
+    what = f"{a.reopen} students close their tab after {REOPEN_AT:.0f} s and open it again" if a.reopen else \
+        "a vector per student" if own_tables else "every student on the default vector"
+    print(f"blocktrace classroom benchmark: {os.cpu_count()} cores, {duration:.0f} s of exploring per run, "
+          f"bursts of {BURST} changes {BURST_GAP} s apart then {PAUSE} s pause "
+          f"({BURST / ((BURST - 1) * BURST_GAP + PAUSE):.1f} changes/s per student), {what}"
+          f"{', --no-tuning' if a.no_tuning else ''}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="blocktrace-bench-") as tmp:
+        for procs in procs_list:
+            for n in sizes:
+                folder = Path(tmp) / f"p{procs}-n{n}"
+                folder.mkdir()
+                server = start_server(folder, procs, secret, a.db, tuned=not a.no_tuning)
+                try:
+                    if a.reopen:
+                        run = run_reopen(server, procs, n, a.reopen, duration, tables, rng)
+                        limit = duration + 3 * STEP_TIMEOUT + RECLAIM_TIMEOUT + 2 * IDLE_TIMEOUT + 60
+                    else:
+                        run = run_class(server, procs, n, duration, secret.encode(), tables, rng, own_tables)
+                        limit = duration + 3 * STEP_TIMEOUT + REPLY_TIMEOUT + 2 * IDLE_TIMEOUT + 60
+                    result = asyncio.run(asyncio.wait_for(run, timeout=limit))
+                    results.append(result)
+                    print(f"  done: {procs} process(es), {n} students", flush=True)
+                except Exception as err:  # report the run and go on with the next
+                    print(f"  FAILED: {procs} process(es), {n} students: {err!r}", flush=True)
+                    print("".join(traceback.format_exception(err)[-6:]), flush=True)
+                    tail = server.log_path.read_text(errors="replace")[-3000:]
+                    print("  server log (end):\n" + tail, flush=True)
+                finally:
+                    stop_server(server)
+                    if "Traceback" in server.log_path.read_text(errors="replace"):
+                        print(f"  note: the server logged a traceback ({procs} procs, {n} students)")
+    if a.reopen:
+        print_reopen(results)
+    else:
+        print_class(results, sizes)
     return 0 if len(results) == len(sizes) * len(procs_list) else 1
 
 

@@ -8,8 +8,8 @@ from urllib.parse import urlencode
 
 import panel as pn
 
+from blocktrace.app.server import session_memory
 from blocktrace.app.server.catalogue import EXPLORABLES
-from blocktrace.app.tuning import gc_pauses
 from blocktrace.explorables.components.style import dark, styled
 
 SITE = "blocktrace"
@@ -58,7 +58,7 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
         pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = page_title(title)
-    gc_pauses.freeze_after_load()  # nothing unless the tuning layer installed it
+    session_memory.track_page()  # frozen once built; its memory reclaimed once it closes and the class is quiet
     if embed:
         return pn.Column(body, sizing_mode="stretch_width", height=780, scroll=True,
                          styles={"padding": "0.25rem"})

@@ -1,0 +1,131 @@
+"""What each way of reclaiming closed sessions' memory costs and returns, in one process (no server).
+
+usage: python benchmarks/session_gc.py [--sessions 100] [--closed 30] [--repeat 3]
+
+Builds N block-trace pages as the server does (the app's own route through Panel's `server_doc`,
+each on its own Bokeh Document: about as many tracked objects as a served session), frozen as
+app/server/session_memory.py freezes them, then closes K of them as Bokeh discards a session (its
+destroy callbacks, Panel's clean-up among them, then `Document.destroy`, which runs a full
+`gc.collect()` of its own) and tries each way of getting their memory back:
+
+- discard: what Bokeh's own collection costs per closed session (the longest) and for all K (Bokeh
+  discards every session that expired in one pass of the event loop), on the frozen heap; and, last,
+  on an unfrozen heap (a server that freezes nothing): there each one walks the whole heap;
+- young: `gc.collect(0)` then `gc.collect(1)`, frozen or thawed: cheap, but the closed sessions'
+  objects are in none of the generations they walk, so nothing comes back;
+- full: `gc.unfreeze(); gc.collect(); gc.freeze()` (what session_memory's Reclaimer does once the
+  class is quiet): everything comes back; the pause is the walk of the whole heap.
+
+Figures are medians over --repeat runs, in milliseconds of wall time and of this thread's CPU time
+(the CPU figure is the one least disturbed by other work on the machine). "back" is how many of the
+closed sessions' Documents had been freed (a weak reference to each) after each way, in the order shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+import weakref
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bokeh.document import Document  # noqa: E402
+
+from blocktrace.app.server.routes import routes  # noqa: E402
+
+ROUTE = "/explorables/transformer-block-trace"
+UNFROZEN_CLOSES = 3  # sessions closed on an unfrozen heap (each a walk of the whole heap)
+
+
+class Connection:
+    """Stands in for Bokeh's ServerSession: what Document.destroy() unsubscribes."""
+
+    def _document_patched(self, event) -> None:
+        pass
+
+
+def open_page(page) -> tuple[Document, Connection]:
+    """A page as the server builds it (Panel's server_doc), with a subscriber as a session has."""
+    doc, connection = Document(), Connection()
+    page().server_doc(doc)
+    doc.on_change_dispatch_to(connection)
+    return doc, connection
+
+
+def close_page(doc: Document, connection: Connection) -> None:
+    """As Bokeh discards a session: its destroy callbacks (Panel's clean-up), then Document.destroy()."""
+    context = SimpleNamespace(id="closed", _document=doc)
+    for callback in list(doc.session_destroyed_callbacks):
+        callback(context)
+    doc.destroy(connection)
+
+
+def timed(step) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.thread_time()
+    step()
+    return 1000 * (time.perf_counter() - wall), 1000 * (time.thread_time() - cpu)
+
+
+def one_run(sessions: int, closed: int) -> dict[str, tuple[float, float, int]]:
+    """{way: (wall ms, CPU ms, closed sessions freed so far)} for one set of pages."""
+    gc.unfreeze()
+    gc.collect()
+    page = routes()[ROUTE]
+    pages = [open_page(page) for _ in range(sessions)]
+    gc.collect(1)
+    gc.freeze()
+    out: dict[str, tuple[float, float, int]] = {"(frozen objects)": (gc.get_freeze_count(), 0, 0)}
+    gone = [weakref.ref(doc) for doc, _ in pages[:closed]]
+
+    def back() -> int:
+        return sum(ref() is None for ref in gone)
+
+    closes = [timed(lambda p=p: close_page(*p)) for p in pages[:closed]]
+    del pages[:closed]
+    out["discard one session, frozen heap"] = (max(w for w, _ in closes), max(c for _, c in closes), back())
+    out[f"discard all {closed}, frozen heap"] = (sum(w for w, _ in closes), sum(c for _, c in closes), back())
+    wall, cpu = timed(lambda: (gc.collect(0), gc.collect(1)))
+    out["young collections, frozen heap"] = (wall, cpu, back())
+    gc.unfreeze()
+    wall, cpu = timed(lambda: (gc.collect(0), gc.collect(1)))
+    out["young collections, thawed heap"] = (wall, cpu, back())
+    gc.freeze()
+    wall, cpu = timed(lambda: (gc.unfreeze(), gc.collect(), gc.freeze()))
+    out["full: thaw, collect, freeze"] = (wall, cpu, back())
+    gc.unfreeze()
+    closes = [timed(lambda p=p: close_page(*p)) for p in pages[:UNFROZEN_CLOSES]]
+    out["discard one session, unfrozen heap"] = (max(w for w, _ in closes), max(c for _, c in closes), -1)
+    del pages
+    gc.collect()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--closed", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=3)
+    a = parser.parse_args()
+    runs = [one_run(a.sessions, a.closed) for _ in range(a.repeat)]
+    print(f"{a.sessions} block-trace pages, {a.closed} closed; medians of {a.repeat} runs")
+    print(f"{'way':<34} {'wall ms':>8} {'CPU ms':>8} {'back':>9}")
+    for way in runs[0]:
+        wall = statistics.median(r[way][0] for r in runs)
+        cpu = statistics.median(r[way][1] for r in runs)
+        freed = statistics.median(r[way][2] for r in runs)
+        if way.startswith("("):
+            print(f"{way:<34} {wall:>8.0f}")
+            continue
+        shown = f"{freed:>4.0f} / {a.closed}" if freed >= 0 else "-"
+        print(f"{way:<34} {wall:>8.0f} {cpu:>8.0f} {shown:>9}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
