@@ -1,6 +1,6 @@
 """Another student's change while one client sends ten heavy GETs of the decoder-block lab.
 
-usage: python benchmarks/get_flood.py [--rounds 5] [--gets 10] [--no-tuning]
+usage: python benchmarks/get_flood.py [--rounds 5] [--gets 10] [--no-tuning] [--edge-only]
 
 Starts `python -m blocktrace.app.cli serve` on a free port (as the tests do), opens one student's lab
 over a real websocket (the page's own token, the teacher's signed link so the controls are unlocked),
@@ -13,8 +13,16 @@ and then, each round:
    last answer the student moves the slider again: the time until that answer arrives;
 3. the server is left to finish what the flood started (its CPU time stops growing) before the next round.
 
-Prints the median and the largest of each, and the server CPU seconds one flood cost. Issue 16's
+Prints the median and the largest of each, and the server CPU seconds one flood cost. Then, in this
+process (no server), what one change costs at the edge of the lab's budget (budget.py): the three
+allowed sizes with the most estimated work, and the lesson's own largest (d = 512, GELU), each reached
+from the defaults by one change; median of three. Issue 16's
 figure before this change: 23.6 s for the student's change, 18 s of CPU for the ten GETs.
+
+Measured on 2026-12-01 on the shared 2-core machine (load average 6-10 from other work, so every figure
+is slow and noisy), tuned server, medians: before (commit 3245b73) the student waited 21.3 s (max 25.0 s)
+and the flood cost 43 s of CPU; after, 0.96 s (max 1.9 s) against 0.57 s with no flood, and 0.65 s of
+CPU. A change at the budget's edge took 0.2-0.9 s (0.3 s or less with OPENBLAS_NUM_THREADS=1 in one run).
 """
 
 from __future__ import annotations
@@ -111,6 +119,42 @@ async def flood(base: str, gets: int) -> None:
         client.close()
 
 
+def edge_configurations() -> list[dict]:
+    """The three allowed sizes with the most estimated work, and the lesson's largest step."""
+    from itertools import product
+
+    from blocktrace.explorables.decoder_block_lab import budget, state
+
+    allowed = []
+    for B, T, d, e, mlp, blocks in product(range(1, state.MAX_B + 1), range(state.MIN_T, state.MAX_T + 1),
+                                           state.D_CHOICES, state.EXPANSIONS, ("swiglu", "gelu"), (1, 12, 24, 48)):
+        sizes = {"B": B, "T": T, "d": d, "heads": 1, "expansion": e, "mlp": mlp, "blocks": blocks}
+        cost = budget.cost(**sizes)
+        if cost.within():
+            allowed.append((cost.work, sizes))
+    allowed.sort(key=lambda pair: pair[0], reverse=True)
+    lesson = {"B": 1, "T": 4, "d": 512, "heads": 2, "expansion": 4, "mlp": "gelu", "blocks": 48}
+    return [sizes for _, sizes in allowed[:3]] + [lesson]
+
+
+def edge_changes() -> list[tuple[dict, float, float]]:
+    """(sizes, estimated G multiply-adds, median seconds of the change from the defaults to them)."""
+    from blocktrace.explorables.decoder_block_lab import budget
+    from blocktrace.explorables.decoder_block_lab.state import LabState
+
+    out = []
+    for sizes in edge_configurations():
+        times = []
+        for _ in range(3):
+            state = LabState()
+            start = time.perf_counter()
+            state.param.update(**sizes)
+            times.append(time.perf_counter() - start)
+            assert state.budget_error == "", sizes
+        out.append((sizes, budget.cost(**sizes).work / 1e9, statistics.median(times)))
+    return out
+
+
 async def run(base: str, pid: int, rounds: int, gets: int) -> dict[str, list[float]]:
     student = await Student.open(base)
     figures: dict[str, list[float]] = {"quiet": [], "flood": [], "cpu": []}
@@ -131,7 +175,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--gets", type=int, default=10)
     parser.add_argument("--no-tuning", action="store_true", help="serve with --no-tuning (stock Panel and Bokeh)")
+    parser.add_argument("--edge-only", action="store_true", help="only the changes at the budget's edge")
     args = parser.parse_args()
+    if not args.edge_only:
+        flood_figures(args)
+    for sizes, work, seconds in edge_changes():
+        shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        print(f"change to {shown}: {work:.2f} G multiply-adds (estimated), median {seconds * 1000:.0f} ms")
+    return 0
+
+
+def flood_figures(args: argparse.Namespace) -> None:
     os.environ[SECRET_ENV] = SECRET
     with tempfile.TemporaryDirectory() as folder:
         extra = ("--use-xheaders", *(("--no-tuning",) if args.no_tuning else ()))
@@ -145,7 +199,6 @@ def main() -> int:
         values = figures[name]
         print(f"{label:>48}: median {statistics.median(values) * 1000:7.0f} ms, max {max(values) * 1000:7.0f} ms")
     print(f"{'server CPU per flood (until settled)':>48}: median {statistics.median(figures['cpu']):7.2f} s")
-    return 0
 
 
 if __name__ == "__main__":
