@@ -20,7 +20,7 @@ from the defaults by one change; median of three. Issue 16's
 figure before this change: 23.6 s for the student's change, 18 s of CPU for the ten GETs.
 
 Measured on 2026-12-01 on the shared 2-core machine (load average 6-10 from other work, so every figure
-is slow and noisy), tuned server, medians: before (commit 3245b73) the student waited 21.3 s (max 25.0 s)
+is slow and noisy), tuned server, medians: before (commit 57412b0) the student waited 21.3 s (max 25.0 s)
 and the flood cost 43 s of CPU; after, 0.96 s (max 1.9 s) against 0.57 s with no flood, and 0.65 s of
 CPU. A change at the budget's edge took 0.2-0.9 s (0.3 s or less with OPENBLAS_NUM_THREADS=1 in one run).
 """
