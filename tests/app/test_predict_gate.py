@@ -13,18 +13,35 @@ import json
 import re
 import time
 import urllib.request
+from collections.abc import Iterator
 from urllib.parse import urlencode
+
+import pytest
 
 from blocktrace.app.server.predict_links import SIGNATURE_KEY, UNSIGNED_NOTICE, signature
 from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
 from tests.app.bokeh_ws_client import Session, fetch_token, models
+from tests.conftest import Server, start_server, stop_server
 
 TRACE = "/explorables/transformer-block-trace"
 FLOOR = "/explorables/block-floor"
 LAB = "/explorables/decoder-block-lab"
 ISSUE_LINK = TRACE + "?input=2,2,2,2&attention_scale=0&residual=replace"  # the answer, before: "input lost here"
 DEADLINE_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def stock_server(tmp_path_factory) -> Iterator[Server]:
+    """A server on stock Panel, Bokeh and Tornado (--no-tuning): the gate must not rely on the tuning layer."""
+    running = start_server(tmp_path_factory.mktemp("stock") / "server.log", "--no-tuning")
+    yield running
+    stop_server(running)
+
+
+@pytest.fixture(params=["tuned", "no-tuning"])
+def either_server(request, server, stock_server) -> Server:
+    return server if request.param == "tuned" else stock_server
 
 
 def ws_of(page_url: str) -> str:
@@ -141,12 +158,12 @@ async def commit_over_the_websocket(session: Session, sent: list[dict]) -> None:
     await session.send(button_click(button["id"]))
 
 
-def test_a_state_link_shows_no_result_before_the_prediction_is_committed(server) -> None:
+def test_a_state_link_shows_no_result_before_the_prediction_is_committed(either_server) -> None:
     """The issue's link sets the controls, but no trace value, plot data or verdict is sent until the
     prediction is committed; after the commit the same session receives them (so the check can fail)."""
 
     async def run() -> tuple[list[dict], list[dict], bool]:
-        session, sent = await open_and_collect(server.url(ISSUE_LINK))
+        session, sent = await open_and_collect(either_server.url(ISSUE_LINK))
         before = list(sent)
         try:
             await commit_over_the_websocket(session, sent)
@@ -173,11 +190,11 @@ def value_events(contents: list[dict], model_id: str) -> list:
             and e.get("attr") == "value"]
 
 
-def test_a_change_to_a_locked_control_is_set_back_and_shows_nothing(server) -> None:
+def test_a_change_to_a_locked_control_is_set_back_and_shows_nothing(either_server) -> None:
     """A websocket change to a disabled slider, and a click on a disabled button, are undone by the server."""
 
     async def run() -> tuple[list[dict], list, list]:
-        session, sent = await open_and_collect(server.url(TRACE))
+        session, sent = await open_and_collect(either_server.url(TRACE))
         try:
             slider = the_model(sent, "Slider", title="Attention update scale")
             mlp = the_model(sent, "Slider", title="MLP update scale")
@@ -199,7 +216,7 @@ def test_a_change_to_a_locked_control_is_set_back_and_shows_nothing(server) -> N
     assert slider_values and slider_values[-1] == 1.0, "the locked slider's change was not set back"
     assert not mlp_values or mlp_values[-1] == 1.0, "a click on the locked Zero updates button changed the MLP scale"
     assert "stage-table" not in text_sent(sent) and set(data_sent(sent)) == {0}
-    assert "Traceback" not in server.log()
+    assert "Traceback" not in either_server.log()
 
 
 def test_a_typed_predict_off_shows_the_gate_and_says_why(server) -> None:
