@@ -1,7 +1,7 @@
 """The real server in a subprocess: routes, /health, and the document each session receives.
 
 Panel sends a page's content over its websocket, not in the first HTML response, so what a
-page shows is read here with Bokeh's own client (`pull_session`): the same document a browser
+page shows is read here through its websocket (tests/app/bokeh_ws_client.py): the same document a browser
 would render, without a browser.
 """
 
@@ -14,13 +14,15 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 import panel.models  # noqa: F401  (registers Panel's Bokeh models so the client can read a document)
 import pytest
-from bokeh.client import pull_session
+from bokeh.document import Document
 from bokeh.model import Model
 
 from blocktrace.app.server.catalogue import EXPLORABLES, explorable
+from tests.app.bokeh_ws_client import pull_document
 
 TRACE_ID = "transformer-block-trace"
 TRACE_ROUTE = "/explorables/transformer-block-trace"
@@ -74,11 +76,9 @@ class Served:
 @contextmanager
 def session(server, path: str, **arguments: str) -> Iterator[Served]:
     """Open a session on `path` with these query arguments, as a browser would, and read its document."""
-    s = pull_session(url=server.url(path), arguments=arguments or None)
-    try:
-        yield Served(list(s.document.models))
-    finally:
-        s.close()
+    url = server.url(path) + (("&" if "?" in path else "?") + urlencode(arguments) if arguments else "")
+    document = Document.from_json(pull_document(url)["doc"])  # signed sessions: the page's own token
+    yield Served(list(document.models))
 
 
 # --- plain HTTP ---------------------------------------------------------------------------------
