@@ -125,6 +125,7 @@ async def attach(student: Student, base: str, class_code: str) -> None:
     """Open the student's page (again) and find the gate in its document."""
     student.session = await open_page(base, TRACE, class_code, student.cookie)
     student.final_seen, student.gate_text = False, ""
+    student.changed = asyncio.Event()  # of this event loop (each phase of a kill runs its own)
     for model in models(student.session.document):
         attrs, name = _attrs(model), model.get("name", "")
         if name == "RadioGroup" and NOT_CHOSEN in (attrs.get("labels") or []):
