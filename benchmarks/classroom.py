@@ -1,6 +1,7 @@
 """A class on one server: N students on real websocket sessions commit a prediction, then move a slider.
 
 usage: python benchmarks/classroom.py [--students 30,60,100] [--procs 1,2] [--duration 15] [--db URL] [--no-tuning]
+       python benchmarks/classroom.py --reopen 30 --students 100 --procs 1
 
 For every number of worker processes (`blocktrace serve --num-procs P`) and every class size N, it
 starts a fresh `python -m blocktrace.app.cli serve` on a free loopback port (the default SQLite store in a
@@ -36,8 +37,19 @@ nothing was lost: each student's committed prediction is stored, and their last 
 is the last change the server answered (or a later one it took). Learners are identified through
 the signed learner id in the cookie the page sets.
 
+With --reopen K (the reopen test, issue 16): the N students join and commit as above, then read and
+move the slider now and then (one change every READING_PAUSE s or so, for --duration s, default 45);
+REOPEN_AT s in, K of them close their tab and open the page again half a second later (GET, new
+websocket, with their cookies). The staying students ping the server every PING_INTERVAL s over their
+websocket: Tornado answers a ping as soon as the event loop reads it, so the round trip is how long
+the loop kept that student waiting (the longest is the figure; the longest few are listed with when
+they happened: the closes, Bokeh discarding the closed sessions 15-32 s later, the server's reclaim).
+After exploring they stay, idle, still pinging, until the server logs that it reclaimed the closed
+sessions' memory; the server's RSS is read before the closes, after the reopens, and after the reclaim.
+
 Every step is bounded; the benchmark stops the servers it started and exits by itself.
 Targets (issue 7): 100 students on one process with p95 <= 200 ms, <= 3 MB per session, no lost events.
+Issue 16, --reopen 30 of 100: no event-loop pause over 100 ms for the students who stay; memory back.
 """
 
 from __future__ import annotations
@@ -436,11 +448,14 @@ class Student:
         self.latencies_ms.clear()
         self.answered = 0
 
-    async def explore(self, until: float, rng: random.Random) -> None:
-        await asyncio.sleep(rng.uniform(0, BURST * BURST_GAP + PAUSE))  # students do not move in step
+    async def explore(self, until: float, rng: random.Random, burst: int = BURST, pause: float = PAUSE,
+                      jitter: bool = False) -> None:
+        """Move the slider until `until`: bursts of `burst` changes BURST_GAP apart, `pause` s between bursts
+        (half to one and a half times that with `jitter`)."""
+        await asyncio.sleep(rng.uniform(0, burst * BURST_GAP + pause))  # students do not move in step
         page = self.ws  # a tab closed and opened again explores with a new explore()
         while time.perf_counter() < until and self.on(page):
-            for i in range(BURST):
+            for i in range(burst):
                 if not self.on(page):
                     return
                 busy = {v for v, _ in self.outstanding} | {self.last_value}
@@ -450,10 +465,10 @@ class Student:
                               "new": value}).send(self.sock)
                 self.last_value = value
                 self.sent.append(value)
-                if i < BURST - 1:
+                if i < burst - 1:
                     await asyncio.sleep(BURST_GAP)
             self.bursts += 1
-            await asyncio.sleep(PAUSE)
+            await asyncio.sleep(rng.uniform(0.5, 1.5) * pause if jitter else pause)
 
     def on(self, page: WebSocketClientConnection | None) -> bool:
         """Still on the page whose websocket is `page` (not closed, not reopened since)."""
@@ -641,6 +656,7 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
 REOPEN_AT = 5.0  # seconds into exploring when the leaving students start closing their tabs
 REOPEN_SPREAD = 2.0  # they close within this many seconds of each other (the teacher said "reload")
 REOPEN_GAP = 0.5  # seconds from closing a tab to requesting the page again
+READING_PAUSE = 5.0  # in the reopen test a student reads between changes: one change every 5 s or so
 PING_INTERVAL = 0.5  # each staying student's probe of the server's event loop
 RECLAIM_TIMEOUT = 150.0  # seconds, after exploring, to wait for the closed sessions' memory to be reclaimed
 LONGEST = 8  # the longest pings listed, with when they were sent
@@ -671,7 +687,7 @@ class ReopenResult:
     reclaims: list[tuple[int, int]]  # (sessions, ms) of each reclaim the server logged
     reclaim_wait_s: float  # from the end of exploring until the last of them
     longest: list[tuple[float, float]]  # the longest pings: (sent, s after exploring began; round trip ms)
-    reclaim_lines: list[str]  # the server's own log lines about them
+    gc_lines: list[str]  # the server's own log lines about long collections and reclaims, after exploring began
 
 
 async def client_lag(until: float, lags: list[float]) -> None:
@@ -682,9 +698,21 @@ async def client_lag(until: float, lags: list[float]) -> None:
         lags.append(1000 * (time.perf_counter() - asked - 0.01))
 
 
-def reclaim_log_lines(server: Server) -> list[str]:
-    return [line.strip() for line in server.log_path.read_text(errors="replace").splitlines()
-            if RECLAIM_LINE.search(line)]
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \w+ (.*)$")
+GC_LINE = re.compile(r"collection paused the server|closed sessions reclaimed")
+
+
+def gc_log_lines(server: Server, since: float) -> list[str]:
+    """The server's lines about its collections (app/server/session_memory.py) logged after `since` (epoch
+    seconds), each as "<seconds after since> s: <message>"."""
+    found = []
+    for line in server.log_path.read_text(errors="replace").splitlines():
+        match = LOG_LINE.match(line.strip())
+        if match and GC_LINE.search(match.group(3)):
+            at = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")) + int(match.group(2)) / 1000
+            if at >= since:
+                found.append(f"{at - since:6.1f} s: {match.group(3)}")
+    return found
 
 
 def logged_reclaims(server: Server, skip: int) -> list[tuple[int, int]]:
@@ -732,7 +760,7 @@ async def run_reopen(server: Server, procs: int, students_n: int, reopen_n: int,
         reopen_joins.append(student.join_s)
         if len(reopen_joins) == reopen_n:
             rss_reopened.append(server.rss_mb())
-        await student.explore(until, rng)
+        await student.explore(until, rng, 1, READING_PAUSE, jitter=True)
 
     try:
         await asyncio.gather(*(join(s) for s in students))
@@ -745,9 +773,10 @@ async def run_reopen(server: Server, procs: int, students_n: int, reopen_n: int,
         skip = len(logged_reclaims(server, 0))
         stop_sampling = asyncio.Event()
         sampler = asyncio.ensure_future(sample_rss(stop_sampling))
-        t0 = time.perf_counter()
+        t0, wall0 = time.perf_counter(), time.time()
         until = t0 + duration
-        await asyncio.gather(*(s.explore(until, rng) for s in students), *(s.probe(until, PING_INTERVAL, rng)
+        await asyncio.gather(*(s.explore(until, rng, 1, READING_PAUSE, jitter=True) for s in students),
+                             *(s.probe(until, PING_INTERVAL, rng)
                              for s in stayers), *(leave_and_return(s, until) for s in leavers), client_lag(until, lags))
         ended = time.perf_counter()
         # Quiet: the students stay on their pages, idle, and keep probing until the memory came back.
@@ -789,7 +818,7 @@ async def run_reopen(server: Server, procs: int, students_n: int, reopen_n: int,
         rss_peak_mb=max(rss or [rss_before]),
         rss_after_mb=rss_after, reclaims=logged_reclaims(server, skip), reclaim_wait_s=reclaim_wait,
         longest=sorted(((sent - t0, ms) for s in stayers for sent, ms in s.pongs), key=lambda x: -x[1])[:LONGEST],
-        reclaim_lines=reclaim_log_lines(server)[skip:],
+        gc_lines=gc_log_lines(server, wall0),
     )
 
 
@@ -880,8 +909,8 @@ def print_reopen(results: list[ReopenResult]) -> None:
         print(f"\n{r.students} students: longest pings (s after exploring began, the others closing at "
               f"{REOPEN_AT:.0f}-{REOPEN_AT + REOPEN_SPREAD:.0f} s; exploring ended at {r.explore_s:.0f} s): "
               + ", ".join(f"{ms:.0f} ms at {at:.1f} s" for at, ms in sorted(r.longest)))
-        for line in r.reclaim_lines:
-            print("  server: " + line.split(" ", 3)[-1] if line[:2].isdigit() else "  server: " + line)
+        for line in r.gc_lines:
+            print("  server, " + line)
     for r in results:
         worst = max(r.ping_max_ms, r.quiet_ping_max_ms if r.quiet_pings else 0.0)
         print(f"\ntarget, {r.students} students, {r.reopened} reopening: longest loop pause for those who stay "
@@ -944,8 +973,10 @@ def main() -> int:
                     print("  server log (end):\n" + tail, flush=True)
                 finally:
                     stop_server(server)
-                    if "Traceback" in server.log_path.read_text(errors="replace"):
-                        print(f"  note: the server logged a traceback ({procs} procs, {n} students)")
+                    logged = server.log_path.read_text(errors="replace")
+                    if "Traceback" in logged:
+                        print(f"  note: the server logged a traceback ({procs} procs, {n} students):\n"
+                              + "\n".join(logged[logged.index("Traceback"):].splitlines()[:14]))
     if a.reopen:
         print_reopen(results)
     else:

@@ -19,6 +19,8 @@ object, about 0.6 µs each here: 117 ms for the start-up heap alone, 1.1 s with 
   FORCE_AFTER_CLOSED) does it run anyway, and says so.
 - The young generation is collected every YOUNG_THRESHOLD allocations instead of 700, so the
   short-lived cycles of one update die young instead of being promoted.
+- Any collection that holds the server longer than LONG_COLLECTION_MS is logged, so a pause the
+  collector causes can be told from other work (`benchmarks/classroom.py --reopen` lists them).
 
 Nothing here touches Panel's, Bokeh's or Tornado's internals (the `gc` module, `Document.on_change`,
 `Document.on_session_destroyed`, Panel's `onload` and Tornado's `PeriodicCallback`), so it runs with
@@ -39,6 +41,7 @@ YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's defa
 CHECK_SECONDS = 1.0  # how often the reclaimer looks at closed sessions and the class's activity
 FREEZE_SECONDS = 5.0  # everything made since is frozen this often (a young collection first)
 QUIET_SECONDS = 10.0  # no browser changed anything for this long: the class is quiet
+LONG_COLLECTION_MS = 100.0  # any collection longer than this is logged (the reclaim logs itself)
 MIN_GAP_SECONDS = 60.0  # at most one reclaim per this long, even in a quiet class
 FORCE_AFTER_CLOSED = 50  # reclaim even in a busy class once this many sessions closed ...
 FORCE_SHARE = 1.0  # ... and at least this share of the sessions still open
@@ -97,6 +100,24 @@ class Reclaimer:
                  closed, took, took_cpu, why, self.open_sessions)
 
 
+@dataclass
+class CollectionTimer:
+    """A `gc.callbacks` hook: one log line for each collection that held the server longer than LONG_COLLECTION_MS."""
+
+    clock: Callable[[], float] = time.perf_counter
+    started: float = 0.0
+    longest_ms: float = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.started = self.clock()
+            return
+        took = 1000 * (self.clock() - self.started)
+        self.longest_ms = max(self.longest_ms, took)
+        if took >= LONG_COLLECTION_MS:
+            log.info("a generation-%d collection paused the server %.0f ms", info.get("generation", -1), took)
+
+
 def freeze_young() -> None:
     """Collect the young generations, then move every surviving object out of the collector's sight."""
     gc.collect(1)
@@ -143,6 +164,7 @@ def start() -> None:
     from tornado.ioloop import PeriodicCallback
 
     gc.set_threshold(YOUNG_THRESHOLD, 10, 10)
+    gc.callbacks.append(CollectionTimer())
     freeze_young()  # the start-up heap: imports and Panel's warm-up, never garbage
     PeriodicCallback(reclaimer.reclaim_if_due, CHECK_SECONDS * 1000).start()
     PeriodicCallback(freeze_young, FREEZE_SECONDS * 1000).start()

@@ -257,3 +257,16 @@ def test_a_closed_sessions_document_comes_back_only_with_the_quiet_reclaim(fresh
     clock.now += QUIET_SECONDS
     assert reclaimer.reclaim_if_due()
     assert ref() is None
+
+
+def test_a_long_collection_is_logged_and_a_short_one_is_not(caplog):
+    """The collection timer names a collection that held the server past LONG_COLLECTION_MS, and only that."""
+    ticks = iter([0.0, 0.010, 1.0, 1.0 + session_memory.LONG_COLLECTION_MS / 1000 + 0.05])
+    timer = session_memory.CollectionTimer(clock=lambda: next(ticks))
+    with caplog.at_level("INFO", logger="blocktrace.gc"):
+        timer("start", {"generation": 0})
+        timer("stop", {"generation": 0})
+        timer("start", {"generation": 2})
+        timer("stop", {"generation": 2})
+    assert [r.getMessage() for r in caplog.records] == ["a generation-2 collection paused the server 150 ms"]
+    assert timer.longest_ms == pytest.approx(150.0)
