@@ -1,7 +1,7 @@
 """Who is on the other end of a session, and what their session sends to the classroom store.
 
-A learner is an anonymous id kept in a signed cookie (set from the page on the first visit, so a
-reload or a dropped connection keeps their progress), an optional display name, and a class code
+A learner is an anonymous id kept in a signed cookie (set by the server on the first page request, so
+a reload or a dropped connection keeps their progress), an optional display name, and a class code
 (`?class=CODE`, remembered in a cookie). Everything a learner commits goes through `SessionRecorder`:
 a prediction is final (on the page too) only once the store has it; parameter changes are coalesced
 (a slider drag is one event); one session's store calls are bounded;
@@ -20,13 +20,11 @@ from html import escape
 from typing import Any
 
 import panel as pn
-from bokeh.models import CustomJS
 
 from blocktrace.app.classroom.identity import (
+    CLASS_COOKIE,
     COOKIE_NAME,
     clean_display_name,
-    new_learner_id,
-    sign,
     valid_class_code,
     verify,
 )
@@ -36,8 +34,6 @@ from blocktrace.app.classroom.store_thread import StoreThread
 from blocktrace.explorables.components.updates import LiveHTML
 
 log = logging.getLogger("blocktrace.classroom")
-CLASS_COOKIE = "bt_class"
-COOKIE_DAYS = 180
 COALESCE_MS = 1000  # parameter changes closer together than this are one event
 MAX_IN_FLIGHT = 8  # store calls one session may have waiting on the store thread
 MAX_WAITING = 32  # slots whose newest event waits in the session beyond that (a page has fewer)
@@ -97,33 +93,20 @@ def current() -> Classroom | None:
 class Learner:
     id: str
     class_code: str
-    new: bool  # the cookie must be set in the browser
     class_from_link: bool
 
 
-def identify(cookies: dict[str, str], query: dict[str, str], secret: bytes) -> Learner:
-    """The learner behind this session: from the signed cookie, or a fresh anonymous id."""
+def identify(cookies: dict[str, str], query: dict[str, str], secret: bytes) -> Learner | None:
+    """The learner behind this session, from the signed cookie the server set on the page request
+    (app/server/page_requests.py); None without a valid one (the server was not allowed to make one)."""
     learner_id = verify(cookies.get(COOKIE_NAME, ""), secret)
-    new = learner_id is None
     if learner_id is None:
-        learner_id = new_learner_id()
+        return None
     linked = query.get("class")
     code = linked if linked and valid_class_code(linked) else cookies.get(CLASS_COOKIE) or DEFAULT_CLASS
     if not valid_class_code(code):
         code = DEFAULT_CLASS
-    return Learner(learner_id, code, new, bool(linked and valid_class_code(linked)))
-
-
-def cookie_script(learner: Learner, secret: bytes) -> CustomJS:
-    """Sets the learner and class cookies from the page (Lax, a half-year, the whole site)."""
-    age = COOKIE_DAYS * 24 * 3600
-    args = {"names": [COOKIE_NAME, CLASS_COOKIE], "values": [sign(learner.id, secret), learner.class_code],
-            "age": age}
-    return CustomJS(args=args, code="""
-        names.forEach((name, i) => {
-          document.cookie = `${name}=${encodeURIComponent(values[i])}; path=/; max-age=${age}; SameSite=Lax`;
-        });
-    """)
+    return Learner(learner_id, code, bool(linked and valid_class_code(linked)))
 
 
 Slot = tuple[str, str | None, str | None]  # (kind, explorable, what in it: checkpoint, parameter, ...)

@@ -33,18 +33,23 @@ def for_a_browser(context: Any) -> bool:
         and getattr(context, "request", None) is not None
 
 
+NO_LEARNER = ('<p class="bt-notice" role="status">Many new visitors have arrived from your network just now, '
+              "so this page is not saving your work. Everything works; reload the page in a minute to be "
+              "saved again.</p>")
+
+
 def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRecorder:
-    """The recorder for this session; sets the learner's cookies in the browser when they are new."""
+    """The recorder for this session, for the learner whose cookie the server set on the page request."""
     classroom = learners.current()
     context = getattr(pn.state.curdoc, "session_context", None)
     if classroom is None or not for_a_browser(context):
         return SessionRecorder(None, None, lesson)  # no classroom, or the start-up warm-up (no browser)
-    cookies = dict(pn.state.cookies or {})
-    learner = learners.identify(cookies, query, classroom.secret)
+    learner = learners.identify(dict(pn.state.cookies or {}), query, classroom.secret)
+    if learner is None:  # over the new-learner limit of the address (app/server/page_requests.py)
+        recorder = SessionRecorder(None, None, lesson)
+        recorder.notice.param.update(object=NO_LEARNER, visible=True)
+        return recorder
     recorder = SessionRecorder(classroom, learner, lesson)
-    doc = pn.state.curdoc
-    if doc is not None and (learner.new or learner.class_from_link):
-        doc.js_on_event("document_ready", learners.cookie_script(learner, classroom.secret))
     # Joined once the page is up in the browser, which happens only in the process that holds its websocket.
     # With --num-procs the page request and the websocket may reach different processes, and each builds
     # the session; joining at build time registered a second, phantom learner in the other process.
@@ -115,7 +120,7 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
 def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
     """"Your name (optional)" and the class code, for pages in a classroom."""
     if not recorder.active:
-        return None
+        return recorder.notice if recorder.notice.visible else None
     learner: Learner = recorder.learner
     name = pn.widgets.TextInput(label="Your name (optional)", max_length=40, placeholder="Shown to your teacher",
                                 width=220)
