@@ -268,8 +268,11 @@ class SessionRecorder:
 
         self._send_once(slot, content, record, self._deliver)
 
-    def join(self, display_name: str | None = None) -> str | None:
-        """Register the learner (and a display name); returns an error message for a refused name."""
+    def join(self, display_name: str | None = None, done: Callable[[bool], None] | None = None) -> str | None:
+        """Register the learner (and a display name); returns an error message for a refused name.
+
+        Later `done(True)` once the store has it, `done(False)` if it could not be written (in this session).
+        """
         if not self.active:
             return None
         name = None
@@ -288,6 +291,8 @@ class SessionRecorder:
             if isinstance(result, Exception):
                 self._forget(("join", None, None), name or "")
             self._show_unsaved(isinstance(result, Exception))
+            if done is not None:
+                done(not isinstance(result, Exception))
 
         self._send_once(("join", None, None), name or "", join, joined)
         return None

@@ -8,6 +8,7 @@ from typing import Any
 import panel as pn
 
 from blocktrace.app.classroom import learner as learners
+from blocktrace.app.classroom.identity import clean_display_name
 from blocktrace.app.classroom.learner import Learner, SessionRecorder
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.explorables.components.style import styled
@@ -127,10 +128,25 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
     save = pn.widgets.Button(label="Save name")
     message = LiveHTML("", **styled())
 
+    stored_name: list[str] = []  # the name the store has confirmed, once it has
+
+    def show(html_text: str) -> None:
+        message.object = html_text
+
+    def finished(value: str, ok: bool) -> None:
+        if ok:
+            stored_name[:] = [value]
+        show('<span class="bt-ok" role="status">Saved.</span>' if ok else
+             '<span class="bt-field-error" role="alert">Not saved yet: the class database cannot be reached.</span>')
+
     def saved(_event) -> None:
-        error = recorder.join(name.value)
-        message.object = (f'<span class="bt-field-error" role="alert">{escape(error)}</span>' if error
-                          else '<span class="bt-ok" role="status">Saved.</span>')
+        value = clean_display_name(name.value or "") or ""
+        if stored_name and value == stored_name[0]:
+            show('<span class="bt-ok" role="status">Saved.</span>')  # unchanged, and already stored
+            return
+        error = recorder.join(name.value, done=lambda ok: finished(value, ok))
+        show(f'<span class="bt-field-error" role="alert">{escape(error)}</span>' if error
+             else '<span class="bt-muted" role="status">Saving…</span>')  # "Saved." only once the store has it
 
     save.on_click(saved)
     info = LiveHTML(f'<p class="bt-muted">Class <strong>{escape(learner.class_code)}</strong> · your work is '

@@ -20,7 +20,7 @@ import pytest
 from blocktrace.app.classroom.identity import COOKIE_NAME, sign
 from blocktrace.app.classroom.learner import MAX_IN_FLIGHT, Classroom, SessionRecorder, identify
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable
-from blocktrace.app.server.session_setup import attach_explorable, question_id
+from blocktrace.app.server.session_setup import attach_explorable, learner_bar, question_id
 from blocktrace.explorables.components.prediction import SAVING, SAVING_DELAYED, Prediction, PredictionGate
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
@@ -85,6 +85,14 @@ class SwitchableStore(EventStore):
     def record(self, *args, **kwargs):
         self._check()
         return super().record(*args, **kwargs)
+
+    def join(self, *args, **kwargs):
+        self._check()
+        return super().join(*args, **kwargs)
+
+    def display_name(self, *args, **kwargs):
+        self._check()
+        return super().display_name(*args, **kwargs)
 
 
 @pytest.fixture
@@ -217,3 +225,19 @@ def test_a_repeated_identical_answer_is_not_queued_again(classroom) -> None:
     recorder.emit("checkpoint", {"checkpoint": "q1", "answer": 0, "correct": True})
     doc.run_until(lambda: recorder.in_flight == 0)
     assert stored_answers(classroom) == [("q1", 2), ("q1", 0)]
+
+
+def test_a_name_says_saved_only_once_the_store_has_it(classroom) -> None:
+    """"Save name": "Saving…", then "Saved." once stored; with the store down, "Not saved yet", never "Saved."."""
+    _, recorder, doc = session(classroom)
+    _info, name, save, message, _notice = learner_bar(recorder).objects
+    classroom.store.down = True
+    name.value = "Ada"
+    save.clicks += 1
+    assert "Saving" in message.object
+    doc.run_until(lambda: "Not saved yet" in message.object)
+    assert "Saved." not in message.object
+    classroom.store.down = False
+    save.clicks += 1
+    doc.run_until(lambda: "Saved." in message.object)
+    assert classroom.store.display_name(CLASS, LEARNER) == "Ada"
