@@ -66,8 +66,8 @@ def test_a_hung_database_does_not_hold_up_the_pages(browser: Browser, tmp_path) 
             page.on("pageerror", lambda err: errors.append(str(err)))
             page.goto(server.url(TRACE))
             assert any(c["name"] == "bt_learner" and c["httpOnly"] for c in page.context.cookies())  # set with the page
-            attention = numbers(stage_row(page, "Attention update"))
-            expect(attention).not_to_have_text(["0.000"] * 5)
+            expect(page.get_by_role("button", name="Commit prediction")).to_be_visible()
+            attention = numbers(stage_row(page, "Attention update"))  # shown once the prediction is final
 
             pg.freeze()
             teacher: dict = {}
@@ -94,6 +94,7 @@ def test_a_hung_database_does_not_hold_up_the_pages(browser: Browser, tmp_path) 
             expect(page.get_by_text("Your prediction (final)")).to_be_visible(timeout=NOTICE_TIMEOUT_MS + 10_000)
             expect(page.get_by_text(NOTICE)).to_be_hidden(timeout=NOTICE_TIMEOUT_MS + 10_000)
             expect(page.get_by_label(VECTOR)).to_be_enabled()  # the controls unlock once it is final
+            expect(attention).not_to_have_text(["0.000"] * 5)
             handle = slider(page, "Attention update scale")
             handle.focus()
             page.keyboard.press("Home")
