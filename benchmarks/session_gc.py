@@ -19,6 +19,8 @@ destroy callbacks, Panel's clean-up among them, then `Document.destroy`, which r
 Figures are medians over --repeat runs, in milliseconds of wall time and of this thread's CPU time
 (the CPU figure is the one least disturbed by other work on the machine). "back" is how many of the
 closed sessions' Documents had been freed (a weak reference to each) after each way, in the order shown.
+Last, the process's RSS: with the N pages, after the reclaim, and once K new pages were built (the
+closed students opening the page again), which reuse the memory the reclaim gave back.
 """
 
 from __future__ import annotations
@@ -66,21 +68,30 @@ def close_page(doc: Document, connection: Connection) -> None:
     doc.destroy(connection)
 
 
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def timed(step) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.thread_time()
     step()
     return 1000 * (time.perf_counter() - wall), 1000 * (time.thread_time() - cpu)
 
 
-def one_run(sessions: int, closed: int) -> dict[str, tuple[float, float, int]]:
+def one_run(sessions: int, closed: int) -> dict[str, tuple]:
     """{way: (wall ms, CPU ms, closed sessions freed so far)} for one set of pages."""
     gc.unfreeze()
     gc.collect()
     page = routes()[ROUTE]
+    empty = rss_mb()
     pages = [open_page(page) for _ in range(sessions)]
     gc.collect(1)
     gc.freeze()
-    out: dict[str, tuple[float, float, int]] = {"(frozen objects)": (gc.get_freeze_count(), 0, 0)}
+    built = rss_mb()
+    out: dict[str, tuple] = {"(frozen objects)": (gc.get_freeze_count(), 0, 0)}
     gone = [weakref.ref(doc) for doc, _ in pages[:closed]]
 
     def back() -> int:
@@ -98,6 +109,11 @@ def one_run(sessions: int, closed: int) -> dict[str, tuple[float, float, int]]:
     gc.freeze()
     wall, cpu = timed(lambda: (gc.unfreeze(), gc.collect(), gc.freeze()))
     out["full: thaw, collect, freeze"] = (wall, cpu, back())
+    reclaimed = rss_mb()
+    pages += [open_page(page) for _ in range(closed)]  # the closed students open the page again
+    gc.collect(1)
+    gc.freeze()
+    out["(RSS MB: empty, N pages, reclaimed, reopened)"] = (empty, built, reclaimed, rss_mb())
     gc.unfreeze()
     closes = [timed(lambda p=p: close_page(*p)) for p in pages[:UNFROZEN_CLOSES]]
     out["discard one session, unfrozen heap"] = (max(w for w, _ in closes), max(c for _, c in closes), -1)
@@ -119,11 +135,20 @@ def main() -> int:
         wall = statistics.median(r[way][0] for r in runs)
         cpu = statistics.median(r[way][1] for r in runs)
         freed = statistics.median(r[way][2] for r in runs)
+        if way.startswith("(RSS"):
+            continue
         if way.startswith("("):
             print(f"{way:<34} {wall:>8.0f}")
             continue
         shown = f"{freed:>4.0f} / {a.closed}" if freed >= 0 else "-"
         print(f"{way:<34} {wall:>8.0f} {cpu:>8.0f} {shown:>9}")
+    empty, built, reclaimed, reopened = (statistics.median(r["(RSS MB: empty, N pages, reclaimed, reopened)"][i]
+                                                           for r in runs) for i in range(4))
+    per_page = (built - empty) / a.sessions
+    print(f"\nRSS: {empty:.0f} MB before the pages, {built:.0f} MB with {a.sessions} ({per_page:.1f} MB a page); "
+          f"{reclaimed:.0f} MB once {a.closed} closed and were reclaimed; {reopened:.0f} MB once they opened the page "
+          f"again: {reopened - built:+.0f} MB on {built:.0f} (with nothing reclaimed, about "
+          f"{a.closed * per_page:+.0f} MB)")
     return 0
 
 
