@@ -582,7 +582,7 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
 
         # This client plays 100 browsers in one process; its own garbage collections (100+ ms with 100
         # students' documents in memory) would be counted as the server's latency. Freeze what the joins
-        # built and collect rarely while exploring (as in the server, see app/tuning/gc_pauses.py).
+        # built and collect rarely while exploring (as in the server, see app/server/session_memory.py).
         gc.collect()
         gc.freeze()
         gc.set_threshold(50_000, 50, 100)

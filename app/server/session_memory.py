@@ -2,14 +2,16 @@
 
 Every student's session holds about 15,000 objects the cycle collector tracks (Panel widgets, Bokeh
 models, param watchers, all in reference cycles). Python's full collection walks every tracked
-object, about 0.6 µs each here: 117 ms for the start-up heap alone, 1.1 s with 100 students. So:
+object: 117 ms for the start-up heap alone, 1.4 s with 100 block-trace pages (benchmarks/session_gc.py),
+2.3-2.6 s in a server with 100 students (benchmarks/classroom.py --reopen 30). So:
 
 - **Live sessions are kept out of the collector's walk.** Once a page is built, and again once it
   has loaded in the browser (its figures are built then), the young generations are collected and
   every surviving object is frozen (`gc.freeze()`); a collection after that walks only what was
   made since. Everything is frozen again every FREEZE_SECONDS too, so the walk stays short: Bokeh
   runs a full `gc.collect()` for each session it discards (`Document.destroy`), and on a heap
-  left unfrozen that was a whole-heap walk per closed tab.
+  left unfrozen that is a whole-heap walk per closed tab (1.4 s each with 100 pages, all of one
+  Bokeh clean-up pass in one go; 2 ms each on the frozen heap).
 - **Closed sessions' memory is reclaimed when the class is quiet.** Frozen objects are never
   collected, and CPython (3.11-3.13) cannot collect part of the frozen heap: the only way is to
   thaw everything, run one full collection and freeze again (`Reclaimer.reclaim`), a pause as
