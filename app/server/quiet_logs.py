@@ -8,6 +8,7 @@ every other error, with its traceback, in the log.
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 from types import TracebackType
 
@@ -121,6 +122,37 @@ class InvalidMessageFilter(logging.Filter):
         return True
 
 
+_FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line \d+, in (?P<name>\S+)$')
+CALLBACK_HEADING = "Error thrown from callback:"
+
+
+class CallbackErrorFilter(logging.Filter):
+    """Bokeh 3.10's report of a failed callback, for the widget value refused by param (as above).
+
+    Bokeh 3.10 logs a failed session callback as two records of `bokeh.util.asyncio`: the heading
+    "Error thrown from callback:", then the traceback as plain text (no exc_info). The heading is held
+    back and put in front of the traceback, which becomes one short line when it is param refusing a
+    widget value from Panel; any other traceback is logged whole, under its heading.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if text == CALLBACK_HEADING:
+            return False
+        if not text.startswith("Traceback (most recent call last):"):
+            return True
+        lines = text.rstrip("\n").splitlines()
+        frames = [m["path"].replace("\\", "/") for line in lines if (m := _FRAME.match(line))]
+        last = lines[-1] if lines else ""
+        kind, _, detail = last.partition(": ")
+        if frames and "/param/" in frames[-1] and any(p.endswith("panel/reactive.py") for p in frames) \
+                and kind in ("ValueError", "TypeError"):
+            _shorten(record, "a widget value", ValueError(detail))
+        else:
+            record.msg, record.args = f"{CALLBACK_HEADING}\n%s", (text,)
+        return True
+
+
 def install() -> None:
     """Add the filters to the loggers that would otherwise print these tracebacks."""
     logging.getLogger("asyncio").addFilter(ClosedSocketFilter())
@@ -128,3 +160,4 @@ def install() -> None:
     logging.getLogger("tornado.application").addFilter(InvalidMessageFilter())
     logging.getLogger("bokeh.server.protocol_handler").addFilter(InvalidMessageFilter())
     logging.getLogger("tornado.application").addFilter(RefusedSocketFilter())
+    logging.getLogger("bokeh.util.asyncio").addFilter(CallbackErrorFilter())

@@ -34,12 +34,23 @@ def titled(found: list[dict], title: str) -> list[dict]:
     return [m for m in found if m.get("attributes", {}).get("title") == title]
 
 
-async def until_built(session: Session) -> list[dict]:
-    """Read the page's patches until every place still to be filled has been (the lab is built)."""
+def _texts(found: list[dict]) -> str:
+    return " ".join(str(m.get("attributes", {}).get("text", "")) for m in found)
+
+
+async def until_built(session: Session, titles: tuple[str, ...] = ("B (batch items)", "T (positions)"),
+                      texts: tuple[str, ...] = ()) -> list[dict]:
+    """Read the page's patches until every place still to be filled has been (the lab is built) and the
+    controls titled `titles` and the `texts` have arrived (on Panel 1.10 a place's content can come in a
+    message after the one that marks it filled). Each read is bounded by the client's timeout."""
     found = list(models(session.document))
     waiting = pending(session.document)
     assert waiting, "the page arrives with places for what is built once it is loaded"
-    while waiting:
+
+    def done() -> bool:
+        return not waiting and all(titled(found, t) for t in titles) and all(t in _texts(found) for t in texts)
+
+    while not done():
         message = await session.read()
         if message.msgtype == "PATCH-DOC":
             found += list(models(message.content))
@@ -67,7 +78,7 @@ async def flood_then_change(base: str, student_link: str) -> dict:
         student.close()
         last = await Session.open(ws_url(base), token_in(heavy[-1].body.decode("utf-8")))
         pulled = list(models(last.document))
-        built = await until_built(last)
+        built = await until_built(last, texts=("multiply-adds per change", "last sizes that fit"))
         last.close()
         return {"statuses": [r.code for r in heavy], "answered": answered, "pulled": pulled, "built": built}
     finally:
@@ -83,7 +94,7 @@ def test_ten_heavy_gets_cost_a_frame_each_and_another_students_change_is_answere
     assert not titled(found["pulled"], "B (batch items)")  # the page came without the lab in it
     sliders = titled(found["built"], "B (batch items)")
     assert [s["attributes"]["value"] for s in sliders] == [1]  # the budget's defaults, not the link's B = 4
-    texts = " ".join(str(m.get("attributes", {}).get("text", "")) for m in found["built"])
+    texts = _texts(found["built"])
     assert "multiply-adds per change" in texts and "last sizes that fit" in texts
 
 

@@ -92,3 +92,31 @@ def test_other_assertions_keep_their_traceback() -> None:
     """An assertion raised elsewhere than Bokeh's on_close is logged whole."""
     text = _formatted(_late_close_record(error_in_on_close=False))
     assert "Traceback" in text and "AssertionError" in text
+
+
+def _callback_records(traceback_text: str) -> list[str]:
+    from blocktrace.app.server.quiet_logs import CALLBACK_HEADING, CallbackErrorFilter
+
+    kept = []
+    for text in (CALLBACK_HEADING, traceback_text):
+        record = logging.LogRecord("bokeh.util.asyncio", logging.ERROR, __file__, 1, text, (), None)
+        if CallbackErrorFilter().filter(record):
+            kept.append(record.getMessage())
+    return kept
+
+
+def test_bokeh_310s_callback_report_of_a_refused_widget_value_is_one_line() -> None:
+    """Bokeh 3.10 logs a failed callback as a heading and a plain-text traceback: param's refusal is one line."""
+    refused = ('Traceback (most recent call last):\n  File "/x/panel/reactive.py", line 545, in _change_coroutine\n'
+               '    self._change_event(doc)\n  File "/x/param/parameterized.py", line 2058, in __set__\n'
+               '    obj.param._call_watcher(watcher, event)\n'
+               "ValueError: Integer parameter 'LabState.B' must be at most 4, not 99.\n")
+    assert _callback_records(refused) == [
+        "refused a widget value from a browser: Integer parameter 'LabState.B' must be at most 4, not 99."]
+
+
+def test_another_callback_error_keeps_its_heading_and_traceback() -> None:
+    other = ('Traceback (most recent call last):\n  File "/x/explorables/view.py", line 3, in update\n'
+             '    1 / 0\nZeroDivisionError: division by zero\n')
+    (kept,) = _callback_records(other)
+    assert kept.startswith("Error thrown from callback:\nTraceback") and "ZeroDivisionError" in kept
