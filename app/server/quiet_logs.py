@@ -70,6 +70,7 @@ class RefusedSocketFilter(logging.Filter):
             return True
         summary = record.args[0] if isinstance(record.args, tuple) and record.args else ""
         record.msg, record.args = "websocket refused: %s (%s)", (exc_info[1], summary)
+        record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
         record.exc_info = record.exc_text = None
         return True
 

@@ -18,10 +18,19 @@ from tornado.websocket import websocket_connect
 
 from blocktrace.app.classroom.identity import COOKIE_NAME, load_or_create_secret, sign, verify
 from tests.app.bokeh_ws_client import READ_TIMEOUT_S, Session, token_in
-from tests.conftest import Server
+from tests.conftest import Server, start_server, stop_server
 
 TRACE = "/explorables/transformer-block-trace"
 FIXATED = "fixated0123456789"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Server:
+    """A server of this module's own: the refusals here are logged (as warnings and Bokeh's own errors), and
+    other modules check the shared server's log for errors."""
+    running = start_server(tmp_path_factory.mktemp("page-requests") / "server.log")
+    yield running
+    stop_server(running)
 
 
 def get(server: Server, path: str, cookie: str | None = None) -> tuple[str, list[str]]:
