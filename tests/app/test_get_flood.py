@@ -75,11 +75,11 @@ async def flood_then_change(base: str, student_link: str) -> dict:
             message = await student.read()
             answered = message.msgtype == "PATCH-DOC" and any(
                 e.get("attr") == "search" and "T=6" in str(e.get("new")) for e in message.content["events"])
-        student.close()
+        await student.close_and_wait()
         last = await Session.open(ws_url(base), token_in(heavy[-1].body.decode("utf-8")))
         pulled = list(models(last.document))
         built = await until_built(last, texts=("multiply-adds per change", "last sizes that fit"))
-        last.close()
+        await last.close_and_wait()
         return {"statuses": [r.code for r in heavy], "answered": answered, "pulled": pulled, "built": built}
     finally:
         client.close()
@@ -111,7 +111,7 @@ def test_a_class_behind_one_address_still_gets_every_page(lan_server) -> None:
                 for _ in range(30)))
             session = await Session.open(ws_url(lan_server.base_url), token_in(pages[-1].body.decode("utf-8")))
             built = await until_built(session)
-            session.close()
+            await session.close_and_wait()
             return [p.code for p in pages], built
         finally:
             client.close()

@@ -41,7 +41,7 @@ async def send_invalid(server, value, wanted: str) -> tuple[list[str], bool]:
                     e.get("attr") == "search" and "B=2" in str(e.get("new")) for e in message.content["events"]):
                 return lines, True
     finally:
-        session.close()
+        await session.close_and_wait()
 
 
 def check(server, value, wanted: str) -> None:

@@ -7,6 +7,7 @@ import gc
 import io
 import logging
 import sys
+import warnings
 from collections.abc import Callable
 
 from bokeh.server.connection import ServerConnection
@@ -21,6 +22,9 @@ def _log_unretrieved(make_error: Callable[[], Exception]) -> str:
     The error is made inside the task, so nothing here holds its traceback (on Python 3.13 that kept the
     task alive past the collection below).
     """
+    with warnings.catch_warnings():  # what earlier tests left to the collector (a socket) is not this test's
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     logger = logging.getLogger("asyncio")
