@@ -10,6 +10,7 @@ when the database cannot be reached, events wait in the process's outbox and a n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -120,11 +121,23 @@ def _slot_key(payload: dict[str, Any]) -> str | None:
     return None
 
 
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if any (a served session is built on it)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class SessionRecorder:
     """One session's link to the store. With no classroom configured, it records nothing.
 
     Every store call runs on the process's store thread; answers come back to this session's
-    document as next-tick callbacks, so the page is only ever changed from the event loop.
+    document as next-tick callbacks, so the page is only ever changed from the event loop. The store
+    thread hands each answer to the event loop first, and the loop adds the callback: Bokeh's
+    `add_next_tick_callback` marks the current document on a process-wide stack while it runs, and from
+    another thread that mark could land inside a callback of a different session, which then took that
+    session's stylesheet models for its own (a RuntimeError: a model in two documents).
 
     One session never has more than MAX_IN_FLIGHT calls waiting on that thread: past it, each
     event waits here instead, only the newest per slot (one checkpoint, one parameter, the
@@ -142,6 +155,7 @@ class SessionRecorder:
         if doc is None and getattr(pn.state.curdoc, "session_context", None) is not None:
             doc = pn.state.curdoc
         self._doc = doc  # this session's document (None outside a session: answers are handled at once)
+        self._loop = running_loop() if doc is not None else None  # the event loop that serves it
         self._lock = threading.Lock()  # guards the bookkeeping below, touched by the loop and the store thread
         self._in_flight = 0
         self._waiting: dict[Slot, Callable[[], None]] = {}  # slot -> the submission of its newest event
@@ -163,7 +177,13 @@ class SessionRecorder:
         self._submit(call, then)
 
     def _submit(self, call: Callable[[], Any], then: Callable[[Any], None] | None) -> None:
-        doc = self._doc
+        doc, loop = self._doc, self._loop
+
+        def in_session(result: Any) -> None:  # on the event loop
+            try:
+                doc.add_next_tick_callback(lambda: then(result))
+            except (RuntimeError, AttributeError):  # the page was closed meanwhile (Bokeh took its document
+                pass  # apart): nobody is left to tell
 
         def done(result: Any) -> None:  # on the store thread
             self._finished()
@@ -172,10 +192,13 @@ class SessionRecorder:
             if doc is None:
                 then(result)
                 return
+            if loop is None:  # a document served by no loop here (tests): straight to it
+                in_session(result)
+                return
             try:
-                doc.add_next_tick_callback(lambda: then(result))  # Bokeh's way in from another thread
-            except (RuntimeError, AttributeError):  # the page was closed meanwhile (Bokeh took its document
-                pass  # apart): nobody is left to tell
+                loop.call_soon_threadsafe(in_session, result)
+            except RuntimeError:  # the loop has closed: the server is stopping
+                pass
 
         self.classroom.thread.submit(call, done)
 

@@ -241,3 +241,34 @@ def test_a_name_says_saved_only_once_the_store_has_it(classroom) -> None:
     save.clicks += 1
     doc.run_until(lambda: "Saved." in message.object)
     assert classroom.store.display_name(CLASS, LEARNER) == "Ada"
+
+
+def test_store_answers_reach_the_session_document_from_the_event_loop_thread_only(classroom) -> None:
+    """A session built on an event loop gets each store answer through that loop: the store thread never
+    calls into the Bokeh document itself (Bokeh marks the current document on a process-wide stack there,
+    which a callback of another session running at that moment would take for its own)."""
+    import asyncio
+
+    callers: list[str] = []
+
+    class ThreadNoting(SessionDocument):
+        def add_next_tick_callback(self, callback: Callable[[], None]) -> None:
+            callers.append(threading.current_thread().name)
+            super().add_next_tick_callback(callback)
+
+    async def main() -> None:
+        doc = ThreadNoting()
+        learner = identify({COOKIE_NAME: sign(LEARNER, classroom.secret)}, {"class": CLASS}, classroom.secret)
+        recorder = SessionRecorder(classroom, learner, doc=doc)  # built on the loop, as a served session is
+        answers: list[object] = []
+        for n in range(5):
+            recorder._run(lambda n=n: n, answers.append)
+        deadline = time.monotonic() + DEADLINE_S
+        while len(answers) < 5:
+            assert time.monotonic() < deadline, "the store thread did not answer in time"
+            if not doc.run_ticks():
+                await asyncio.sleep(0.01)  # lets the loop run the hand-offs from the store thread
+        assert answers == [0, 1, 2, 3, 4]
+
+    asyncio.run(main())
+    assert callers == [threading.main_thread().name] * 5
