@@ -116,6 +116,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
 
     from blocktrace.app.server import quiet_logs
+    from blocktrace.app.server.build_pacing import paced_applications
     from blocktrace.app.server.hardening import server_settings
     from blocktrace.app.server.page_requests import page_requests, session_signing
     from blocktrace.app.server.routes import page_titles, routes, server_kwargs
@@ -143,8 +144,7 @@ def run_serve(args: argparse.Namespace) -> int:
     kwargs.update(session_signing(secret or secrets.token_bytes(32)))
     kwargs["transforms"] = kwargs["transforms"] + [page_requests(secret, pages)]
     pn.serve(
-        pages,
-        title=page_titles(pages),
+        paced_applications(pages, page_titles(pages)),  # each session built in its turn (build_pacing.py)
         port=args.port,
         address=args.address,
         websocket_origin=websocket_origins(args),

@@ -32,6 +32,7 @@ from enum import Enum
 import panel as pn
 
 from blocktrace.app.server.rate_limits import TokenBuckets
+from blocktrace.explorables.components.build_turns import in_turn
 from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import batched
@@ -130,5 +131,5 @@ def limited(build: Callable[[], pn.viewable.Viewable], limits: BuildLimits = LIM
     def fill() -> None:
         place.param.update(objects=[build()], css_classes=[], min_height=None)
 
-    pn.state.onload(lambda: pn.state.execute(fill, schedule=True))
+    pn.state.onload(lambda: in_turn(fill))  # one build step of the server's queue (build_turns.py)
     return place

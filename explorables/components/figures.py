@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import panel as pn
@@ -25,11 +26,12 @@ class DrawnAfterLoad:
 
     A figure is some forty Bokeh models: building them, sending them, and laying out and painting the
     canvas in the browser all come before anything on the page can be used. Here the first page carries
-    places saying "Drawing the plot…" instead (class PENDING until filled), and the figures follow in one
-    message (on Panel 1.10, which lets Bokeh send changes held during a write, a few) as soon as the browser
-    reports the page drawn (Panel's onload). Outside a served page (no session, e.g. in
-    tests) each figure is placed at once. Panel's loading spinner is not used: it is an image from this
-    server, which a page embedding us by script tag may not load (cross-origin).
+    places saying "Drawing the plot…" instead (class PENDING until filled), and the figures follow once
+    the browser reports the page drawn (Panel's onload), each figure a message of its own. In a served
+    session each figure is one build step of the server's queue (explorables/components/build_turns.py), so other
+    students' changes are answered between them. Outside a served page (no session, e.g. in tests) each
+    figure is placed at once. Panel's loading spinner is not used: it is an image from this server, which a
+    page embedding us by script tag may not load (cross-origin).
     """
 
     PENDING = "bt-figure-pending"
@@ -44,15 +46,19 @@ class DrawnAfterLoad:
         slot = pn.Column(sizing_mode="stretch_width", min_height=height, css_classes=[self.PENDING],
                          stylesheets=[self.WAITING_CSS])
         self._waiting.append((slot, make))
-        if len(self._waiting) == 1:  # one call draws every place asked for before the page is up
-            # On the next tick after onload, when Panel counts the session as loaded: batched() then sends
-            # all the figures in one message (during onload itself each change would go on its own).
-            pn.state.onload(lambda: pn.state.execute(self._draw, schedule=True))
+        if len(self._waiting) == 1:  # one onload callback draws every place asked for before the page is up
+            pn.state.onload(self._draw)
         return slot
 
-    @batched
     def _draw(self) -> None:
+        from blocktrace.explorables.components.build_turns import in_turn
+
         waiting, self._waiting = self._waiting, []
         for slot, make in waiting:
-            slot.objects = [pn.pane.Bokeh(make(), sizing_mode="stretch_width")]
-            slot.css_classes = []
+            in_turn(functools.partial(self._fill, slot, make))
+
+    @staticmethod
+    @batched
+    def _fill(slot: pn.Column, make: Callable[[], figure]) -> None:
+        slot.objects = [pn.pane.Bokeh(make(), sizing_mode="stretch_width")]
+        slot.css_classes = []

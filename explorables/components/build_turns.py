@@ -1,0 +1,138 @@
+"""Page builds take turns, so students already on their pages are answered in between.
+
+Building a session is synchronous Python on the event loop: about 170 ms for the block-trace page's
+document and 80 ms for each of its figures on a quiet 2-core machine. When 30 students reload at once
+(or a script asks for page after page), the builds used to run back to back and every other student's
+slider change waited behind all of them: seconds.
+
+Here every build step of the process waits for its turn in one queue: a session's document (Bokeh's
+`on_session_created` hook, which may delay a session's creation), the page content built once the browser
+has loaded it, and each figure drawn after load. One step runs at a time, and after each the loop is
+left GAP_S to itself, so the messages of students already on their pages (a few short steps each) go
+first. A student's change then waits for at most one build step, however many pages are being built.
+
+Only public hooks are used (a Bokeh lifecycle handler, `Document.add_next_tick_callback`), so this holds
+with and without `--no-tuning`. The session hook is app/server/build_pacing.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("blocktrace.builds")
+
+GAP_S = 0.02  # after each build step, the loop's own for this long
+STUCK_S = 5.0  # a step not reported done after this long (its session went meanwhile) frees the queue
+
+Start = Callable[[Callable[[], None]], None]  # begins a step, given the function that ends its turn
+
+
+class Pacer:
+    """One queue of build steps per process, run one at a time with a gap between them."""
+
+    def __init__(self, gap_s: float = GAP_S, stuck_s: float = STUCK_S):
+        self.gap_s, self.stuck_s = gap_s, stuck_s
+        self._queue: deque[Start] = deque()
+        self._turn = 0  # the turn running (>0), resting after it (<0), or none (0)
+        self._turns = 0
+        self.steps = 0  # steps begun, for tests and logs
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue)
+
+    async def turn(self) -> None:
+        """Wait for this coroutine's turn; the synchronous work it does next, up to its next await, is the step."""
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+
+        def start(done: Callable[[], None]) -> None:
+            if ready.done():  # the waiter gave up (its request went away)
+                done()
+                return
+            ready.set_result(None)  # wakes the waiter on the loop's next round ...
+            loop.call_soon(done, context=contextvars.Context())  # ... and this runs right after its step
+
+        self._enqueue(start)
+        await ready
+
+    def step(self, doc: Any, work: Callable[[], None]) -> None:
+        """Run `work()` in `doc`'s session (a next-tick callback, under its lock) when its turn comes."""
+
+        def start(done: Callable[[], None]) -> None:
+            def run() -> None:
+                try:
+                    work()
+                finally:
+                    done()
+
+            try:
+                doc.add_next_tick_callback(run)
+            except (RuntimeError, AttributeError):  # the session is gone
+                done()
+
+        self._enqueue(start)
+
+    def _enqueue(self, start: Start) -> None:
+        self._queue.append(start)
+        self._next()
+
+    def _next(self) -> None:
+        if self._turn != 0:
+            return
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            start = self._queue.popleft()
+            self._turns += 1
+            self._turn = turn = self._turns
+            done = functools.partial(self._done, loop, turn)
+            loop.call_later(self.stuck_s, done, context=contextvars.Context())
+            self.steps += 1
+            try:
+                start(done)
+                return
+            except Exception:  # a step that cannot begin must not stop every later one
+                log.exception("a page build step could not begin")
+                self._turn = 0
+
+    def _done(self, loop: asyncio.AbstractEventLoop, turn: int) -> None:
+        if self._turn != turn:
+            return  # already done (this is the stuck-step timer of a step that finished)
+        self._turn = -turn
+        # In a context of its own: the next step must not start inside the context of the session whose
+        # step just ended (Panel reads the current document from it first).
+        loop.call_later(self.gap_s, self._rested, turn, context=contextvars.Context())
+
+    def _rested(self, turn: int) -> None:
+        if self._turn == -turn:
+            self._turn = 0
+            self._next()
+
+
+PACER = Pacer()
+
+
+def in_turn(work: Callable[[], None]) -> None:
+    """Run `work` as a build step of the current session, in its turn; at once outside a served session."""
+    import panel as pn
+
+    doc = pn.state.curdoc
+    context = getattr(doc, "session_context", None)
+    if context is None or getattr(context, "server_context", None) is None or not _loop_running():
+        work()
+        return
+    PACER.step(doc, work)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -1,0 +1,161 @@
+"""The process's queue of page-build steps: one at a time, in order, other work in between, never stuck."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from panel.io.state import set_curdoc, state
+
+from blocktrace.explorables.components.build_turns import Pacer
+
+GAP_S = 0.001
+
+
+class LoopDocument:
+    """What the pacer uses of a session's document: next-tick callbacks, run by the event loop.
+
+    Like Panel's own callbacks, each runs with this document as Panel's current one when `marks` is set."""
+
+    def __init__(self, name: str, marks: bool = False, gone: bool = False) -> None:
+        self.name, self.marks, self.gone = name, marks, gone
+        self.seen_current: list[object] = []  # Panel's current document when each callback began
+
+    def add_next_tick_callback(self, callback: Callable[[], None]) -> None:
+        if self.gone:
+            raise RuntimeError("the session was destroyed")
+
+        def run() -> None:
+            self.seen_current.append(state._curdoc.get())
+            if self.marks:
+                with set_curdoc(self):
+                    callback()
+            else:
+                callback()
+
+        asyncio.get_running_loop().call_soon(run)
+
+
+def run_until(condition: Callable[[], bool]) -> None:
+    async def main() -> None:
+        while not condition():
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+
+
+def test_steps_run_one_at_a_time_in_the_order_asked_with_other_work_between_them() -> None:
+    pacer, log = Pacer(gap_s=GAP_S), []
+
+    def work(name: str) -> Callable[[], None]:
+        def step() -> None:
+            log.append(f"{name} starts")
+            # a student's message arriving while this step runs: handled before the next step
+            asyncio.get_running_loop().call_soon(log.append, f"message during {name}")
+            log.append(f"{name} ends")
+        return step
+
+    async def main() -> None:
+        docs = [LoopDocument(f"doc{i}") for i in range(4)]
+        for i, doc in enumerate(docs):
+            pacer.step(doc, work(f"step{i}"))
+        while len(log) < 12:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == [entry for i in range(4) for entry in
+                   (f"step{i} starts", f"step{i} ends", f"message during step{i}")]
+    assert pacer.steps == 4 and pacer.waiting == 0
+
+
+def test_a_turn_covers_the_synchronous_work_after_it_and_waiters_go_in_order() -> None:
+    pacer, log = Pacer(gap_s=GAP_S), []
+
+    async def build(name: str) -> None:
+        await pacer.turn()
+        log.append(f"{name} starts")
+        asyncio.get_running_loop().call_soon(log.append, f"message during {name}")
+        log.append(f"{name} ends")  # nothing awaited in between: one step
+
+    async def main() -> None:
+        await asyncio.gather(*(build(f"build{i}") for i in range(3)))
+        while len(log) < 9:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == [entry for i in range(3) for entry in
+                   (f"build{i} starts", f"build{i} ends", f"message during build{i}")]
+
+
+def test_turns_and_steps_share_one_queue() -> None:
+    pacer, log = Pacer(gap_s=GAP_S), []
+
+    async def build() -> None:
+        await pacer.turn()
+        log.append("build")
+
+    async def main() -> None:
+        pacer.step(LoopDocument("a"), lambda: log.append("figure a"))
+        waiter = asyncio.ensure_future(build())
+        await asyncio.sleep(0)
+        pacer.step(LoopDocument("b"), lambda: log.append("figure b"))
+        await waiter
+        while len(log) < 3:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["figure a", "build", "figure b"]
+
+
+def test_a_step_of_a_closed_session_or_one_that_never_runs_does_not_stop_the_queue() -> None:
+    pacer, log = Pacer(gap_s=GAP_S, stuck_s=0.05), []
+
+    class Dropping(LoopDocument):
+        def add_next_tick_callback(self, callback) -> None:  # accepted, then thrown away with its session
+            pass
+
+    async def main() -> None:
+        pacer.step(LoopDocument("closed", gone=True), lambda: log.append("never"))
+        pacer.step(Dropping("dropped"), lambda: log.append("never either"))
+        pacer.step(LoopDocument("open"), lambda: log.append("ran"))
+        while not log:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["ran"]
+
+
+def test_a_failing_step_ends_its_turn() -> None:
+    pacer, log = Pacer(gap_s=GAP_S), []
+
+    def fails() -> None:
+        raise ValueError("a bug in one page")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: log.append(type(context.get("exception")).__name__))
+        pacer.step(LoopDocument("a"), fails)
+        pacer.step(LoopDocument("b"), lambda: log.append("next"))
+        while "next" not in log:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["ValueError", "next"]
+
+
+def test_the_next_step_does_not_start_inside_the_previous_sessions_context() -> None:
+    """Panel reads the current document from the context first; a step started from the context of another
+    session's callback would build its models into that session's stylesheet cache."""
+    pacer = Pacer(gap_s=GAP_S)
+    first, second = LoopDocument("first", marks=True), LoopDocument("second")
+    ran: list[str] = []
+
+    async def main() -> None:
+        pacer.step(first, lambda: ran.append("first"))
+        pacer.step(second, lambda: ran.append("second"))
+        while len(ran) < 2:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert ran == ["first", "second"]
+    assert second.seen_current == [None]
