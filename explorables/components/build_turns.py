@@ -7,9 +7,12 @@ slider change waited behind all of them: seconds.
 
 Here every build step of the process waits for its turn in one queue: a session's document (Bokeh's
 `on_session_created` hook, which may delay a session's creation), the page content built once the browser
-has loaded it, and each figure drawn after load. One step runs at a time, and after each the loop is
-left GAP_S to itself, so the messages of students already on their pages (a few short steps each) go
-first. A student's change then waits for at most one build step, however many pages are being built.
+has loaded it, and each figure drawn after load. One step runs at a time. After each, the loop is left
+to everything else for as long as the step took (at least GAP_S), and longer while it is still behind
+(a timer of its own fires late): students already on their pages go first, and page builds get at most
+about half of a busy loop. A student's change then waits for about one build step, however many pages
+are being built; the pages being built take longer to arrive (each waits its turn, at most MAX_REST_S
+after the step before it).
 
 Only public hooks are used (a Bokeh lifecycle handler, `Document.add_next_tick_callback`), so this holds
 with and without `--no-tuning`. The session hook is app/server/build_pacing.py.
@@ -27,7 +30,10 @@ from typing import Any
 
 log = logging.getLogger("blocktrace.builds")
 
-GAP_S = 0.02  # after each build step, the loop's own for this long
+GAP_S = 0.02  # after each build step, the loop's own for at least this long ...
+SHARE = 1.0  # ... or this share of the time the step took, if longer
+BEHIND_S = 0.01  # a rest whose timer fires this late means the loop still has other work waiting: rest on
+MAX_REST_S = 1.0  # however busy the loop, the next step starts this long after the last one at the latest
 STUCK_S = 5.0  # a step not reported done after this long (its session went meanwhile) frees the queue
 
 Start = Callable[[Callable[[], None]], None]  # begins a step, given the function that ends its turn
@@ -36,8 +42,11 @@ Start = Callable[[Callable[[], None]], None]  # begins a step, given the functio
 class Pacer:
     """One queue of build steps per process, run one at a time with a gap between them."""
 
-    def __init__(self, gap_s: float = GAP_S, stuck_s: float = STUCK_S):
-        self.gap_s, self.stuck_s = gap_s, stuck_s
+    def __init__(self, gap_s: float = GAP_S, stuck_s: float = STUCK_S, share: float = SHARE,
+                 behind_s: float = BEHIND_S, max_rest_s: float = MAX_REST_S):
+        self.gap_s, self.stuck_s, self.share = gap_s, stuck_s, share
+        self.behind_s, self.max_rest_s = behind_s, max_rest_s
+        self._began = 0.0  # when the running step was given its turn, on the loop's clock
         self._queue: deque[Start] = deque()
         self._turn = 0  # the turn running (>0), resting after it (<0), or none (0)
         self._turns = 0
@@ -94,6 +103,7 @@ class Pacer:
             done = functools.partial(self._done, loop, turn)
             loop.call_later(self.stuck_s, done, context=contextvars.Context())
             self.steps += 1
+            self._began = loop.time()
             try:
                 start(done)
                 return
@@ -105,14 +115,24 @@ class Pacer:
         if self._turn != turn:
             return  # already done (this is the stuck-step timer of a step that finished)
         self._turn = -turn
+        now = loop.time()
+        self._rest(loop, turn, max(self.gap_s, self.share * (now - self._began)), now + self.max_rest_s)
+
+    def _rest(self, loop: asyncio.AbstractEventLoop, turn: int, for_s: float, latest: float) -> None:
+        due = loop.time() + for_s
         # In a context of its own: the next step must not start inside the context of the session whose
         # step just ended (Panel reads the current document from it first).
-        loop.call_later(self.gap_s, self._rested, turn, context=contextvars.Context())
+        loop.call_later(for_s, self._rested, loop, turn, due, latest, context=contextvars.Context())
 
-    def _rested(self, turn: int) -> None:
-        if self._turn == -turn:
-            self._turn = 0
-            self._next()
+    def _rested(self, loop: asyncio.AbstractEventLoop, turn: int, due: float, latest: float) -> None:
+        if self._turn != -turn:
+            return
+        now = loop.time()
+        if now - due > self.behind_s and now < latest:  # the loop is still catching up: others first
+            self._rest(loop, turn, self.gap_s, latest)
+            return
+        self._turn = 0
+        self._next()
 
 
 PACER = Pacer()

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import numpy as np
 import panel as pn
 
+from blocktrace.explorables.components.build_turns import in_turn
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
@@ -97,8 +98,9 @@ class DecoderLabExplorable(ExplorableView):
         if served:
             # The lab's work (its traces, 48-block stacks and a dozen figures) waits until the page's browser
             # is connected and has drawn the page (Panel's onload): a page request alone, however large the
-            # sizes in its link, costs the server little. On the next tick, so batched() sends one message.
-            pn.state.onload(lambda: pn.state.execute(self._build, schedule=True))
+            # sizes in its link, costs the server little. Built as one step of the server's build queue
+            # (build_turns.py), a next-tick callback, so batched() sends one message.
+            pn.state.onload(lambda: in_turn(self._build))
         else:
             self._build()
 

@@ -64,10 +64,11 @@ class Session:
         self.document: dict = {}
 
     @classmethod
-    async def open(cls, ws_url: str, token: str | None = None) -> Session:
-        """Connect with a page's session token (as BokehJS does); without one, GET the page for a token."""
-        token = token or await fetch_token(page_of(ws_url))
-        ws = await websocket_connect(HTTPRequest(ws_url), subprotocols=["bokeh", token])
+    async def open(cls, ws_url: str, token: str | None = None, headers: dict[str, str] | None = None) -> Session:
+        """Connect with a page's session token (as BokehJS does); without one, GET the page for a token.
+        `headers` (a browser's cookie, say) go with the websocket's request, and with the page's if GET here."""
+        token = token or await fetch_token(page_of(ws_url), headers=headers)
+        ws = await websocket_connect(HTTPRequest(ws_url, headers=headers or {}), subprotocols=["bokeh", token])
         session = cls(ws)
         ack = await session.read()
         assert ack.msgtype == "ACK", ack.msgtype

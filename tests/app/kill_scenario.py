@@ -21,15 +21,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import websocket_connect
-
 from blocktrace.app.classroom.identity import COOKIE_NAME, load_or_create_secret, new_learner_id, sign
 from blocktrace.app.classroom.store import EventStore, default_url
 from blocktrace.explorables.block_floor.state import FloorState
 from blocktrace.explorables.components.prediction import NOT_CHOSEN
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
-from tests.app.bokeh_ws_client import PROTOCOL, Session, fetch_token, models
+from tests.app.bokeh_ws_client import Session, fetch_token, models
 from tests.conftest import Server, start_server, stop_server
 
 TRACE = "/explorables/transformer-block-trace"
@@ -82,19 +79,7 @@ async def open_page(base: str, path: str, class_code: str, cookie: str) -> Sessi
     """The page's session as the student's browser opens it: the page request and the websocket both
     carry the learner cookie (the server refuses a websocket from another browser than the page's)."""
     token = await fetch_token(f"{base}{path}?class={class_code}", headers={"Cookie": cookie})
-    ws = await websocket_connect(HTTPRequest(ws_url(base, path), headers={"Cookie": cookie}),
-                                 subprotocols=["bokeh", token])
-    session = Session(ws)
-    ack = await session.read()
-    assert ack.msgtype == "ACK", ack.msgtype
-    await PROTOCOL.create("PULL-DOC-REQ").send(session.sock)
-    while (reply := await session.read()).msgtype != "PULL-DOC-REPLY":
-        pass
-    session.document = reply.content
-    await session.send({"kind": "MessageSent", "msg_type": "bokeh_event",
-                        "msg_data": {"type": "event", "name": "document_ready",
-                                     "values": {"type": "map", "entries": []}}})
-    return session
+    return await Session.open(ws_url(base, path), token, headers={"Cookie": cookie})
 
 
 async def _read_gate(student: Student) -> None:

@@ -159,3 +159,34 @@ def test_the_next_step_does_not_start_inside_the_previous_sessions_context() -> 
     asyncio.run(asyncio.wait_for(main(), 20))
     assert ran == ["first", "second"]
     assert second.seen_current == [None]
+
+
+def test_while_the_loop_is_behind_with_other_work_the_next_step_waits_for_it() -> None:
+    """Students' messages queued up during a step all go before the next step (up to max_rest_s)."""
+    import time
+
+    pacer, log = Pacer(gap_s=0.001, behind_s=0.005, max_rest_s=30.0), []
+
+    def busy(ms: float) -> None:
+        end = time.perf_counter() + ms / 1000
+        while time.perf_counter() < end:
+            pass
+
+    def message(n: int) -> None:  # a student's change: 20 ms of work, and the next one already waiting
+        busy(20)
+        log.append(f"message {n}")
+        if n < 10:
+            asyncio.get_running_loop().call_soon(message, n + 1)
+
+    def first() -> None:
+        log.append("step 1")
+        asyncio.get_running_loop().call_soon(message, 1)
+
+    async def main() -> None:
+        pacer.step(LoopDocument("a"), first)
+        pacer.step(LoopDocument("b"), lambda: log.append("step 2"))
+        while "step 2" not in log:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["step 1", *(f"message {n}" for n in range(1, 11)), "step 2"]
