@@ -23,6 +23,9 @@ Measured on 2026-12-01 on the shared 2-core machine (load average 6-10 from othe
 is slow and noisy), tuned server, medians: before (commit 57412b0) the student waited 21.3 s (max 25.0 s)
 and the flood cost 43 s of CPU; after, 0.96 s (max 1.9 s) against 0.57 s with no flood, and 0.65 s of
 CPU. A change at the budget's edge took 0.2-0.9 s (0.3 s or less with OPENBLAS_NUM_THREADS=1 in one run).
+Again on 2026-12-01 with the machine quiet (load average under 1), 5 rounds, medians: with build turns
+(explorables/components/build_turns.py) the student's change took 291 ms (max 300 ms) right after the ten
+GETs and 292 ms with none; before them (commit 82d73fd) 260 ms (max 312 ms) and 241 ms.
 """
 
 from __future__ import annotations
