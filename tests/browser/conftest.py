@@ -40,8 +40,11 @@ class Opened:
         assert self.dialogs == [], "a dialog opened"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One Chromium per test module. Playwright's sync API keeps its event loop marked as running in this
+    thread while it is open, so a later test's `asyncio.run()` (the unit tests) would fail: it closes with
+    the module."""
     with sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield chromium
