@@ -70,7 +70,7 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes |
     generated = None
     if not password:  # also on localhost: a classroom server is often restarted with --address later
         password = generated = generate_password()
-    return teacher_patterns(Guard(password)), generated, secret
+    return teacher_patterns(Guard(password), websocket_origins(args)), generated, secret
 
 
 def child_pids(parent: int) -> list[int]:

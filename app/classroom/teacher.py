@@ -9,6 +9,7 @@ Students without the password get 401, or 429 when guessing.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Sequence
 from html import escape
 from urllib.parse import quote
 
@@ -16,6 +17,7 @@ from tornado.ioloop import IOLoop
 from tornado.web import RequestHandler
 
 from blocktrace.app.classroom.identity import valid_class_code
+from blocktrace.app.classroom.join import student_base, teacher_card
 from blocktrace.app.classroom.learner import DEFAULT_CLASS
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
@@ -32,8 +34,9 @@ REFRESH_SECONDS = 5
 
 
 class TeacherHandler(RequestHandler):
-    def initialize(self, guard: Guard) -> None:
+    def initialize(self, guard: Guard, origins: Sequence[str] = ()) -> None:
         self.guard = guard
+        self.origins = list(origins)  # the HOST:PORTs the server accepts pages from (for the join link)
 
     def prepare(self) -> None:
         if not admit_teacher(self, self.guard):  # answered 401 or 429
@@ -97,7 +100,9 @@ class DashboardHandler(TeacherHandler):
         except StoreUnavailable:
             body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
         status = store_status_html(classroom)  # writes waiting, a hung or deleted database: above the counts
-        self.finish(self._page(code, status + body + self._predict_off_links(classroom.secret)))
+        base, local_only = student_base(self.request.protocol, self.request.host, self.origins)
+        join = teacher_card(base, code, local_only)
+        self.finish(self._page(code, status + join + body + self._predict_off_links(classroom.secret)))
 
     def _predict_off_links(self, secret: bytes) -> str:
         """Signed links that open each explorable without the prediction step (app/server/predict_links.py)."""
@@ -218,8 +223,8 @@ class ExportHandler(TeacherHandler):
         self.finish(text)
 
 
-def teacher_patterns(guard: Guard) -> list[tuple]:
-    args = {"guard": guard}
+def teacher_patterns(guard: Guard, origins: Sequence[str] = ()) -> list[tuple]:
+    args = {"guard": guard, "origins": list(origins)}
     return [
         (r"/teacher/?", DashboardHandler, args),
         (r"/teacher/reveal", RevealHandler, args),

@@ -17,7 +17,15 @@
     :::
 
 Directives: explorable (id, state, height), predict (explorable), checkpoint (id, question, options
-[{text, correct, feedback}]), exercise (id, title, path, command), explain (prompt).
+[{text, correct, feedback}]), exercise (id, title, path, command), explain (prompt), and answer:
+
+    :::answer                      (Markdown that explains a result, folded until the student has
+    after: prediction              committed what it explains: `prediction` or `claim` of an explorable,
+    explorable: block-floor        or a `checkpoint` by its id; `title` names the folded part)
+    title: The comparison, step by step
+    :::
+    Markdown …
+    :::end
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ import yaml
 
 from blocktrace.app.package_data import LESSONS_DIR
 
-DIRECTIVES = ("explorable", "predict", "checkpoint", "exercise", "explain")
+DIRECTIVES = ("explorable", "predict", "checkpoint", "exercise", "explain", "answer")
+ANSWER_AFTER = ("prediction", "claim", "checkpoint")  # what opens an answer
+ANSWER_END = ":::end"
 FRONT_FIELDS = ("id", "title", "order", "objectives", "prerequisites", "explorables", "stages")
 
 
@@ -66,6 +76,11 @@ class Lesson:
     def directives(self, name: str | None = None) -> list[Directive]:
         return [b for b in self.blocks if isinstance(b, Directive) and (name is None or b.name == name)]
 
+    def markdown_parts(self) -> list[str]:
+        """Every piece of the lesson's Markdown, in order: the prose and each answer's text."""
+        return [b if isinstance(b, str) else b.attrs["text"] for b in self.blocks
+                if isinstance(b, str) or b.name == "answer"]
+
 
 def parse_lesson(text: str, path: Path | None = None) -> Lesson:
     where = str(path) if path else "lesson"
@@ -99,6 +114,8 @@ def parse_lesson(text: str, path: Path | None = None) -> Lesson:
             if markdown:
                 blocks.append("\n".join(markdown))
                 markdown = []
+            if name == "answer":
+                close = _answer(lines, i, close, attrs, where)
             blocks.append(Directive(name, attrs, i + 1))
             i = close + 1
             continue
@@ -112,6 +129,27 @@ def parse_lesson(text: str, path: Path | None = None) -> Lesson:
         explorables=list(front["explorables"]), stages=list(front["stages"]),
         summary=str(front.get("summary", "")), blocks=blocks, path=path,
     )
+
+
+def _answer(lines: list[str], start: int, close: int, attrs: dict[str, Any], where: str) -> int:
+    """Check an answer directive's attributes and take its Markdown (up to ANSWER_END) into attrs["text"];
+    the index of its ANSWER_END line."""
+    after = attrs.get("after")
+    if after not in ANSWER_AFTER:
+        raise LessonError(f"{where}:{start + 1}: an answer opens after one of {', '.join(ANSWER_AFTER)}, "
+                          f"not {after!r}")
+    needs = "checkpoint" if after == "checkpoint" else "explorable"
+    if not attrs.get(needs):
+        raise LessonError(f"{where}:{start + 1}: an answer after a {after} names its {needs}")
+    try:
+        end = next(j for j in range(close + 1, len(lines)) if lines[j].strip() == ANSWER_END)
+    except StopIteration:
+        raise LessonError(f"{where}:{start + 1}: answer is not closed with {ANSWER_END}") from None
+    body = lines[close + 1:end]
+    if any(line.startswith(":::") for line in body):
+        raise LessonError(f"{where}:{start + 1}: an answer holds Markdown only, no directives")
+    attrs["text"] = "\n".join(body)
+    return end
 
 
 @cache

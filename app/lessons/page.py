@@ -59,6 +59,7 @@ class LessonView(pn.viewable.Viewer):
         self.recorder = recorder
         self._on_event = on_event or (recorder.emit if recorder is not None else (lambda kind, payload: None))
         self.explorables: dict[str, Any] = {}
+        self.checkpoints: dict[str, Checkpoint] = {}  # by id, as each checkpoint directive is reached
         predicted = {d.attrs["explorable"] for d in lesson.directives("predict")}
         for d in lesson.directives("explorable"):
             eid = d.attrs["id"]
@@ -110,6 +111,7 @@ class LessonView(pn.viewable.Viewer):
     def _directive_checkpoint(self, attrs: dict) -> pn.viewable.Viewable:
         checkpoint = Checkpoint(attrs["id"], attrs["question"], [
             Option(str(o["text"]), bool(o.get("correct")), str(o["feedback"])) for o in attrs["options"]])
+        self.checkpoints[checkpoint.qid] = checkpoint
         return CheckpointView(checkpoint, on_check=lambda c: self._on_event(
             "checkpoint", {"checkpoint": c.qid, "answer": c.answer, "correct": c.correct}))
 
@@ -133,6 +135,42 @@ class LessonView(pn.viewable.Viewer):
                 f'<pre class="bt-command"><code>{escape(str(attrs["command"]))}</code></pre>')
         return pn.Column(LiveHTML(html, **styled(sizing_mode="stretch_width")), pn.Row(passed, failed), result,
                          css_classes=["bt-card"], sizing_mode="stretch_width")
+
+    def _directive_answer(self, attrs: dict) -> pn.viewable.Viewable:
+        """An explanation of a result: only a note until the student has committed what it explains.
+
+        The text is not in the page at all before then (a folded element would still carry it)."""
+        title = escape(str(attrs.get("title") or "The answer"))
+        waiting = {"prediction": "Opens once you have committed your prediction above.",
+                   "claim": "Opens once you have claimed where the two traces first differ.",
+                   "checkpoint": "Opens once you have checked an answer to the question above."}[attrs["after"]]
+        place = LiveHTML(f'<section class="bt-answer bt-answer-closed" aria-label="{title}"><h3 class="bt-h3">'
+                         f'{title}</h3><p class="bt-muted">{waiting}</p></section>',
+                         **styled(sizing_mode="stretch_width"))
+        shown = (f'<section class="bt-answer" aria-label="{title}"><h3 class="bt-h3">{title}</h3>'
+                 f'<div class="bt-prose">{render(attrs["text"])}</div></section>')
+        self._once_committed(attrs, lambda: setattr(place, "object", shown))
+        return place
+
+    def _once_committed(self, attrs: dict, then: Callable[[], None]) -> None:
+        """`then()` once (at once if already so) the prediction, claim or checkpoint `attrs` names is committed."""
+        after = attrs["after"]
+        if after == "checkpoint":
+            owner, name, done = self.checkpoints[attrs["checkpoint"]], "attempts", lambda v: v > 0
+        elif after == "claim":
+            owner, name, done = self.explorables[attrs["explorable"]].state, "claim_result", lambda v: v is not None
+        else:
+            owner, name, done = self.explorables[attrs["explorable"]].gate.prediction, "committed", bool
+        if done(getattr(owner, name)):
+            then()
+            return
+
+        def changed(event) -> None:
+            if done(event.new):
+                owner.param.unwatch(watcher)
+                then()
+
+        watcher = owner.param.watch(changed, name)
 
     def _directive_explain(self, attrs: dict) -> pn.viewable.Viewable:
         text = pn.widgets.TextAreaInput(label="Your explanation", max_length=MAX_EXPLANATION, rows=4,

@@ -75,7 +75,8 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
     return pn.Column(header, body, sizing_mode="stretch_width", styles=styles)
 
 
-def lesson_cards(flat: bool = False) -> str:
+def lesson_cards(flat: bool = False, class_code: str | None = None) -> str:
+    from blocktrace.app.classroom.join import with_class
     from blocktrace.app.lessons.loading import load_lessons
 
     if flat:
@@ -86,21 +87,37 @@ def lesson_cards(flat: bool = False) -> str:
         needs = ", ".join(lesson.prerequisites) or "none"
         cards.append(
             f'<article class="bt-card"><span class="bt-badge">lesson {lesson.order}</span>'
-            f'<h3><a href="{escape(lesson.route)}">{escape(lesson.title)}</a></h3>'
+            f'<h3><a href="{escape(with_class(lesson.route, class_code))}">{escape(lesson.title)}</a></h3>'
             f"<p><strong>You will</strong></p><ul>{objectives}</ul>"
             f'<p class="bt-muted">Before this: {escape(needs)}</p></article>'
         )
     return "".join(cards)
 
 
+def classroom_on() -> bool:
+    """Whether this server records a class (not `--no-classroom`)."""
+    from blocktrace.app.classroom import learner
+
+    return learner.current() is not None
+
+
 def index_page(flat: bool = False) -> pn.viewable.Viewable:
-    """The index; flat=True links explorables as /<id>, as plain `panel serve app/server/apps/*.py` routes them."""
+    """The index; flat=True links explorables as /<id>, as plain `panel serve app/server/apps/*.py` routes them.
+    In a served classroom it also says which class this browser is in, with the field to join one."""
+    from blocktrace.app.classroom.identity import valid_class_code
+    from blocktrace.app.classroom.join import class_of, index_join_section, with_class
     from blocktrace.explorables.components.url_state import session_query
 
-    apply_theme(session_query())
+    query = session_query()
+    apply_theme(query)
+    code, join = None, ""
+    if not flat and classroom_on():
+        code = class_of(query, dict(pn.state.cookies or {}))
+        typed = query.get("class")
+        join = index_join_section(code, typed[:60] if typed is not None and not valid_class_code(typed) else None)
     cards = []
     for e in EXPLORABLES:
-        route = f"/{e.id}" if flat else e.route
+        route = f"/{e.id}" if flat else with_class(e.route, code)
         objectives = "".join(f"<li>{escape(o)}</li>" for o in e.objectives)
         cards.append(
             f'<article class="bt-card"><span class="bt-badge">{escape(e.kind)}</span>'
@@ -111,8 +128,9 @@ def index_page(flat: bool = False) -> pn.viewable.Viewable:
         '<h1 class="bt-title">Explore the Transformer block</h1>'
         '<p class="bt-lead">Predict what a change will do, then change it and read every intermediate. '
         "Each explorable runs on your teacher's server; nothing loads from elsewhere.</p>"
+        f"{join}"
         '<h2 class="bt-h2">Lessons, in order</h2>'
-        f'<section class="bt-cards" aria-label="Lessons">{lesson_cards(flat)}</section>'
+        f'<section class="bt-cards" aria-label="Lessons">{lesson_cards(flat, code)}</section>'
         '<h2 class="bt-h2">Explorables</h2>'
         f'<section class="bt-cards" aria-label="Explorables">{"".join(cards)}</section>'
     )

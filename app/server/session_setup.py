@@ -118,6 +118,15 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
         pn.state.add_periodic_callback(poll, period=REVEAL_POLL_MS)
 
 
+def class_line(code: str) -> str:
+    """Which class this page records into, and the way to another (the index's class field)."""
+    if code == learners.DEFAULT_CLASS:
+        return ('<p class="bt-muted">No class · your work is saved on your teacher\'s server · '
+                '<a href="/#join">join your class</a></p>')
+    return (f'<p class="bt-muted">Class <strong class="bt-code">{escape(code)}</strong> · your work is saved on '
+            'your teacher\'s server · <a href="/#join">change class</a></p>')
+
+
 def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
     """"Your name (optional)" and the class code, for pages in a classroom."""
     if not recorder.active:
@@ -149,7 +158,6 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
              else '<span class="bt-muted" role="status">Saving…</span>')  # "Saved." only once the store has it
 
     save.on_click(saved)
-    info = LiveHTML(f'<p class="bt-muted">Class <strong>{escape(learner.class_code)}</strong> · your work is '
-                        "saved on your teacher's server</p>", **styled())
+    info = LiveHTML(class_line(learner.class_code), **styled())
     return pn.FlexBox(info, name, save, message, recorder.notice, flex_wrap="wrap", align_items="end",
                       sizing_mode="stretch_width", css_classes=["bt-learner-bar"])

@@ -40,6 +40,10 @@ PREDICTION_CHOICES = {
     "normalised": "The output is the normalised input (RMS 1), either way.",
 }
 CORRECT_PREDICTION = "keep-erase"
+EXPERIMENTS = {  # what the prediction is about: both seen, the page says whether it was right
+    "zero-add": "zero updates, adding",
+    "zero-replace": "zero updates, replacing",
+}
 
 
 # Traces for the settings most recently used in this process, shared by its sessions (read-only).
@@ -102,9 +106,28 @@ class TraceState(param.Parameterized):
     trace = param.Parameter(default=None, doc="The engine's trace for the current settings.")
     baseline = param.Parameter(default=None, doc="Default block settings on the same input.")
 
+    tried = param.List(default=[], item_type=str,
+                       doc="The experiments that judge the prediction, each once seen after it was committed: "
+                           "EXPERIMENTS' keys.")
+
     def __init__(self, **params):
         super().__init__(**params)
         self.prediction = Prediction(PREDICTION_CHOICES)
+        self.prediction.param.watch(self._note_experiment, ["committed", "skipped"])
+
+    @param.depends("attention_scale", "mlp_scale", "replace", watch=True)
+    def _note_experiment(self, *_events) -> None:
+        """Mark the experiment now on screen as seen, once the prediction is committed (not before)."""
+        if not self.prediction.unlocked or self.attention_scale != 0 or self.mlp_scale != 0:
+            return
+        seen = "zero-replace" if self.replace else "zero-add"
+        if seen not in self.tried:
+            self.tried = [*self.tried, seen]
+
+    @property
+    def judged(self) -> bool:
+        """Both experiments the prediction is about have been seen: its verdict may be shown."""
+        return set(EXPERIMENTS) <= set(self.tried)
 
     @param.depends("input_text", watch=True, on_init=True)
     def _parse_input(self) -> None:

@@ -54,7 +54,7 @@ class TraceExplorable(ExplorableView):
         super().__init__(state, state.prediction, QUERY_KEYS, query, embed, predict)
         self._build_widgets()
         self._build_views()
-        state.param.watch(self._refresh, ["trace", "inspect"])
+        state.param.watch(self._refresh, ["trace", "inspect", "tried"])
         state.param.watch(self._show_input_error, ["input_error"])
         state.prediction.param.watch(self._lock, ["committed", "skipped"])
         sync_to_url(state, QUERY_KEYS)
@@ -120,12 +120,16 @@ class TraceExplorable(ExplorableView):
     def _live_html(self, text: str) -> str:
         p = self.state.prediction
         verdict = ""
-        if p.committed:
+        if p.committed and not self.state.judged:  # no verdict before the experiments it judges
+            verdict = (f'<p class="bt-muted">You predicted: {escape(p.choices[p.choice])} Now test it: press '
+                       "“Zero updates”, then tick “Replace instead of add residuals”, and compare the output "
+                       "with the input.</p>")
+        elif p.committed:
             right = p.choice == CORRECT_PREDICTION
+            judged = ("your prediction matches what you saw" if right
+                      else "what you saw differs: read the output row of each run again")
             verdict = (f'<p class="bt-muted">You predicted: {escape(p.choices[p.choice])} '
-                       f'<span class="{"bt-ok" if right else "bt-bad"}">'
-                       f'({"matches the lesson" if right else "try zero updates, then replace mode, and compare"})'
-                       f"</span></p>")
+                       f'<span class="{"bt-ok" if right else "bt-bad"}">({judged})</span></p>')
         return f'<p class="bt-live" role="status" aria-live="polite">{escape(text)}</p>{verdict}'
 
     # --- updating ---------------------------------------------------------------------------

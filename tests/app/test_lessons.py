@@ -62,7 +62,7 @@ def flat(text: str) -> str:
 
 
 def markdown_of(lesson: Lesson) -> str:
-    return "\n".join(block for block in lesson.blocks if isinstance(block, str))
+    return "\n".join(lesson.markdown_parts())
 
 
 def walk(obj: Any) -> Iterator[Any]:
@@ -201,11 +201,10 @@ def test_controls_a_lesson_names_exist(lesson_id):
 @pytest.mark.parametrize("lesson_id", ORDER)
 def test_lesson_prose_is_plain_markdown(lesson_id):
     """No raw HTML in the lesson (it would show as escaped text) and no unsafe markup in what renders."""
-    for block in by_id(lesson_id).blocks:
-        if isinstance(block, str):
-            html = render(block)
-            assert "&lt;" not in html
-            assert unsafe_parts(html) == []
+    for text in by_id(lesson_id).markdown_parts():
+        html = render(text)
+        assert "&lt;" not in html
+        assert unsafe_parts(html) == []
 
 
 # --- rendering is safe ------------------------------------------------------------------------------
@@ -485,3 +484,55 @@ def test_block_floor_figures_match_the_engine():
     assert state.divergence() is None
     state.causal = True
     assert state.divergence() == 4  # the mask alone breaks the symmetry
+
+
+# --- no answers before the student commits -----------------------------------------------------------
+
+
+def answer_parts(view: LessonView) -> list[tuple[dict, Any]]:
+    """(attributes, rendered part) of each answer directive of a lesson page."""
+    return [(b.attrs, part) for b, part in zip(view.lesson.blocks, view.parts, strict=True)
+            if not isinstance(b, str) and b.name == "answer"]
+
+
+@pytest.mark.parametrize("lesson_id", ORDER)
+def test_explanations_of_a_result_reach_the_page_only_after_the_prediction(lesson_id):
+    """Folded means absent: before the commit the page holds the answer's title and a note, not its text."""
+    lesson = by_id(lesson_id)
+    view = LessonView(lesson)
+    after_prediction = [(a, part) for a, part in answer_parts(view) if a["after"] == "prediction"]
+    assert after_prediction, "each lesson folds its comparison until the prediction"
+    for attrs, part in after_prediction:
+        first_line = next(line for line in attrs["text"].splitlines() if line.strip())
+        assert "Opens once you have committed your prediction" in part.object
+        assert render(first_line)[:40] not in part.object
+    prediction = view.explorables[lesson.explorables[0]].gate.prediction
+    assert prediction.commit(next(iter(prediction.choices))) is None
+    for attrs, part in after_prediction:
+        assert render(attrs["text"]) in part.object and "Opens once" not in part.object
+
+
+def test_the_divergence_answer_opens_only_after_a_claim():
+    view = LessonView(by_id("block-floor"))
+    [(attrs, part)] = [(a, p) for a, p in answer_parts(view) if a["after"] == "claim"]
+    assert "first divergence is at stage 4" in attrs["text"] and "stage 4" not in part.object
+    state = view.explorables["block-floor"].state
+    state.bet.commit(next(iter(state.bet.choices)))
+    assert "stage 4" not in part.object  # the bet is not the claim
+    state.claim(6)  # a wrong claim opens it too: the student has committed an answer
+    assert "first divergence is at stage 4" in " ".join(part.object.split())
+    state.tracked = 0  # the claim is cleared with a new tracked word; the answer stays open
+    assert "first divergence is at stage 4" in " ".join(part.object.split())
+
+
+@pytest.mark.parametrize(("directive", "problem"), [
+    (":::answer\nafter: later\nexplorable: block-floor\n:::\ntext\n:::end", "opens after one of"),
+    (":::answer\nafter: claim\n:::\ntext\n:::end", "names its explorable"),
+    (":::answer\nafter: checkpoint\ncheckpoint: q1\n:::\ntext", "not closed with :::end"),
+    (":::answer\nafter: prediction\nexplorable: x\n:::\n:::explain\nprompt: p\n:::\n:::end", "Markdown only"),
+])
+def test_a_malformed_answer_is_refused_with_its_line(directive, problem):
+    text = ("---\nid: x\ntitle: X\norder: 9\nobjectives: []\nprerequisites: []\nexplorables: []\nstages: []\n---\n"
+            f"Intro\n{directive}\n")
+    with pytest.raises(ValueError, match=problem):
+        parse_lesson(text)
