@@ -47,7 +47,7 @@ def test_a_student_joins_by_the_teachers_link_and_stays_in_the_class(browser: Br
     student = browser.new_context().new_page()
     student.goto(link)
     expect(student.get_by_role("status").filter(has_text="You are in class")).to_contain_text("period3")
-    student.get_by_role("link", name="Transformer block trace").first.click()
+    student.get_by_role("link", name="Pre-norm Transformer block trace").click()
     student.wait_for_url("**/explorables/transformer-block-trace?class=period3")
     student.goto(classroom.url(TRACE))  # a link without the class: the cookie keeps it
     expect(student.locator(".bt-learner-bar")).to_contain_text("Class period3")
