@@ -30,7 +30,7 @@ def join_link(base: str, code: str) -> str:
 
 def qr_data_uri(text: str) -> str:
     """A QR code of `text` as an SVG data URI, for an <img> (made here, nothing fetched)."""
-    return segno.make(text, error="m").svg_data_uri(scale=QR_SCALE, border=2, dark="#111111", light="#ffffff")
+    return segno.make(text, error="m").svg_data_uri(scale=QR_SCALE, border=4, dark="#111111", light="#ffffff")
 
 
 def _loopback(host: str) -> bool:
@@ -95,7 +95,7 @@ def teacher_card(base: str, code: str, local_only: bool) -> str:
             f'<h2 id="bt-join-h" class="bt-h2">Students join class “{escape(code)}”</h2>'
             '<div class="bt-join-body">'
             f'<img class="bt-qr" src="{qr_data_uri(link)}" alt="QR code of the join link {escape(link)}">'
-            '<div><p>Open this link, or scan the code:</p>'
+            '<div class="bt-join-text"><p>Open this link, or scan the code:</p>'
             f'<p class="bt-join-link"><a href="{escape(link)}">{escape(link)}</a></p>'
             f'<p>Or open <strong>{escape(base)}/</strong> and type the class code '
             f'<strong class="bt-code">{escape(code)}</strong>.</p>{warning}</div></div>{other}</section>')

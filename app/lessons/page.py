@@ -141,7 +141,7 @@ class LessonView(pn.viewable.Viewer):
 
         The text is not in the page at all before then (a folded element would still carry it)."""
         title = escape(str(attrs.get("title") or "The answer"))
-        waiting = {"prediction": "Opens once you have committed your prediction above.",
+        waiting = {"prediction": "Opens once you have committed your answer to the question above.",
                    "claim": "Opens once you have claimed where the two traces first differ.",
                    "checkpoint": "Opens once you have checked an answer to the question above."}[attrs["after"]]
         place = LiveHTML(f'<section class="bt-answer bt-answer-closed" aria-label="{title}"><h3 class="bt-h3">'

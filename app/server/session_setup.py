@@ -122,9 +122,9 @@ def class_line(code: str) -> str:
     """Which class this page records into, and the way to another (the index's class field)."""
     if code == learners.DEFAULT_CLASS:
         return ('<p class="bt-muted">No class · your work is saved on your teacher\'s server · '
-                '<a href="/#join">join your class</a></p>')
+                '<a class="bt-link" href="/#join">join your class</a></p>')
     return (f'<p class="bt-muted">Class <strong class="bt-code">{escape(code)}</strong> · your work is saved on '
-            'your teacher\'s server · <a href="/#join">change class</a></p>')
+            'your teacher\'s server · <a class="bt-link" href="/#join">change class</a></p>')
 
 
 def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:

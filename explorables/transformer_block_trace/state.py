@@ -115,14 +115,19 @@ class TraceState(param.Parameterized):
         self.prediction = Prediction(PREDICTION_CHOICES)
         self.prediction.param.watch(self._note_experiment, ["committed", "skipped"])
 
-    @param.depends("attention_scale", "mlp_scale", "replace", watch=True)
     def _note_experiment(self, *_events) -> None:
         """Mark the experiment now on screen as seen, once the prediction is committed (not before)."""
-        if not self.prediction.unlocked or self.attention_scale != 0 or self.mlp_scale != 0:
-            return
-        seen = "zero-replace" if self.replace else "zero-add"
-        if seen not in self.tried:
+        seen = self._experiment_on_screen()
+        if seen is not None:
             self.tried = [*self.tried, seen]
+
+    def _experiment_on_screen(self) -> str | None:
+        """The experiment the controls show, if it is one not seen since the commit."""
+        prediction = getattr(self, "prediction", None)  # None while the state is being made
+        if prediction is None or not prediction.unlocked or self.attention_scale != 0 or self.mlp_scale != 0:
+            return None
+        seen = "zero-replace" if self.replace else "zero-add"
+        return None if seen in self.tried else seen
 
     @property
     def judged(self) -> bool:
@@ -146,9 +151,10 @@ class TraceState(param.Parameterized):
         baseline, key = self.baseline, settings_key(vector)
         if baseline is None or getattr(self, "_baseline_key", None) != key:  # it follows the vector only
             baseline, self._baseline_key = traced(vector), key
+        seen = self._experiment_on_screen()  # in the same update as the trace it is seen in
         self.param.update(
             trace=traced(vector, self.attention_scale, self.mlp_scale, self.replace, self.norm),
-            baseline=baseline,
+            baseline=baseline, **({"tried": [*self.tried, seen]} if seen else {}),
         )
 
     def settings(self) -> tuple:

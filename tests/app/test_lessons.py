@@ -504,7 +504,7 @@ def test_explanations_of_a_result_reach_the_page_only_after_the_prediction(lesso
     assert after_prediction, "each lesson folds its comparison until the prediction"
     for attrs, part in after_prediction:
         first_line = next(line for line in attrs["text"].splitlines() if line.strip())
-        assert "Opens once you have committed your prediction" in part.object
+        assert "Opens once you have committed your answer" in part.object
         assert render(first_line)[:40] not in part.object
     prediction = view.explorables[lesson.explorables[0]].gate.prediction
     assert prediction.commit(next(iter(prediction.choices))) is None

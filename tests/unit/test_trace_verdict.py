@@ -34,3 +34,20 @@ def test_settings_made_before_the_commit_do_not_count_as_the_experiment() -> Non
     assert state.tried == ["zero-replace"] and WRONG not in live(explorable)
     state.replace = False
     assert WRONG in live(explorable)
+
+
+def test_the_run_that_counts_as_an_experiment_still_updates_the_trace() -> None:
+    """Noting the experiment happens in the same update as the trace (a parameter set inside the control
+    change's watchers left the table on the trace before the change)."""
+    from blocktrace.explorables.transformer_block_trace.state import CONSTANT_INPUT
+
+    explorable = TraceExplorable(query={}, predict=True)
+    state = explorable.state
+    assert state.prediction.commit(CORRECT_PREDICTION) is None
+    state.input_text = CONSTANT_INPUT
+    explorable.zero.clicks += 1
+    assert state.tried == ["zero-add"]
+    assert state.trace["blocks.0.resid_post"][0].tolist() == state.vector
+    table = " ".join(explorable.stage_table.object.split())
+    row = table[table.index("Output after residual add 2"):][:400]
+    assert row.count("+2.000") == 4 and "4.000" in row
