@@ -54,8 +54,9 @@ Issue 16, --reopen 30 of 100: no event-loop pause over 100 ms for the students w
 Measured 2026-12-01, this 2-core machine, quiet (load average under 1), --reopen 30 --students 100,
 tuned: before build turns (commit 82d73fd) the staying students' pings while exploring took median
 966 ms / p99 11.0 s / max 12.7 s and their changes median 2.4 s / p95 10.7 s, reopened pages rejoined
-in 12.4 s (median); with build turns (explorables/components/build_turns.py), pings 15 / 281 / 436 ms,
-changes 69 / 344 / 489 ms, rejoin 8.4 s. The reclaim of the closed sessions' memory, once the class is
+in 12.4 s (median); with build turns (explorables/components/build_turns.py), pings 27 / 369 / 816 ms,
+changes 94 / 465 / 955 ms, rejoin 9.5 s (another run of a close variant: 15 / 281 / 436 ms; runs vary by
+about a factor of two). The reclaim of the closed sessions' memory, once the class is
 quiet, is still one 2.1-2.7 s pause (a full collection; see app/server/session_memory.py).
 """
 

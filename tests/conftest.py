@@ -118,6 +118,16 @@ def stop_server(server: Server) -> None:
         server.process.wait(timeout=10)
 
 
+def module_server(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> Iterator[Server]:
+    """For a fixture: a server of its own (log and data in a fresh folder named `name`), stopped after,
+    having logged no traceback. `yield from module_server(...)`."""
+    folder = tmp_path_factory.mktemp(name)
+    server = start_server(folder / "server.log", "--data-dir", str(folder / "data"), *extra)
+    yield server
+    stop_server(server)
+    assert "Traceback" not in server.log()
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One `python -m blocktrace.app.cli serve` for every test that needs a server (app and browser tests)."""

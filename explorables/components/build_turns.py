@@ -8,12 +8,13 @@ slider change waited behind all of them: seconds.
 Here every build step of the process waits for its turn in one queue: a session's document (Bokeh's
 `on_session_created` hook, which may delay a session's creation), the page content built once the browser
 has loaded it, and each figure drawn after load. One step runs at a time. After each, the loop is left
-to everything else for GAP_S (and, while more steps wait, for SHARE of the time the step took), then
-until one of its rounds goes by with nothing else to do (an idle probe: two callbacks in a row, the
-second run within IDLE_S of the first), at most MAX_REST_S. So students already on their pages go
-first: a student's change waits for about one build step, however many pages are being built, and the
-pages being built take longer to arrive. A page built on a server with nothing else to do waits only
-GAP_S and a probe between its steps.
+to everything else for GAP_S (while more steps wait: for as long as the step took, if longer), and on
+while it is still behind (its own timer fires more than BEHIND_S late), at most MAX_REST_S after the
+step. So students already on their pages go first: a student's change waits for about one build step,
+however many pages are being built, and the pages being built take longer to arrive. A page built on a
+quiet server waits GAP_S between its steps. (An idle probe, two callbacks in a row, was tried instead of
+the late timer: it took rounds between a message's own awaits for idle, and the staying students'
+longest waits doubled; benchmarks/classroom.py.)
 
 Only public hooks are used (a Bokeh lifecycle handler, `Document.add_next_tick_callback`), so this holds
 with and without `--no-tuning`. The session hook is app/server/build_pacing.py.
@@ -32,8 +33,8 @@ from typing import Any
 log = logging.getLogger("blocktrace.builds")
 
 GAP_S = 0.02  # after each build step, the loop's own for at least this long ...
-SHARE = 0.5  # ... plus this share of the time the step took, while other steps wait
-IDLE_S = 0.005  # a round of the loop this short had nothing else to do
+SHARE = 1.0  # ... or, while other steps wait, this share of the time the step took, if longer
+BEHIND_S = 0.01  # a rest whose timer fires this late means the loop still has other work waiting: rest on
 MAX_REST_S = 0.5  # however busy the loop, the next step starts this long after the last one at the latest
 STUCK_S = 5.0  # a step not reported done after this long (its session went meanwhile) frees the queue
 
@@ -44,9 +45,9 @@ class Pacer:
     """One queue of build steps per process, run one at a time with a gap between them."""
 
     def __init__(self, gap_s: float = GAP_S, stuck_s: float = STUCK_S, share: float = SHARE,
-                 idle_s: float = IDLE_S, max_rest_s: float = MAX_REST_S):
+                 behind_s: float = BEHIND_S, max_rest_s: float = MAX_REST_S):
         self.gap_s, self.stuck_s, self.share = gap_s, stuck_s, share
-        self.idle_s, self.max_rest_s = idle_s, max_rest_s
+        self.behind_s, self.max_rest_s = behind_s, max_rest_s
         self._began = 0.0  # when the running step was given its turn, on the loop's clock
         self._queue: deque[Start] = deque()
         self._turn = 0  # the turn running (>0), resting after it (<0), or none (0)
@@ -117,21 +118,21 @@ class Pacer:
             return  # already done (this is the stuck-step timer of a step that finished)
         self._turn = -turn
         now = loop.time()
-        rest = self.gap_s + (self.share * (now - self._began) if self._queue else 0.0)
+        rest = max(self.gap_s, self.share * (now - self._began)) if self._queue else self.gap_s
+        self._rest(loop, turn, rest, now + self.max_rest_s)
+
+    def _rest(self, loop: asyncio.AbstractEventLoop, turn: int, for_s: float, latest: float) -> None:
+        due = loop.time() + for_s
         # In a context of its own: the next step must not start inside the context of the session whose
         # step just ended (Panel reads the current document from it first).
-        loop.call_later(rest, self._probe, loop, turn, now + self.max_rest_s, context=contextvars.Context())
+        loop.call_later(for_s, self._rested, loop, turn, due, latest, context=contextvars.Context())
 
-    def _probe(self, loop: asyncio.AbstractEventLoop, turn: int, latest: float) -> None:
-        """First of two callbacks in a row; whatever the loop has queued meanwhile runs between them."""
-        loop.call_soon(self._probed, loop, turn, loop.time(), latest, context=contextvars.Context())
-
-    def _probed(self, loop: asyncio.AbstractEventLoop, turn: int, probed: float, latest: float) -> None:
+    def _rested(self, loop: asyncio.AbstractEventLoop, turn: int, due: float, latest: float) -> None:
         if self._turn != -turn:
             return
         now = loop.time()
-        if now - probed > self.idle_s and now < latest:  # the loop had other work: let it go on first
-            self._probe(loop, turn, latest)
+        if now - due > self.behind_s and now < latest:  # the loop is still catching up: others first
+            self._rest(loop, turn, self.gap_s, latest)
             return
         self._turn = 0
         self._next()

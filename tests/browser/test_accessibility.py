@@ -9,7 +9,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, expect
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import module_server
 
 pytestmark = pytest.mark.browser
 PASSWORD = "axe-check"
@@ -31,11 +31,7 @@ SCREENS = Path(os.environ.get("BLOCKTRACE_SCREENS", "test-screens"))
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("a11y")
-    server = start_server(folder / "server.log", "--data-dir", str(folder / "data"), "--teacher-password", PASSWORD)
-    yield server
-    stop_server(server)
-    assert "Traceback" not in server.log()
+    yield from module_server(tmp_path_factory, "a11y", "--teacher-password", PASSWORD)
 
 
 def _url(site, path: str) -> str:

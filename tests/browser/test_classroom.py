@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import module_server
 
 pytestmark = pytest.mark.browser
 PASSWORD = "correct horse"
@@ -20,11 +20,7 @@ XSS = '<img src=x onerror="window.__pwned=1">'
 
 @pytest.fixture(scope="module")
 def classroom(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("classroom")
-    server = start_server(folder / "server.log", "--data-dir", str(folder / "data"), "--teacher-password", PASSWORD)
-    yield server
-    stop_server(server)
-    assert "Traceback" not in server.log()
+    yield from module_server(tmp_path_factory, "classroom", "--teacher-password", PASSWORD)
 
 
 def _get(url: str, password: str | None = None, data: dict | None = None) -> tuple[int, str]:

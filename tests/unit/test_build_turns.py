@@ -165,7 +165,7 @@ def test_while_the_loop_is_behind_with_other_work_the_next_step_waits_for_it() -
     """Students' messages queued up during a step all go before the next step (up to max_rest_s)."""
     import time
 
-    pacer, log = Pacer(gap_s=0.001, idle_s=0.005, max_rest_s=30.0), []
+    pacer, log = Pacer(gap_s=0.001, behind_s=0.005, max_rest_s=30.0), []
 
     def busy(ms: float) -> None:
         end = time.perf_counter() + ms / 1000
