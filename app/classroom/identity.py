@@ -18,6 +18,7 @@ import re
 import secrets
 import unicodedata
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 COOKIE_NAME = "bt_learner"  # the signed learner id; the server sets it (app/server/page_requests.py)
@@ -28,6 +29,8 @@ MAX_NAME = 40
 
 _LEARNER_ID = re.compile(r"[0-9a-f]{32}")
 _CLASS_CODE = re.compile(r"[A-Za-z0-9_-]{1,24}")
+CLASS_CODE_PATTERN = _CLASS_CODE.pattern  # the same rule for a form field's `pattern` attribute
+DEFAULT_CLASS = "default"  # the class of a student who chose none
 _DOMAIN = b"blocktrace learner id\x00"  # keeps these signatures apart from any other use of the secret
 # Bidirectional formatting characters can make a name display backwards on the teacher's screen.
 _BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -124,3 +127,12 @@ def clean_display_name(text: object) -> str | None:
 def valid_class_code(text: object) -> bool:
     """True for a class code: 1 to 24 ASCII letters, digits, '_' or '-'."""
     return isinstance(text, str) and _CLASS_CODE.fullmatch(text) is not None
+
+
+def chosen_class(query: Mapping[str, str], cookies: Mapping[str, str]) -> str:
+    """The class a page records into: the link's `?class=`, else the class cookie's, else DEFAULT_CLASS
+    (a value that is not a class code is passed over)."""
+    for code in (query.get("class"), cookies.get(CLASS_COOKIE)):
+        if valid_class_code(code):
+            return code
+    return DEFAULT_CLASS

@@ -15,11 +15,10 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import segno
 
-from blocktrace.app.classroom.identity import CLASS_COOKIE, valid_class_code
-from blocktrace.app.classroom.learner import DEFAULT_CLASS  # the class of a student who chose none
+from blocktrace.app.classroom.identity import CLASS_CODE_PATTERN, DEFAULT_CLASS, chosen_class
 
 CODE_RULE = "1 to 24 letters, digits, - or _"
-CODE_PATTERN = "[A-Za-z0-9_-]{1,24}"  # the browser's own check of the field; the server checks again
+CODE_PATTERN = CLASS_CODE_PATTERN  # the browser's own check of the field; the server checks again
 QR_SCALE = 6  # pixels per module: about 200 px for a join link, readable from the back of a classroom
 
 
@@ -60,11 +59,9 @@ def student_base(protocol: str, host: str, origins: Sequence[str] = ()) -> tuple
 
 
 def class_of(query: Mapping[str, str], cookies: Mapping[str, str]) -> str | None:
-    """The class this browser is in: the link's, else the cookie's; None for none (or "default")."""
-    for code in (query.get("class"), cookies.get(CLASS_COOKIE)):
-        if code and valid_class_code(code):
-            return None if code == DEFAULT_CLASS else code
-    return None
+    """The class this browser is in (as the pages record it, chosen_class); None for none ("default")."""
+    code = chosen_class(query, cookies)
+    return None if code == DEFAULT_CLASS else code
 
 
 def with_class(href: str, code: str | None) -> str:

@@ -10,7 +10,6 @@ when the database cannot be reached, events wait in the process's outbox and a n
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -23,8 +22,8 @@ from typing import Any
 import panel as pn
 
 from blocktrace.app.classroom.identity import (
-    CLASS_COOKIE,
     COOKIE_NAME,
+    chosen_class,
     clean_display_name,
     valid_class_code,
     verify,
@@ -32,6 +31,7 @@ from blocktrace.app.classroom.identity import (
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, check_prediction, check_record, new_event_id
 from blocktrace.app.classroom.store_thread import StoreThread
+from blocktrace.explorables.components.build_turns import running_loop
 from blocktrace.explorables.components.updates import LiveHTML
 
 log = logging.getLogger("blocktrace.classroom")
@@ -39,7 +39,6 @@ COALESCE_MS = 1000  # parameter changes closer together than this are one event
 MAX_IN_FLIGHT = 8  # store calls one session may have waiting on the store thread
 MAX_WAITING = 32  # slots whose newest event waits in the session beyond that (a page has fewer)
 RETRY_MS = 2000  # a commit the store did not take yet is tried again this often
-DEFAULT_CLASS = "default"
 
 
 @dataclass
@@ -103,11 +102,7 @@ def identify(cookies: dict[str, str], query: dict[str, str], secret: bytes) -> L
     learner_id = verify(cookies.get(COOKIE_NAME, ""), secret)
     if learner_id is None:
         return None
-    linked = query.get("class")
-    code = linked if linked and valid_class_code(linked) else cookies.get(CLASS_COOKIE) or DEFAULT_CLASS
-    if not valid_class_code(code):
-        code = DEFAULT_CLASS
-    return Learner(learner_id, code, bool(linked and valid_class_code(linked)))
+    return Learner(learner_id, chosen_class(query, cookies), valid_class_code(query.get("class")))
 
 
 Slot = tuple[str, str | None, str | None]  # (kind, explorable, what in it: checkpoint, parameter, ...)
@@ -119,14 +114,6 @@ def _slot_key(payload: dict[str, Any]) -> str | None:
         if payload.get(key) is not None:
             return str(payload[key])
     return None
-
-
-def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running in this thread, if any (a served session is built on it)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 class SessionRecorder:

@@ -16,9 +16,8 @@ from urllib.parse import quote
 from tornado.ioloop import IOLoop
 from tornado.web import RequestHandler
 
-from blocktrace.app.classroom.identity import valid_class_code
+from blocktrace.app.classroom.identity import DEFAULT_CLASS, valid_class_code
 from blocktrace.app.classroom.join import student_base, teacher_card
-from blocktrace.app.classroom.learner import DEFAULT_CLASS
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
 from blocktrace.app.classroom.store import StoreUnavailable

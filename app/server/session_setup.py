@@ -8,7 +8,7 @@ from typing import Any
 import panel as pn
 
 from blocktrace.app.classroom import learner as learners
-from blocktrace.app.classroom.identity import clean_display_name
+from blocktrace.app.classroom.identity import DEFAULT_CLASS, clean_display_name
 from blocktrace.app.classroom.learner import Learner, SessionRecorder
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.explorables.components.style import styled
@@ -120,7 +120,7 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
 
 def class_line(code: str) -> str:
     """Which class this page records into, and the way to another (the index's class field)."""
-    if code == learners.DEFAULT_CLASS:
+    if code == DEFAULT_CLASS:
         return ('<p class="bt-muted">No class · your work is saved on your teacher\'s server · '
                 '<a class="bt-link" href="/#join">join your class</a></p>')
     return (f'<p class="bt-muted">Class <strong class="bt-code">{escape(code)}</strong> · your work is saved on '

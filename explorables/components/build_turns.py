@@ -147,15 +147,15 @@ def in_turn(work: Callable[[], None]) -> None:
 
     doc = pn.state.curdoc
     context = getattr(doc, "session_context", None)
-    if context is None or getattr(context, "server_context", None) is None or not _loop_running():
+    if context is None or getattr(context, "server_context", None) is None or running_loop() is None:
         work()
         return
     PACER.step(doc, work)
 
 
-def _loop_running() -> bool:
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if any (a served session is built on it)."""
     try:
-        asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return False
-    return True
+        return None

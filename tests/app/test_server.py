@@ -208,7 +208,7 @@ def test_server_logged_no_traceback(server) -> None:
 def test_starting_the_server_registers_no_learner(tmp_path) -> None:
     """Panel's start-up warm-up builds every page once with no browser behind it; none of them may
     join the class (each had registered a learner the teacher would see, at every start)."""
-    from blocktrace.app.classroom.learner import DEFAULT_CLASS
+    from blocktrace.app.classroom.identity import DEFAULT_CLASS
     from blocktrace.app.classroom.store import EventStore, default_url
     from tests.conftest import start_server, stop_server
 
