@@ -80,7 +80,8 @@ def test_acknowledged_predictions_survive_kill_9(browser: Browser, tmp_path) -> 
             page.goto(restarted.url(TRACE))
             if stored is not None:  # their answer stands, final
                 expect(page.get_by_text("Your prediction (final)")).to_be_visible()
-                expect(page.get_by_text(PREDICTION_CHOICES[stored.choice])).to_be_visible()
+                # The gate's own line (the choice's text is also its radio label, and the explorable's note)
+                expect(page.locator(".bt-committed")).to_contain_text(PREDICTION_CHOICES[stored.choice])
             else:  # nothing stored: the gate is open again, and a commit now becomes final
                 page.get_by_text(ANSWERS[1]).click()
                 page.get_by_role("button", name="Commit prediction").click()
