@@ -93,6 +93,7 @@ def stage_texts(config: BlockConfig) -> Mapping[str, tuple[str, str]]:
     add2 = "after the MLP replaced it (broken)" if replace else "after residual add 2"
     mlp_name = {"swiglu": "SwiGLU", "gelu": "GELU", "relu": "ReLU"}[config.mlp]
     gated = config.mlp == "swiglu"
+    attn_reads = "the rows of the incoming stream" if post else "the normalised rows"  # post-norm: no norm before
     table = {
         "embed": ("Input embedding", "Each token's vector before anything is added to it."),
         "pos_embed": ("Position vectors", "The vector stamped on each slot; added to the embedding."),
@@ -105,9 +106,9 @@ def stage_texts(config: BlockConfig) -> Mapping[str, tuple[str, str]]:
             f"Each row {norm_does}, then multiplied by the learned gain"
             + (" — in post-norm this is the stream itself." if post else "; attention reads this view."),
         ),
-        "attn.q": ("Queries", "What each position looks for: the normalised rows times W_Q, split per head."),
-        "attn.k": ("Keys", "What each position offers to be found by: the rows times W_K, split per head."),
-        "attn.v": ("Values", "What each position hands over when read: the rows times W_V, split per head."),
+        "attn.q": ("Queries", f"What each position looks for: {attn_reads} times W_Q, split per head."),
+        "attn.k": ("Keys", f"What each position offers to be found by: {attn_reads} times W_K, split per head."),
+        "attn.v": ("Values", f"What each position hands over when read: {attn_reads} times W_V, split per head."),
         "attn.scores": (
             "Attention scores",
             "Query-key dot products divided by √d_head" + ("; the masked future is −∞." if config.causal else "."),
@@ -143,8 +144,8 @@ def stage_texts(config: BlockConfig) -> Mapping[str, tuple[str, str]]:
         ),
         "mlp_out": (
             "MLP update",
-            "The hidden vector projected back to model width (W_down"
-            + ("" if gated else ", plus b_out")
+            "The hidden vector projected back to model width ("
+            + ("W_down" if gated else "W_out, plus b_out")
             + "), times the MLP update scale.",
         ),
         "resid_post": (

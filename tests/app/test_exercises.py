@@ -108,6 +108,28 @@ def test_each_residual_mistake_is_exposed_on_its_own(tmp_path, fixed, still_fail
     assert not_named not in result.stdout
 
 
+IN_PLACE = "residual_sublayer changed its input x in place"
+IN_PLACE_TESTS = {"test_update_is_added_to_the_untouched_input", "test_residual_sublayer_leaves_its_input_alone",
+                  "test_a_sequence_keeps_its_shape"}
+
+
+def test_an_in_place_addition_is_named_and_misleads_no_other_test(tmp_path):
+    """`x += update` changes the caller's x: each test that sees it says so, and no test's expectation moves."""
+    module = tmp_path / "in_place.py"
+    module.write_text(
+        loader_header(SOLUTIONS / "transformer_block.py", "_reference")
+        + "rms_norm = _reference.rms_norm\n"
+        "def residual_sublayer(x, transform, gain, eps=1e-6):\n"
+        "    x += transform(rms_norm(x, gain, eps))\n"
+        "    return x\n",
+        encoding="utf-8",
+    )
+    result = run_exercise(RESIDUAL, module)
+    assert failed_tests(result) == IN_PLACE_TESTS, result.stdout
+    assert result.stdout.count(IN_PLACE) >= len(IN_PLACE_TESTS), result.stdout
+    assert "must return x + update" not in result.stdout
+
+
 def test_residual_reference_solution_passes():
     """With BLOCKTRACE_SOLUTION at the reference solution, every test of the exercise passes."""
     result = run_exercise(RESIDUAL, SOLUTIONS / "transformer_block.py")

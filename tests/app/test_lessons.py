@@ -18,7 +18,7 @@ from blocktrace.app.lessons.markdown import render
 from blocktrace.app.lessons.page import LessonView
 from blocktrace.app.server.pages import lesson_cards
 from blocktrace.explorables.block_floor.state import FloorState
-from blocktrace.explorables.engine import run_preset
+from blocktrace.explorables.engine import ops, run_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons()
@@ -451,9 +451,16 @@ def test_transformer_block_figures_match_the_engine():
     gate, value, hidden = (trace[f"blocks.0.mlp.{k}"][0] for k in ("gate", "value", "hidden"))
     assert f"gate of {fmt(gate[2])} and a value of {fmt(value[2])}" in text
     assert f"passes about {fmt(hidden[2])}" in text
-    assert f"gate, {fmt(gate[4])}, so most of its value, {fmt(value[4])}, gets through: {fmt(hidden[4])}" in text
+    multiplier = float(ops.silu(np.asarray(gate[4])))
+    assert multiplier > 1 and abs(hidden[4]) > abs(value[4])  # SiLU is no fraction: more than the value passes
+    assert f"gate, {fmt(gate[4])}, and SiLU({fmt(gate[4])}) is about {fmt(multiplier)}" in text
+    assert f"slightly more than its whole value: {fmt(value[4])} becomes {fmt(hidden[4])}" in text
+    assert "most of its value" not in text
     constant = run_preset("single-token", vector=[2, 2, 2, 2])
     assert np.allclose(constant["blocks.0.ln1.normalized"], 1.0, atol=1e-6)
+    big = run_preset("single-token", vector=[-30.0, 20.0, -10.0, 40.0])
+    assert np.array_equal(np.sign(big["blocks.0.ln1.normalized"]), np.sign(big["blocks.0.resid_pre"]))
+    assert "size and sign are lost" not in text and "its signs survive while the gains are positive" in text
     centred = run_preset("single-token", vector=[2, 2, 2, 2], norm="layernorm")
     assert np.allclose(centred["blocks.0.attn_out"], 0.0)
     assert np.allclose(centred["blocks.0.resid_post"], 2.0)
@@ -472,8 +479,14 @@ def test_block_floor_figures_match_the_engine():
     assert f"{vec(pre)} + {vec(attn)} = {vec(mid)}" in text
     mlp, post = t["blocks.0.mlp_out"][orange], t["blocks.0.resid_post"][orange]
     assert f"{vec(mid)} + {vec(mlp)} = {vec(post)}" in text
-    assert f"its input was negative ({fmt(t['blocks.0.mlp.gate'][orange][0])})" in text
+    gate, w_out = t["blocks.0.mlp.gate"][orange], t.params["blocks.0.mlp.W_out"]
+    feeding = np.flatnonzero(w_out[:, 0])  # the hidden units that feed the first output coordinate
+    assert [int(i) + 1 for i in feeding] == [1, 3] and np.all(gate[feeding] < 0)
+    assert "fed by hidden units 1 and 3" in text
+    assert f"negative ({fmt(gate[0])} and {fmt(gate[2])})" in text
     assert mlp[0] == 0.0
+    weights = t["blocks.0.attn.pattern"][0, orange]
+    assert f"{fmt(weights[2])} of its weight on itself and only {fmt(weights[0])} and {fmt(weights[1])}" in text
     state.tracked = 1
     assert state.divergence() == 4
     mine, theirs = state.original["blocks.0.attn_out"][1], state.reversed_["blocks.0.attn_out"][1]
@@ -484,6 +497,20 @@ def test_block_floor_figures_match_the_engine():
     assert state.divergence() is None
     state.causal = True
     assert state.divergence() == 4  # the mask alone breaks the symmetry
+
+
+def test_block_floor_says_the_stream_grows_while_sublayer_inputs_stay_normalised():
+    """Only the sublayer inputs are normalised: the stream's RMS grows floor after floor."""
+    text = flat(markdown_of(by_id("block-floor")))
+    assert "do not grow huge" not in text
+    t = run_preset("eat-an-orange", n_layers=6)
+    rms = [float(np.sqrt(np.mean(t[f"blocks.{i}.resid_pre"] ** 2))) for i in range(6)]
+    rms.append(float(np.sqrt(np.mean(t.output ** 2))))
+    assert all(b > a for a, b in zip(rms, rms[1:]))
+    assert f"RMS goes from {fmt(rms[0])} entering floor 1 to {fmt(rms[-1])} after floor 6" in text
+    for i in range(6):
+        assert np.allclose(np.sqrt(np.mean(t[f"blocks.{i}.ln1.normalized"] ** 2, axis=-1)), 1.0, atol=1e-5)
+    assert "each layer has weights of its own" in text
 
 
 # --- no answers before the student commits -----------------------------------------------------------

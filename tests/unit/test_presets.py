@@ -170,3 +170,47 @@ def test_empty_phrase_is_refused() -> None:
     """An empty phrase is a ConfigError."""
     with pytest.raises(ConfigError, match="empty"):
         run_preset("eat-an-orange", tokens=[])
+
+
+# The worked trace of lesson 001 (the seed), for "orange" in "eat an orange", to three decimals.
+SEED_ORANGE = {
+    "embed": [-0.680, 0.440],
+    "blocks.0.resid_pre": [-0.680, 0.840],
+    "blocks.0.ln1.normalized": [-0.890, 1.099],
+    "blocks.0.attn_out": [-0.143, 0.680],
+    "blocks.0.resid_mid": [-0.823, 1.520],
+    "blocks.0.ln2.normalized": [-0.673, 1.244],
+    "blocks.0.mlp_out": [0.000, 1.244],
+    "blocks.0.resid_post": [-0.823, 2.764],
+}
+SEED_WEIGHTS = [[0.339, 0.480, 0.181], [0.261, 0.401, 0.338], [0.053, 0.055, 0.892]]  # rows eat, an, orange
+
+
+@pytest.mark.parametrize("key", SEED_ORANGE)
+def test_eat_an_orange_reproduces_the_seed_trace_of_orange(key) -> None:
+    """Every stage the seed prints for orange, rounded to 3 decimals as the explorable shows it."""
+    t = run_preset("eat-an-orange")
+    assert np.round(t[key][2], 3).tolist() == pytest.approx(SEED_ORANGE[key], abs=1e-12)
+
+
+def test_eat_an_orange_reproduces_the_seed_attention_weights() -> None:
+    """The 3 × 3 weights, each row summing to 1."""
+    pattern = run_preset("eat-an-orange")["blocks.0.attn.pattern"][0]
+    np.testing.assert_allclose(np.round(pattern, 3), SEED_WEIGHTS, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pattern.sum(axis=-1), 1.0, rtol=1e-12)
+
+
+def test_eat_an_orange_keeps_the_seed_claims() -> None:
+    """Slot stamps p2 = [0, 0.4] and p0 = [0.4, 0] for orange; ReLU clips every unit feeding output 1; an splits at attention."""
+    original, reversed_ = run_preset("eat-an-orange"), run_preset("eat-an-orange", reverse=True)
+    np.testing.assert_allclose(original["pos_embed"][2], [0.0, 0.4], atol=1e-12)
+    assert reversed_.tokens[0] == "orange"
+    np.testing.assert_allclose(reversed_["pos_embed"][0], [0.4, 0.0], atol=1e-12)
+    w_out, gate = original.params["blocks.0.mlp.W_out"], original["blocks.0.mlp.gate"][2]
+    feeding = np.flatnonzero(w_out[:, 0])
+    assert feeding.size and np.all(gate[feeding] < 0) and original["blocks.0.mlp_out"][2, 0] == 0.0
+    an = 1
+    same = [k for k in ("embed", "pos_embed", "blocks.0.resid_pre", "blocks.0.ln1.normalized")
+            if np.allclose(original[k][an], reversed_[k][an])]
+    assert len(same) == 4
+    assert not np.allclose(original["blocks.0.attn_out"][an], reversed_["blocks.0.attn_out"][an], atol=1e-3)

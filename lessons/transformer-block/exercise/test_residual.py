@@ -11,7 +11,8 @@ import numpy as np
 
 EPS = 1e-6
 ONES = np.ones(4)
-X = np.array([1.5, -0.5, 0.25, 2.0])  # the explorable's default token vector
+X = np.array([1.5, -0.5, 0.25, 2.0])  # the explorable's default token vector; tests work on copies
+X.flags.writeable = False
 
 MEAN_CENTRING = (
     "your RMSNorm subtracts the mean (mean-centring, as LayerNorm does). RMSNorm only divides by the root "
@@ -21,10 +22,28 @@ IDENTITY_LOST = (
     "the identity path is lost: residual_sublayer returned the sublayer's update on its own, so the block "
     "replaces x instead of adding to it. Return x + update."
 )
+IN_PLACE = (
+    "residual_sublayer changed its input x in place (for example with x += update): the caller's x is "
+    "needed unchanged, so build a new array and return x + update."
+)
 NORMALISED_STREAM = (
     "the update was added to the normalised view of x: the sublayer reads RMSNorm(x), but the addition "
     "must use the untouched x."
 )
+
+
+def token() -> np.ndarray:
+    """A fresh, writable copy of X: one test's mistake cannot change what the next test expects."""
+    return X.copy()
+
+
+def sublayer(block, x: np.ndarray, transform, gain: np.ndarray = ONES) -> np.ndarray:
+    """residual_sublayer on x, failing with IN_PLACE first if the call changed x."""
+    before = x.copy()
+    out = block.residual_sublayer(x, transform, gain, EPS)
+    if not np.array_equal(x, before):
+        raise AssertionError(f"{IN_PLACE} x was {before} before the call and {x} after it.")
+    return out
 
 
 def zero_update(n: np.ndarray) -> np.ndarray:
@@ -75,8 +94,8 @@ def test_each_row_is_normalised_on_its_own(block):
 def test_gain_multiplies_each_coordinate(block):
     """The learned gain scales coordinate i by gain_i; a negative gain flips that coordinate's sign."""
     gain = np.array([1.0, 2.0, -1.0, 0.5])
-    out = block.rms_norm(X, gain, EPS)
-    plain = block.rms_norm(X, ONES, EPS)
+    out = block.rms_norm(token(), gain, EPS)
+    plain = block.rms_norm(token(), ONES, EPS)
     np.testing.assert_allclose(out, gain * plain, rtol=1e-12,
                                err_msg="the gain must multiply the normalised vector coordinate by coordinate")
 
@@ -91,7 +110,7 @@ def test_eps_keeps_a_zero_vector_finite(block):
 
 def test_rms_norm_leaves_its_input_alone(block):
     """rms_norm returns a new array; the caller's x is not changed."""
-    x = X.copy()
+    x = token()
     block.rms_norm(x, ONES, EPS)
     np.testing.assert_array_equal(x, X, err_msg="rms_norm changed its input x in place")
 
@@ -100,18 +119,18 @@ def test_rms_norm_leaves_its_input_alone(block):
 
 def test_zero_update_returns_the_input(block):
     """A zero update exposes replacement: adding zero keeps x, replacing with zero erases it."""
-    out = block.residual_sublayer(X, zero_update, ONES, EPS)
+    out = sublayer(block, token(), zero_update)
     if np.allclose(out, 0.0):
         raise AssertionError(f"{IDENTITY_LOST} With a zero update you returned {out} instead of x = {X}.")
-    if np.allclose(out, block.rms_norm(X, ONES, EPS)):
+    if np.allclose(out, block.rms_norm(token(), ONES, EPS)):
         raise AssertionError(f"{NORMALISED_STREAM} With a zero update you returned RMSNorm(x) = {out}.")
     np.testing.assert_allclose(out, X, rtol=1e-12, err_msg="a zero update must return x unchanged")
 
 
 def test_update_is_added_to_the_untouched_input(block):
     """The output is x plus the update computed from the normalised view."""
-    update = half_update(block.rms_norm(X, ONES, EPS))
-    out = block.residual_sublayer(X, half_update, ONES, EPS)
+    update = half_update(block.rms_norm(token(), ONES, EPS))
+    out = sublayer(block, token(), half_update)
     if np.allclose(out, update):
         raise AssertionError(f"{IDENTITY_LOST} You returned the update {out}; expected x + update = {X + update}.")
     np.testing.assert_allclose(out, X + update, rtol=1e-12, err_msg="residual_sublayer must return x + update")
@@ -126,17 +145,18 @@ def test_transform_reads_the_normalised_view(block):
         return np.zeros_like(n)
 
     gain = np.array([1.0, 2.0, 0.5, 1.0])
-    block.residual_sublayer(X, spy, gain, EPS)
+    sublayer(block, token(), spy, gain)
     assert len(seen) == 1, f"call transform exactly once; it was called {len(seen)} times"
-    np.testing.assert_allclose(seen[0], block.rms_norm(X, gain, EPS), rtol=1e-12,
+    np.testing.assert_allclose(seen[0], block.rms_norm(token(), gain, EPS), rtol=1e-12,
                                err_msg="transform must receive rms_norm(x, gain, eps), the normalised view")
 
 
 def test_residual_sublayer_leaves_its_input_alone(block):
     """x is saved for the addition, so the sublayer must not change it in place."""
-    x = X.copy()
+    x = token()
     block.residual_sublayer(x, half_update, ONES, EPS)
-    np.testing.assert_array_equal(x, X, err_msg="residual_sublayer changed x in place; build a new array instead")
+    if not np.array_equal(x, X):
+        raise AssertionError(f"{IN_PLACE} x was {X} before the call and {x} after it.")
 
 
 def test_a_sequence_keeps_its_shape(block):
@@ -146,7 +166,7 @@ def test_a_sequence_keeps_its_shape(block):
     def mix(n: np.ndarray) -> np.ndarray:  # like attention, the update of a row may read other rows
         return 0.1 * n[::-1]
 
-    out = block.residual_sublayer(x, mix, ONES, EPS)
+    out = sublayer(block, x, mix)
     assert out.shape == x.shape, f"the output must keep the input's shape {x.shape}; got {out.shape}"
     if np.allclose(out, mix(block.rms_norm(x, ONES, EPS))):
         raise AssertionError(IDENTITY_LOST)
