@@ -506,7 +506,7 @@ def test_block_floor_says_the_stream_grows_while_sublayer_inputs_stay_normalised
     t = run_preset("eat-an-orange", n_layers=6)
     rms = [float(np.sqrt(np.mean(t[f"blocks.{i}.resid_pre"] ** 2))) for i in range(6)]
     rms.append(float(np.sqrt(np.mean(t.output ** 2))))
-    assert all(b > a for a, b in zip(rms, rms[1:]))
+    assert all(np.diff(rms) > 0)
     assert f"RMS goes from {fmt(rms[0])} entering floor 1 to {fmt(rms[-1])} after floor 6" in text
     for i in range(6):
         assert np.allclose(np.sqrt(np.mean(t[f"blocks.{i}.ln1.normalized"] ** 2, axis=-1)), 1.0, atol=1e-5)

@@ -201,7 +201,7 @@ def test_eat_an_orange_reproduces_the_seed_attention_weights() -> None:
 
 
 def test_eat_an_orange_keeps_the_seed_claims() -> None:
-    """Slot stamps p2 = [0, 0.4] and p0 = [0.4, 0] for orange; ReLU clips every unit feeding output 1; an splits at attention."""
+    """Orange's stamps p2 = [0, 0.4] and p0 = [0.4, 0]; ReLU clips what feeds output 1; "an" parts at attention."""
     original, reversed_ = run_preset("eat-an-orange"), run_preset("eat-an-orange", reverse=True)
     np.testing.assert_allclose(original["pos_embed"][2], [0.0, 0.4], atol=1e-12)
     assert reversed_.tokens[0] == "orange"
