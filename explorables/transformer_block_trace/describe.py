@@ -39,7 +39,7 @@ def swiglu_sentences(state: TraceState) -> list[str]:
     closed = int(np.sum(np.abs(parts["SiLU(gate)"]) < 0.05))
     return ["; ".join(units) + ".",
             f"{closed} of {len(gate)} gates are nearly closed (|SiLU(gate)| < 0.05); "
-            "those units pass almost nothing."]
+            "those units pass less than 5 % of their value."]
 
 
 def announcement(state: TraceState) -> str:

@@ -190,8 +190,9 @@ class TraceExplorable(ExplorableView):
             plot("norm"), self.norm_alt,
             plot("comp"), self.comp_alt,
             LiveHTML('<h2 class="bt-h2">Inside SwiGLU</h2><p class="bt-lead">Each hidden unit multiplies '
-                         "SiLU(gate) by its value: a gate near 0 lets almost nothing through, a strongly positive "
-                         "gate lets the value pass.</p>", **styled(sizing_mode="stretch_width")),
+                         "SiLU(gate) by its value. A gate near 0 (or well below it) lets almost nothing through; for a "
+                         "large positive gate SiLU is close to the gate itself, so the unit can pass more than its "
+                         "whole value.</p>", **styled(sizing_mode="stretch_width")),
             plot("swiglu"), self.swiglu_alt, self.swiglu_table,
             self.baseline_table,
             styles={"flex": "1 1 36rem", "min-width": "0"},

@@ -456,6 +456,10 @@ def test_transformer_block_figures_match_the_engine():
     assert f"gate, {fmt(gate[4])}, and SiLU({fmt(gate[4])}) is about {fmt(multiplier)}" in text
     assert f"slightly more than its whole value: {fmt(value[4])} becomes {fmt(hidden[4])}" in text
     assert "most of its value" not in text
+    assert trace["blocks.0.attn.pattern"].tolist() == [[[1.0]]]  # one token reads only itself
+    v, w_o = trace["blocks.0.attn.v"][0, 0], trace.params["blocks.0.attn.W_O"]
+    np.testing.assert_allclose(trace["blocks.0.attn_out"][0], v @ w_o, rtol=1e-12)
+    assert "puts all of its weight, 1, on itself" in text
     constant = run_preset("single-token", vector=[2, 2, 2, 2])
     assert np.allclose(constant["blocks.0.ln1.normalized"], 1.0, atol=1e-6)
     big = run_preset("single-token", vector=[-30.0, 20.0, -10.0, 40.0])
