@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -567,3 +568,47 @@ def test_a_malformed_answer_is_refused_with_its_line(directive, problem):
             f"Intro\n{directive}\n")
     with pytest.raises(ValueError, match=problem):
         parse_lesson(text)
+
+
+# --- every number a lesson quotes is one the engine computes (issue 18) -----------------------------------
+
+QUOTED = re.compile(r"(?<![\d.])−?\d{1,3}\.\d{2,}(?![\d.])")  # 0.25, −0.143, 6.184; not arXiv ids
+
+
+def engine_numbers(traces) -> set[str]:
+    """Every value, row norm, row RMS and stream RMS the traces hold, and SiLU of every gate, at 3 decimals."""
+    pool: set[float] = set()
+    for trace in traces:
+        for stage in trace:
+            values = np.asarray(stage.values, dtype=float)
+            pool.update(values.ravel().tolist())
+            rows = values.reshape(-1, values.shape[-1])
+            pool.update(np.linalg.norm(rows, axis=-1).tolist())
+            pool.update(np.sqrt(np.mean(rows**2, axis=-1)).tolist())
+            pool.add(float(np.sqrt(np.mean(values**2))))
+            if stage.key.endswith("mlp.gate"):
+                pool.update(ops.silu(values).ravel().tolist())
+    return {fmt(x) for x in pool} | {fmt(x)[:-1].rstrip("0") for x in pool if fmt(x)[:-1].rstrip("0")[-1:] != "."}
+
+
+def lesson_traces(lesson_id: str):
+    if lesson_id == "transformer-block":
+        yield run_preset("single-token")
+        for changes in ({"attention_scale": 0.0}, {"attention_scale": 0.0, "mlp_scale": 0.0},
+                        {"attention_scale": 0.0, "mlp_scale": 0.0, "residual": "replace"}):
+            yield run_preset("single-token", **changes)
+        yield run_preset("single-token", vector=[2, 2, 2, 2])
+        yield run_preset("single-token", vector=[2, 2, 2, 2], norm="layernorm")
+    elif lesson_id == "block-floor":
+        for positions, causal, reverse in itertools.product((True, False), repeat=3):
+            yield run_preset("eat-an-orange", positions=positions, causal=causal, reverse=reverse)
+        yield run_preset("eat-an-orange", n_layers=6)
+
+
+@pytest.mark.parametrize("lesson_id", ["transformer-block", "block-floor"])
+def test_every_number_a_lesson_quotes_is_one_the_engine_computes(lesson_id):
+    text = by_id(lesson_id).path.read_text(encoding="utf-8")
+    quoted = set(QUOTED.findall(text))
+    assert quoted, "the lesson quotes numbers"
+    pool = engine_numbers(lesson_traces(lesson_id))
+    assert sorted(quoted - pool) == []
