@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from blocktrace.explorables.components.palette import signed
-from blocktrace.explorables.transformer_block_trace.plots import SHORT, swiglu_parts
+from blocktrace.explorables.transformer_block_trace.quantities import SHORT, swiglu_parts
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
 

@@ -1,4 +1,4 @@
-"""Plot builders for the block trace: pure functions from state to figures and their data.
+"""Plot builders for the block trace: figures drawn from a rendering (renderings.py), updated in place.
 
 Figures are built once per session; every change replaces only `source.data`.
 """
@@ -6,50 +6,20 @@ Figures are built once per session; every change replaces only `source.data`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-import numpy as np
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
 from blocktrace.explorables.components.figures import base_figure
-from blocktrace.explorables.components.palette import SERIES, sign_colour, signed
-from blocktrace.explorables.engine import ops
-from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
+from blocktrace.explorables.components.palette import SERIES
+from blocktrace.explorables.transformer_block_trace.quantities import STAGE_FACTORS, SWIGLU_SERIES
+from blocktrace.explorables.transformer_block_trace.renderings import Rendered
 
-if TYPE_CHECKING:  # renderings builds on these plots' data
-    from blocktrace.explorables.transformer_block_trace.renderings import Rendered
-
-SHORT = {
-    "blocks.0.resid_pre": "input",
-    "blocks.0.ln1.normalized": "norm 1",
-    "blocks.0.attn_out": "attn update",
-    "blocks.0.resid_mid": "add 1",
-    "blocks.0.ln2.normalized": "norm 2",
-    "blocks.0.mlp.hidden": "SwiGLU hidden",
-    "blocks.0.mlp_out": "MLP update",
-    "blocks.0.resid_post": "output",
-}
-SWIGLU_SERIES = ("gate", "SiLU(gate)", "value", "SiLU(gate) × value")
-STAGE_FACTORS = tuple(SHORT[k] for k in ROW_KEYS)
 HEIGHTS = {"norm": 260, "comp": 260, "swiglu": 280}  # px; the page keeps this room for each until it is drawn
 
 
 # --- norm per stage ------------------------------------------------------------------------
-
-def norm_data(state: TraceState) -> tuple[dict, dict, float]:
-    """Current and baseline ‖·‖ per stage, and the input's norm (the reference line)."""
-    stages = list(STAGE_FACTORS)
-    current = [float(np.linalg.norm(state.trace[k][0])) for k in ROW_KEYS]
-    baseline = [float(np.linalg.norm(state.baseline[k][0])) for k in ROW_KEYS]
-    text = [f"{v:.3f}" for v in current]
-    return (
-        {"stage": stages, "norm": current, "text": text},
-        {"stage": stages, "norm": baseline},
-        current[0],
-    )
-
 
 def norm_figure(r: Rendered) -> tuple[figure, ColumnDataSource, ColumnDataSource, Span]:
     src, base = ColumnDataSource(r.source_data("norm")), ColumnDataSource(r.source_data("norm_base"))
@@ -73,23 +43,6 @@ def norm_figure(r: Rendered) -> tuple[figure, ColumnDataSource, ColumnDataSource
 
 # --- one stage, component by component -------------------------------------------------------
 
-def component_data(state: TraceState) -> dict:
-    values = state.trace[state.inspect][0]
-    names = [f"x{_sub(i)}" if state.inspect != "blocks.0.mlp.hidden" else f"h{_sub(i)}" for i in range(len(values))]
-    return {
-        "component": names,
-        "value": [float(v) for v in values],
-        "colour": [sign_colour(float(v)) for v in values],
-        "label": [signed(float(v)) for v in values],
-        "label_y": [float(v) for v in values],
-        "baseline": ["bottom" if v >= 0 else "top" for v in values],
-    }
-
-
-def _sub(i: int) -> str:
-    return str(i).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
-
-
 def component_figure(r: Rendered) -> tuple[figure, ColumnDataSource]:
     data = r.source_data("comp")
     src = ColumnDataSource(data)
@@ -105,21 +58,6 @@ def component_figure(r: Rendered) -> tuple[figure, ColumnDataSource]:
 
 
 # --- the SwiGLU detail -----------------------------------------------------------------------
-
-def swiglu_parts(state: TraceState) -> dict[str, np.ndarray]:
-    gate = state.trace["blocks.0.mlp.gate"][0]
-    value = state.trace["blocks.0.mlp.value"][0]
-    return {"gate": gate, "SiLU(gate)": ops.silu(gate), "value": value, "SiLU(gate) × value": ops.silu(gate) * value}
-
-
-def swiglu_data(state: TraceState) -> dict:
-    parts = swiglu_parts(state)
-    units = [f"h{_sub(i)}" for i in range(len(parts["gate"]))]
-    data: dict = {"unit": units}
-    for n, name in enumerate(SWIGLU_SERIES):
-        data[f"s{n}"] = [float(v) for v in parts[name]]
-    return data
-
 
 def swiglu_figure(r: Rendered) -> tuple[figure, ColumnDataSource]:
     data = r.source_data("swiglu")

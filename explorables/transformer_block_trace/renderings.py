@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from blocktrace.explorables.components.html import alt_text
 from blocktrace.explorables.components.shared_cache import SharedCache
-from blocktrace.explorables.transformer_block_trace import describe, plots
+from blocktrace.explorables.transformer_block_trace import describe, quantities
 from blocktrace.explorables.transformer_block_trace.state import TraceState
 from blocktrace.explorables.transformer_block_trace.tables import (
     baseline_table_html,
@@ -49,7 +49,7 @@ def rendered(state: TraceState) -> Rendered:
 
 
 def render(state: TraceState) -> Rendered:
-    current, baseline, input_norm = plots.norm_data(state)
+    current, baseline, input_norm = quantities.norm_data(state)
     return Rendered(
         stage_table=stage_table_html(state),
         baseline_table=baseline_table_html(state),
@@ -61,8 +61,8 @@ def render(state: TraceState) -> Rendered:
         norm=_frozen(current),
         norm_base=_frozen(baseline),
         input_norm=input_norm,
-        comp=_frozen(plots.component_data(state)),
-        swiglu=_frozen(plots.swiglu_data(state)),
+        comp=_frozen(quantities.component_data(state)),
+        swiglu=_frozen(quantities.swiglu_data(state)),
     )
 
 
@@ -81,7 +81,7 @@ LOCKED = Rendered(
     norm_base=_frozen({"stage": [], "norm": []}),
     input_norm=None,
     comp=_frozen({"component": [], "value": [], "colour": [], "label": [], "label_y": [], "baseline": []}),
-    swiglu=_frozen({"unit": [], **{f"s{n}": [] for n in range(len(plots.SWIGLU_SERIES))}}),
+    swiglu=_frozen({"unit": [], **{f"s{n}": [] for n in range(len(quantities.SWIGLU_SERIES))}}),
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from blocktrace.explorables.components.html import table
-from blocktrace.explorables.transformer_block_trace import plots
+from blocktrace.explorables.transformer_block_trace import quantities
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
 
@@ -41,8 +41,8 @@ def baseline_table_html(state: TraceState) -> str:
 
 
 def swiglu_table_html(state: TraceState) -> str:
-    parts = plots.swiglu_parts(state)
-    header = ["Hidden unit", *plots.SWIGLU_SERIES]
-    body = [(f"h{i}", [float(parts[name][i]) for name in plots.SWIGLU_SERIES], {})
+    parts = quantities.swiglu_parts(state)
+    header = ["Hidden unit", *quantities.SWIGLU_SERIES]
+    body = [(f"h{i}", [float(parts[name][i]) for name in quantities.SWIGLU_SERIES], {})
             for i in range(len(parts["gate"]))]
     return f'<div class="bt-table-wrap">{table("SwiGLU detail", header, body, "swiglu-table")}</div>'

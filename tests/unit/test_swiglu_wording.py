@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from blocktrace.explorables.transformer_block_trace import describe
-from blocktrace.explorables.transformer_block_trace.plots import swiglu_parts
+from blocktrace.explorables.transformer_block_trace.quantities import swiglu_parts
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
 
