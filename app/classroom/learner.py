@@ -108,7 +108,7 @@ def identify(cookies: dict[str, str], query: dict[str, str], secret: bytes) -> L
 Slot = tuple[str, str | None, str | None]  # (kind, explorable, what in it: checkpoint, parameter, ...)
 
 
-def _slot_key(payload: dict[str, Any]) -> str | None:
+def slot_key(payload: dict[str, Any]) -> str | None:
     """Which of a page's questions or controls an event is about (events of one slot replace each other)."""
     for key in ("checkpoint", "name", "id", "question"):
         if payload.get(key) is not None:
@@ -147,6 +147,7 @@ class SessionRecorder:
         self._in_flight = 0
         self._waiting: dict[Slot, Callable[[], None]] = {}  # slot -> the submission of its newest event
         self._last: dict[Slot, str] = {}  # slot -> what it last sent (or has waiting)
+        self._stored: dict[Slot, str] = {}  # slot -> what the store last confirmed for it (read on the loop)
 
     @property
     def active(self) -> bool:
@@ -200,11 +201,13 @@ class SessionRecorder:
         send()
 
     def _send_once(self, slot: Slot, content: str, call: Callable[[], Any],
-                   then: Callable[[Any], None] | None) -> None:
-        """Submit now, or wait here (the newest per slot) while MAX_IN_FLIGHT calls are out; drop a repeat."""
+                   then: Callable[[Any], None] | None) -> bool:
+        """Submit now, or wait here (the newest per slot) while MAX_IN_FLIGHT calls are out; drop a repeat.
+
+        False for a dropped repeat."""
         with self._lock:
             if self._last.get(slot) == content:
-                return  # the same as this slot's last event: nothing new to store
+                return False  # the same as this slot's last event: nothing new to store
             self._last[slot] = content
             if self._in_flight >= MAX_IN_FLIGHT:
                 self._waiting.pop(slot, None)  # the newer event replaces it, and goes to the back
@@ -214,9 +217,10 @@ class SessionRecorder:
                     del self._waiting[dropped]
                     self._last.pop(dropped, None)
                     log.warning("a session has %d kinds of events waiting; the oldest is dropped", MAX_WAITING)
-                return
+                return True
             self._in_flight += 1
         self._submit(call, then)
+        return True
 
     def _forget(self, slot: Slot, content: str) -> None:
         """An event of this slot was lost: the same event may be sent again."""
@@ -254,7 +258,9 @@ class SessionRecorder:
                               "as the connection is back.</p>") if unsaved else ""
         self.notice.visible = unsaved
 
-    def emit(self, kind: str, payload: dict[str, Any], explorable: str | None = None) -> None:
+    def emit(self, kind: str, payload: dict[str, Any], explorable: str | None = None,
+             saved: Callable[[], None] | None = None) -> None:
+        """Store an event; later `saved()` in this session once the store has committed it (or had it already)."""
         if not self.active:
             return
         outbox, learner = self.classroom.outbox, self.learner
@@ -262,7 +268,7 @@ class SessionRecorder:
         check_record(new_event_id(), learner.class_code, learner.id, kind, payload, self.lesson,
                      explorable)  # a bad call fails here, in the caller
         payload = dict(payload)
-        slot = (kind, explorable, _slot_key(payload))
+        slot = (kind, explorable, slot_key(payload))
         content = json.dumps(payload, sort_keys=True, default=str)
 
         def record() -> bool | None:
@@ -276,7 +282,16 @@ class SessionRecorder:
                 log.warning("the store is unavailable: a %r event waits in the outbox", kind)
             return result
 
-        self._send_once(slot, content, record, self._deliver)
+        def delivered(result: Any) -> None:
+            self._deliver(result)
+            if result is not None and not isinstance(result, Exception):
+                self._stored[slot] = content
+                if saved is not None:
+                    saved()
+
+        if not self._send_once(slot, content, record, delivered) and saved is not None \
+                and self._stored.get(slot) == content:
+            saved()  # a repeat of what the store already has
 
     def join(self, display_name: str | None = None, done: Callable[[bool], None] | None = None) -> str | None:
         """Register the learner (and a display name); returns an error message for a refused name.
@@ -372,6 +387,31 @@ class SessionRecorder:
                 found(result)
 
         self._run(read, answered)
+
+    def restore_events(self, found: Callable[[list], None]) -> None:
+        """Later `found(events)` with this learner's stored events on this page's lesson, oldest first."""
+        if not self.active:
+            return
+        store, learner, lesson = self.classroom.store, self.learner, self.lesson
+
+        def read() -> Any:
+            return store.learner_events(learner.class_code, learner.id, lesson)
+
+        def answered(result: Any) -> None:
+            if isinstance(result, Exception):
+                self._show_unsaved(True)
+            elif result:
+                found(result)
+
+        self._run(read, answered)
+
+    def remember(self, events: list) -> None:
+        """Stored events a page has put back: sending the same again would store nothing new."""
+        with self._lock:
+            for e in events:
+                payload = dict(e.payload)
+                slot = (e.kind, e.explorable, slot_key(payload))
+                self._last[slot] = self._stored[slot] = json.dumps(payload, sort_keys=True, default=str)
 
     def parameter_changed(self, explorable: str, name: str, value: Any) -> None:
         """Coalesce: only the last value of a burst is recorded, COALESCE_MS after the burst ends."""

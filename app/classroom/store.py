@@ -124,6 +124,18 @@ class StoredPrediction:
     created_at: datetime  # UTC
 
 
+@dataclass(frozen=True)
+class StoredEvent:
+    """One of a learner's events, as a page reads it back to resume where they were."""
+
+    kind: str  # "checkpoint", "explanation", "exercise", "claim", "param", ...
+    explorable: str | None
+    payload: dict[str, Any]
+
+
+RESUME_LIMIT = 2000  # newest events read back for one learner and lesson: a page restores from these
+
+
 class Misconception(TypedDict):
     name: str  # e.g. "Replacing the residual stream is harmless"
     question: str
@@ -635,6 +647,32 @@ class EventStore:
             epoch = self._epoch_for_write(conn, args["class_code"])
             self._join(conn, args["class_code"], epoch, args["learner_id"], None)
             return self._insert_event(conn, epoch, args, args["kind"], args["payload"])
+
+    def learner_events(self, class_code: str, learner_id: str, lesson: str | None,
+                       limit: int = RESUME_LIMIT) -> list[StoredEvent]:
+        """The learner's newest events in one lesson (None: the explorables' own pages), oldest first.
+
+        Predictions are read with ``prediction``; at most ``limit`` rows are read.
+        """
+        _class_code(class_code)
+        _learner_id(learner_id)
+        lesson_is = events.c.lesson.is_(None) if lesson is None else events.c.lesson == _key(lesson, "a lesson")
+        with self._read("read a learner's events") as conn:
+            rows = conn.execute(
+                select(events.c.kind, events.c.explorable, events.c.payload)
+                .where(events.c.class_code == class_code, events.c.epoch == self._epoch(conn, class_code),
+                       events.c.learner_id == learner_id, lesson_is, events.c.kind != PREDICTION)
+                .order_by(events.c.created_at.desc(), events.c.id.desc()).limit(limit)
+            ).all()
+        found = []
+        for row in reversed(rows):
+            try:
+                payload = json.loads(row.payload)
+            except ValueError:
+                continue
+            if isinstance(payload, dict):
+                found.append(StoredEvent(row.kind, row.explorable, payload))
+        return found
 
     # Predictions and reveals ------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from html import escape
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import panel as pn
 import param
 
-from blocktrace.app.classroom.learner import SessionRecorder
+from blocktrace.app.classroom.learner import SessionRecorder, slot_key
 from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
 from blocktrace.app.lessons.markdown import render
 from blocktrace.app.server.pages import apply_theme, shell
@@ -19,6 +20,8 @@ from blocktrace.explorables.components.checkpoint import Checkpoint, CheckpointV
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import session_query
+
+log = logging.getLogger(__name__)
 
 MAX_EXPLANATION = 2000
 STEPS = (("predict", "Predict"), ("experiment", "Experiment"), ("implement", "Implement"), ("explain", "Explain"))
@@ -73,7 +76,49 @@ class LessonView(pn.viewable.Viewer):
         self.strip = LiveHTML(progress_html(self.progress), **styled(sizing_mode="stretch_width"))
         self.progress.param.watch(lambda *_: setattr(self.strip, "object", progress_html(self.progress)),
                                   [name for name, _ in STEPS])
+        self._resumers: dict[tuple[str, str | None], Callable[[dict[str, Any]], None]] = {}
         self.parts = [self._part(block) for block in lesson.blocks]
+        if recorder is not None:
+            recorder.restore_events(self.resume)  # after the predictions: the store thread answers in order
+
+    @property
+    def _stores(self) -> bool:
+        """This page's work goes to the class store (a classroom and a learner)."""
+        return self.recorder is not None and self.recorder.active
+
+    def resume(self, events: list) -> None:
+        """Put back what this learner did on this page before: answers, text, results, claims and controls.
+
+        Each slot (a checkpoint, the explanation, a control, ...) takes its newest stored event, in the
+        order those were made. A value the page no longer accepts is skipped.
+        """
+        newest: dict[tuple, Any] = {}
+        for event in events:
+            slot = (event.kind, event.explorable, slot_key(event.payload))
+            newest.pop(slot, None)
+            newest[slot] = event
+        if self.recorder is not None:
+            self.recorder.remember(list(newest.values()))
+        for event in newest.values():
+            try:
+                self._resume_one(event)
+            except (ValueError, TypeError, KeyError, IndexError) as error:  # a stored value this page refuses
+                log.info("not resumed: a %s event (%s)", event.kind, type(error).__name__)
+
+    def _resume_one(self, event: Any) -> None:
+        explorable = self.explorables.get(event.explorable) if event.explorable else None
+        if event.kind == "param" and explorable is not None:
+            if explorable.gate.prediction.unlocked:
+                explorable.state.param.update(**{str(event.payload["name"]): event.payload["value"]})
+            return
+        if explorable is not None:
+            resume = getattr(explorable, "resume", None)
+            if resume is not None:
+                resume(event.kind, event.payload)
+            return
+        handler = self._resumers.get((event.kind, slot_key(event.payload)))
+        if handler is not None:
+            handler(event.payload)
 
     # --- live parts -------------------------------------------------------------------------
 
@@ -112,20 +157,27 @@ class LessonView(pn.viewable.Viewer):
         checkpoint = Checkpoint(attrs["id"], attrs["question"], [
             Option(str(o["text"]), bool(o.get("correct")), str(o["feedback"])) for o in attrs["options"]])
         self.checkpoints[checkpoint.qid] = checkpoint
-        return CheckpointView(checkpoint, on_check=lambda c: self._on_event(
+        view = CheckpointView(checkpoint, on_check=lambda c: self._on_event(
             "checkpoint", {"checkpoint": c.qid, "answer": c.answer, "correct": c.correct}))
+        self._resumers[("checkpoint", checkpoint.qid)] = lambda payload: view.restore(int(payload["answer"]))
+        return view
 
     def _directive_exercise(self, attrs: dict) -> pn.viewable.Viewable:
         result = LiveHTML("", **styled(sizing_mode="stretch_width"))
         passed = pn.widgets.Button(label="My tests pass", color="primary")
         failed = pn.widgets.Button(label="Some tests still fail")
 
-        def report(ok: bool) -> None:
+        def show(ok: bool) -> None:
             self.progress.implement = True
-            self._on_event("exercise", {"id": attrs.get("id"), "passed": ok})
             result.object = ('<p class="bt-ok" role="status">Reported: all tests pass.</p>' if ok else
                              '<p class="bt-muted" role="status">Reported: some tests fail. Read the first failing '
                              "test's message: it says which mistake it found.</p>")
+
+        def report(ok: bool) -> None:
+            self._on_event("exercise", {"id": attrs.get("id"), "passed": ok})
+            show(ok)
+
+        self._resumers[("exercise", str(attrs.get("id")))] = lambda payload: show(payload["passed"] is True)
 
         passed.on_click(lambda _: report(True))
         failed.on_click(lambda _: report(False))
@@ -178,14 +230,30 @@ class LessonView(pn.viewable.Viewer):
         submit = pn.widgets.Button(label="Submit explanation", color="primary")
         echo = LiveHTML("", **styled(sizing_mode="stretch_width"))
 
+        def show(words: str, status: str = "Saved.") -> None:
+            self.progress.explain = True
+            echo.object = (f'<p class="bt-ok bt-explained" role="status">{status}</p>'
+                           f"<blockquote>{escape(words)}</blockquote>")
+
         def send(_event) -> None:
             words = (text.value or "").strip()
             if len(words) < 20:
                 echo.object = '<p class="bt-field-error" role="alert">Write at least a sentence (20 characters).</p>'
                 return
-            self.progress.explain = True
-            self._on_event("explanation", {"text": words})
-            echo.object = f'<p class="bt-ok" role="status">Submitted.</p><blockquote>{escape(words)}</blockquote>'
+            if self._stores:
+                show(words, "Saving…")
+                self.recorder.emit("explanation", {"text": words}, saved=lambda: show(words))
+            else:
+                self._on_event("explanation", {"text": words})
+                show(words, "Submitted.")
+
+        def resume(payload: dict[str, Any]) -> None:
+            words = str(payload["text"])[:MAX_EXPLANATION]
+            if not text.value:
+                text.value = words
+            show(words)
+
+        self._resumers[("explanation", None)] = resume
 
         submit.on_click(send)
         return pn.Column(LiveHTML(f'<h2 class="bt-h2">Explain</h2><p>{escape(str(attrs["prompt"]))}</p>',

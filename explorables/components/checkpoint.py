@@ -37,6 +37,9 @@ class Checkpoint(param.Parameterized):
         if index is None:
             return "Pick an answer first."
         self.param.update(answer=index, attempts=self.attempts + 1)
+        return self.feedback(index)
+
+    def feedback(self, index: int) -> str:
         option = self.options[index]
         return ("Right. " if option.correct else "Not quite. ") + option.feedback
 
@@ -62,11 +65,22 @@ class CheckpointView(pn.viewable.Viewer):
     def _check(self, _event=None) -> None:
         index = self._labels[self.choice.value]
         text = self.checkpoint.check(index)
-        ok = self.checkpoint.correct if index is not None else None
-        cls = "bt-ok" if ok else "bt-bad" if ok is False else "bt-muted"
-        self.feedback.object = f'<p class="{cls}" role="status" aria-live="polite">{escape(text)}</p>'
+        self._show(text, self.checkpoint.correct if index is not None else None)
         if self._on_check is not None and index is not None:
             self._on_check(self.checkpoint)
+
+    def _show(self, text: str, ok: bool | None) -> None:
+        cls = "bt-ok" if ok else "bt-bad" if ok is False else "bt-muted"
+        self.feedback.object = f'<p class="{cls}" role="status" aria-live="polite">{escape(text)}</p>'
+
+    def restore(self, index: int) -> None:
+        """Show an answer checked in an earlier visit, and its feedback, without reporting it again."""
+        option = self.checkpoint.options[index]  # IndexError for an answer this question does not have
+        if index < 0:
+            raise IndexError(index)
+        self.checkpoint.param.update(answer=index, attempts=max(self.checkpoint.attempts, 1))
+        self.choice.value = option.label
+        self._show(self.checkpoint.feedback(index), option.correct)
 
     def __panel__(self):
         return pn.Column(

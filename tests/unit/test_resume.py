@@ -1,0 +1,133 @@
+"""A reload (a new session of the same learner) puts back everything done on a lesson page: the prediction,
+checkpoint answers, the explanation, the exercise result and the explorable's controls.
+
+The sessions' recorders run on the real store thread over a real SQLite store, as in test_final_after_store.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import pytest
+
+from blocktrace.app.classroom.identity import COOKIE_NAME, sign
+from blocktrace.app.classroom.learner import Classroom, SessionRecorder, identify
+from blocktrace.app.classroom.store import EventStore, StoredEvent
+from blocktrace.app.lessons.loading import load_lessons
+from blocktrace.app.lessons.page import LessonView
+from blocktrace.explorables.components.checkpoint import CheckpointView
+from tests.unit.test_final_after_store import SessionDocument, commit
+
+CLASS, LEARNER = "resume", "0123456789abcdef0123456789abcdef"
+LESSON = next(lesson for lesson in load_lessons() if lesson.id == "transformer-block")
+EXPLANATION = "Zero updates leave the stream as it was; replacing throws the input away."
+
+
+@pytest.fixture
+def classroom(tmp_path):
+    store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
+    store.upgrade()
+    room = Classroom(store, b"secret" * 6)
+    yield room
+    room.thread.drain()
+    store.close()
+
+
+def open_page(classroom: Classroom, learner: str = LEARNER) -> tuple[LessonView, SessionRecorder, SessionDocument]:
+    doc = SessionDocument()
+    who = identify({COOKIE_NAME: sign(learner, classroom.secret)}, {"class": CLASS}, classroom.secret)
+    recorder = SessionRecorder(classroom, who, lesson=LESSON.id, doc=doc)
+    view = LessonView(LESSON, recorder=recorder)
+    idle(recorder, doc)
+    return view, recorder, doc
+
+
+def idle(recorder: SessionRecorder, doc: SessionDocument) -> None:
+    doc.run_until(lambda: recorder.in_flight == 0 and not doc.ticks)
+
+
+def widgets(view: LessonView, kind: type) -> list:
+    found = []
+    for part in view.parts:
+        objects = part.select(kind) if isinstance(part, pn.layout.Panel) else []
+        found += objects
+    return found
+
+
+def checkpoint_views(view: LessonView) -> list[CheckpointView]:
+    return [p for p in view.parts if isinstance(p, CheckpointView)]
+
+
+def press(view: LessonView, label: str) -> None:
+    [button] = [b for b in widgets(view, pn.widgets.Button) if b.label == label]
+    button.clicks += 1
+
+
+def explanation_box(view: LessonView) -> pn.widgets.TextAreaInput:
+    [box] = widgets(view, pn.widgets.TextAreaInput)
+    return box
+
+
+def page_text(view: LessonView) -> str:
+    return " ".join(str(getattr(p, "object", "")) for part in view.parts if isinstance(part, pn.layout.Panel)
+                    for p in part.select(lambda o: hasattr(o, "object")))
+
+
+def test_a_reload_restores_answers_text_result_and_controls(classroom) -> None:
+    view, recorder, doc = open_page(classroom)
+    explorable = view.explorables["transformer-block-trace"]
+    prediction = explorable.gate.prediction
+    commit(explorable, next(iter(prediction.choices)))
+    doc.run_until(lambda: prediction.committed)
+    explorable.state.attention_scale = 0.0
+    doc.fire_timeouts()  # the end of the burst: the control's last value goes to the store
+    first = checkpoint_views(view)[0]
+    first.choice.value = first.checkpoint.options[1].label
+    first.button.clicks += 1
+    explanation_box(view).value = EXPLANATION
+    press(view, "Submit explanation")
+    assert "Saving…" in page_text(view)
+    press(view, "My tests pass")
+    doc.run_until(lambda: recorder.in_flight == 0 and "Saved." in page_text(view))
+    assert view.progress.done() == 4
+
+    again, recorder2, doc2 = open_page(classroom)  # the same learner, a new session
+    assert again.progress.done() == 4, "prediction, experiment, exercise and explanation all come back"
+    restored = checkpoint_views(again)[0]
+    assert restored.checkpoint.answer == 1 and restored.checkpoint.attempts == 1
+    assert restored.choice.value == restored.checkpoint.options[1].label
+    assert restored.checkpoint.feedback(1) in restored.feedback.object
+    assert checkpoint_views(again)[1].checkpoint.answer is None  # never answered: left alone
+    assert explanation_box(again).value == EXPLANATION
+    assert "Reported: all tests pass." in page_text(again)
+    assert again.explorables["transformer-block-trace"].state.attention_scale == 0.0
+    rows_before = classroom.store.export_csv(CLASS).count("\n")
+    idle(recorder2, doc2)
+    doc2.fire_timeouts()
+    idle(recorder2, doc2)
+    assert classroom.store.export_csv(CLASS).count("\n") == rows_before, "putting things back stores nothing new"
+
+
+def test_another_learner_and_another_lesson_resume_nothing(classroom) -> None:
+    view, recorder, doc = open_page(classroom)
+    explanation_box(view).value = EXPLANATION
+    press(view, "Submit explanation")
+    doc.run_until(lambda: recorder.in_flight == 0 and "Saved." in page_text(view))
+    other, _, _ = open_page(classroom, learner="fedcba9876543210fedcba9876543210")
+    assert explanation_box(other).value == "" and other.progress.done() == 0
+    assert classroom.store.learner_events(CLASS, LEARNER, "block-floor") == []
+    assert [e.kind for e in classroom.store.learner_events(CLASS, LEARNER, LESSON.id)] == ["explanation"]
+
+
+def test_a_stored_value_the_page_refuses_is_skipped(classroom) -> None:
+    """An answer index the question does not have, or a control value out of bounds, leaves the default."""
+    view, _, _ = open_page(classroom)
+    explorable = view.explorables["transformer-block-trace"]
+    prediction = explorable.gate.prediction
+    prediction.settle(next(iter(prediction.choices)), None)
+    qid = checkpoint_views(view)[0].checkpoint.qid
+    view.resume([StoredEvent("checkpoint", None, {"checkpoint": qid, "answer": 7, "correct": True}),
+                 StoredEvent("param", "transformer-block-trace", {"name": "attention_scale", "value": 1e9}),
+                 StoredEvent("explanation", None, {"text": EXPLANATION})])
+    assert checkpoint_views(view)[0].checkpoint.answer is None
+    assert explorable.state.attention_scale == 1.0
+    assert explanation_box(view).value == EXPLANATION
