@@ -22,6 +22,7 @@ from blocktrace.explorables.transformer_block_trace.renderings import shown
 from blocktrace.explorables.transformer_block_trace.state import (
     CONSTANT_INPUT,
     CORRECT_PREDICTION,
+    EXPERIMENTS,
     QUERY_KEYS,
     ROW_KEYS,
     TraceState,
@@ -61,6 +62,19 @@ class TraceExplorable(ExplorableView):
         self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
         self._lock()
         self._show_input_error()
+        state.param.watch(self._report_experiment, ["tried"])
+
+    def _report_experiment(self, event) -> None:
+        """Each experiment seen is stored, so the verdict can come back after a reload."""
+        for seen in event.new[len(event.old):]:
+            self.emit("experiment", {"id": seen})
+
+    def resume(self, kind: str, payload: dict) -> None:
+        """Put back an experiment seen in an earlier visit (the lesson page calls this on a reload)."""
+        seen = payload.get("id")
+        if kind == "experiment" and seen in EXPERIMENTS and seen not in self.state.tried \
+                and self.state.prediction.unlocked:
+            self.state.tried = [*self.state.tried, seen]
 
     # --- building ---------------------------------------------------------------------------
 

@@ -78,8 +78,11 @@ def test_a_reload_restores_answers_text_result_and_controls(classroom) -> None:
     prediction = explorable.gate.prediction
     commit(explorable, next(iter(prediction.choices)))
     doc.run_until(lambda: prediction.committed)
-    explorable.state.attention_scale = 0.0
-    doc.fire_timeouts()  # the end of the burst: the control's last value goes to the store
+    explorable.state.zero_updates()  # both experiments the prediction is about: its verdict shows
+    explorable.state.replace = True
+    assert explorable.state.judged
+    explorable.state.param.update(replace=False, mlp_scale=1.0)  # where the student leaves the controls
+    doc.fire_timeouts()  # the end of the burst: the controls' last values go to the store
     first = checkpoint_views(view)[0]
     first.choice.value = first.checkpoint.options[1].label
     first.button.clicks += 1
@@ -99,7 +102,9 @@ def test_a_reload_restores_answers_text_result_and_controls(classroom) -> None:
     assert checkpoint_views(again)[1].checkpoint.answer is None  # never answered: left alone
     assert explanation_box(again).value == EXPLANATION
     assert "Reported: all tests pass." in page_text(again)
-    assert again.explorables["transformer-block-trace"].state.attention_scale == 0.0
+    state = again.explorables["transformer-block-trace"].state
+    assert (state.attention_scale, state.mlp_scale, state.replace) == (0.0, 1.0, False)
+    assert state.judged, "the experiments seen before count again: the verdict is back"
     rows_before = classroom.store.export_csv(CLASS).count("\n")
     idle(recorder2, doc2)
     doc2.fire_timeouts()
