@@ -107,6 +107,8 @@ class LessonView(pn.viewable.Viewer):
 
     def _resume_one(self, event: Any) -> None:
         explorable = self.explorables.get(event.explorable) if event.explorable else None
+        if explorable is not None and explorable.gate.prediction.unlocked:
+            self.progress.experiment = True  # whatever it stored after the commit was the experiment
         if event.kind == "param" and explorable is not None:
             if explorable.gate.prediction.unlocked:
                 explorable.state.param.update(**{str(event.payload["name"]): event.payload["value"]})
