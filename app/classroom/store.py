@@ -69,7 +69,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from sqlalchemy import URL, Connection, Engine, and_, create_engine, event, exc, func, select, update
+from sqlalchemy import URL, Connection, Engine, and_, create_engine, delete, event, exc, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
@@ -143,6 +143,24 @@ class Misconception(TypedDict):
     learners: list[str]  # display names (or learner ids), sorted
 
 
+class RosterEntry(TypedDict):
+    label: str  # the display name, or an anonymous label from the learner id ("Student 3f9a1c")
+    committed: bool  # a prediction committed in this lesson
+    done: list[str]  # of STEPS, in order: the lesson's steps this learner has done
+    current: str  # the first step not done yet, or "done"
+    last_active: datetime | None  # their newest event in this lesson (UTC), None if none yet
+
+
+STEPS = ("predict", "experiment", "implement", "explain")  # a lesson's steps, as the lesson page counts them
+STEP_KINDS = {PREDICTION: "predict", "param": "experiment", "experiment": "experiment", "claim": "experiment",
+              "exercise": "implement", "explanation": "explain"}
+
+
+def learner_label(learner_id: str, display_name: str | None) -> str:
+    """How the teacher sees a learner: their name, or a short label that names no one."""
+    return display_name or f"Student {learner_id[:6]}"
+
+
 class Summary(TypedDict):
     class_code: str
     epoch: int | None  # None for a class nobody has joined yet
@@ -152,7 +170,8 @@ class Summary(TypedDict):
     distributions: dict[str, dict[str, int]]  # question -> choice -> count, this lesson
     revealed: list[str]  # questions revealed to the class this epoch
     claims: dict[str, int]  # divergence-claim verdict -> learners (each learner's latest claim per explorable)
-    checkpoints: dict[str, int]  # {"correct": n, "incorrect": m}: each learner's latest answer per checkpoint
+    checkpoints: dict[str, dict[str, int]]  # checkpoint -> {"correct": n, "incorrect": m}, each learner's latest
+    roster: list[RosterEntry]  # every learner of the class this epoch, by label
     explanations: list[tuple[str, str]]  # (display name or learner id, latest text), one per learner, oldest first
     misconceptions: list[Misconception]  # for questions of this lesson that have predictions
 
@@ -627,6 +646,13 @@ class EventStore:
             epoch = self._epoch_for_write(conn, class_code)
             self._join(conn, class_code, epoch, learner_id, display_name)
 
+    def learner_count(self, class_code: str) -> int:
+        """How many learners joined the class's current epoch."""
+        with self._read("count the class") as conn:
+            epoch = self._epoch(conn, class_code)
+            return conn.execute(select(func.count()).select_from(learners).where(
+                learners.c.class_code == class_code, learners.c.epoch == epoch)).scalar_one()
+
     def display_name(self, class_code: str, learner_id: str) -> str | None:
         """The name the learner gave in this class's current epoch, if any."""
         with self._read("read a display name") as conn:
@@ -725,6 +751,15 @@ class EventStore:
                 class_code=class_code, epoch=epoch, question=question, revealed_at=_now(),
             ).on_conflict_do_nothing(index_elements=["class_code", "epoch", "question"]))
 
+    def unreveal(self, class_code: str, question: str) -> None:
+        """Take a reveal back: learners' pages stop showing the class's answers (idempotent)."""
+        _class_code(class_code)
+        _key(question, "question")
+        with self._write("hide a question again") as conn:
+            epoch = self._epoch(conn, class_code)
+            conn.execute(delete(reveals).where(reveals.c.class_code == class_code, reveals.c.epoch == epoch,
+                                               reveals.c.question == question))
+
     def is_revealed(self, class_code: str, question: str) -> bool:
         """True once the teacher has revealed the question in the class's current epoch."""
         with self._read("read a reveal") as conn:
@@ -798,7 +833,7 @@ class EventStore:
         named = MISCONCEPTIONS if misconceptions is None else misconceptions
         with self._read("read the class summary") as conn:
             epoch = self._epoch(conn, class_code)
-            names = {learner: name or learner for learner, name in conn.execute(
+            names = {learner: learner_label(learner, name) for learner, name in conn.execute(
                 select(learners.c.id, learners.c.display_name).where(
                     learners.c.class_code == class_code, learners.c.epoch == epoch))}
             answers = conn.execute(
@@ -813,6 +848,11 @@ class EventStore:
                 .where(events.c.class_code == class_code, events.c.epoch == epoch, events.c.lesson == lesson,
                        events.c.kind.in_(("claim", "checkpoint", "explanation")))
                 .order_by(events.c.created_at, events.c.id)
+            ).all()
+            activity = conn.execute(
+                select(events.c.learner_id, events.c.kind, func.max(events.c.created_at))
+                .where(events.c.class_code == class_code, events.c.epoch == epoch, events.c.lesson == lesson)
+                .group_by(events.c.learner_id, events.c.kind)
             ).all()
 
         distributions: dict[str, Counter[str]] = {}
@@ -833,14 +873,30 @@ class EventStore:
                 continue
             if kind == "claim" and isinstance(payload.get("verdict"), str):
                 latest_claims[(learner, str(payload.get("explorable")))] = payload["verdict"]
-            elif kind == "checkpoint" and isinstance(payload.get("correct"), bool):
+            elif kind == "checkpoint" and isinstance(payload.get("correct"), bool) \
+                    and isinstance(payload.get("checkpoint"), str):
                 latest_checks[(learner, str(payload.get("checkpoint")))] = payload["correct"]
             elif kind == "explanation" and isinstance(payload.get("text"), str) and payload["text"].strip():
                 latest_texts.pop(learner, None)  # re-inserted: the list follows each learner's latest one
                 latest_texts[learner] = payload["text"]
         claims = Counter(latest_claims.values())
-        checkpoints = {"correct": sum(latest_checks.values()),
-                       "incorrect": sum(not correct for correct in latest_checks.values())}
+        checkpoints: dict[str, dict[str, int]] = {}
+        for (_learner, checkpoint), correct in sorted(latest_checks.items(), key=lambda item: item[0][1]):
+            counts = checkpoints.setdefault(checkpoint, {"correct": 0, "incorrect": 0})
+            counts["correct" if correct else "incorrect"] += 1
+        steps: dict[str, set[str]] = {}
+        last: dict[str, datetime] = {}
+        for learner, kind, moment in activity:
+            if kind in STEP_KINDS:
+                steps.setdefault(learner, set()).add(STEP_KINDS[kind])
+            moment = _utc(moment)
+            last[learner] = max(last.get(learner, moment), moment)
+        roster = []
+        for learner, label in sorted(names.items(), key=lambda item: (item[1].casefold(), item[0])):
+            done = [step for step in STEPS if step in steps.get(learner, ())]
+            roster.append(RosterEntry(label=label, committed="predict" in done, done=done,
+                                      current=next((s for s in STEPS if s not in done), "done"),
+                                      last_active=last.get(learner)))
         explanations = [(names.get(learner, learner), text) for learner, text in latest_texts.items()]
         found: list[Misconception] = [
             Misconception(name=name, question=question, choice=choice, learners=sorted(
@@ -853,7 +909,7 @@ class EventStore:
             distributions={q: dict(sorted(c.items(), key=lambda item: (-item[1], item[0])))
                            for q, c in sorted(distributions.items())},
             revealed=revealed, claims=dict(sorted(claims.items())), checkpoints=checkpoints,
-            explanations=explanations, misconceptions=found,
+            explanations=explanations, misconceptions=found, roster=roster,
         )
 
     def export_csv(self, class_code: str | None = None) -> str:

@@ -22,6 +22,7 @@ from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
 from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.classroom.store_status import store_status_html
+from blocktrace.app.classroom.teacher_view import archive_confirmation, archive_form, lesson_section, teacher_href
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.server import predict_links
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
@@ -71,20 +72,6 @@ async def off_the_loop(call, *args):
     return await IOLoop.current().run_in_executor(None, call, *args)
 
 
-def _bars(counts: dict[str, int], labels: dict[str, str], caption: str) -> str:
-    total = sum(counts.values())
-    rows = []
-    for key, label in labels.items():
-        n = counts.get(key, 0)
-        share = 100 * n / total if total else 0
-        rows.append(f'<tr><th scope="row">{escape(label)}</th><td class="num norm">{n}</td>'
-                    f'<td class="bar-cell"><progress max="100" value="{share:.0f}"></progress>'
-                    f" {share:.0f}%</td></tr>")
-    return (f'<table class="bt-table teacher-bars"><caption>{escape(caption)} ({total} answers)</caption>'
-            '<thead><tr><th scope="col">Answer</th><th scope="col">Learners</th><th scope="col">Share</th></tr>'
-            f'</thead><tbody>{"".join(rows)}</tbody></table>')
-
-
 class DashboardHandler(TeacherHandler):
     """GET /teacher?class=CODE: everything the class did, per lesson, refreshed every few seconds."""
 
@@ -109,62 +96,43 @@ class DashboardHandler(TeacherHandler):
         explorables = [(spec.route(), spec.title()) for spec in EXPLORABLE_SPECS.values()]
         return predict_links.teacher_section(base, explorables, secret)
 
+    def theme(self) -> str:
+        return "dark" if self.get_argument("theme", "") == "dark" else "light"
+
     def _body(self, store, code: str) -> str:
-        token = escape(self.guard.form_token())
+        token, theme = self.guard.form_token(), self.theme()
         codes = sorted(set(store.class_codes()) | {code})
-        links = " · ".join(f'<a href="/teacher?class={quote(c)}"{" aria-current=page" if c == code else ""}>'
-                           f"{escape(c)}</a>" for c in codes)
+        links = " · ".join(f'<a href="{escape(teacher_href("/teacher", c, theme))}"'
+                           f'{" aria-current=page" if c == code else ""}>{escape(c)}</a>' for c in codes)
         parts = [f'<p>Classes: {links} · <a href="/teacher/events.csv?class={quote(code)}">Export this class '
                  f'(CSV)</a> · <a href="/teacher/events.csv">Export everything (CSV)</a></p>']
         questions = {question_id(eid): (spec.title(), spec.choices()) for eid, spec in EXPLORABLE_SPECS.items()}
         for lesson in load_lessons():
-            s = store.summary(code, lesson.id)
-            parts.append(f'<section class="bt-card"><h2 class="bt-h2">{escape(lesson.title)}</h2>'
-                         f"<p><strong>{s['joined']}</strong> joined the class · <strong>{s['committed']}</strong> "
-                         "committed a prediction in this lesson</p>")
-            for question, (title, labels) in questions.items():
-                counts = s["distributions"].get(question)
-                if not counts:
-                    continue
-                parts.append(_bars(counts, labels, f"Predictions in “{title}”"))
-                if question in s["revealed"]:
-                    parts.append('<p class="bt-ok">Revealed to the class: learners who committed see these '
-                                 "answers beside their own.</p>")
-                else:
-                    parts.append(f'<form method="post" action="/teacher/reveal"><input type="hidden" name="token" '
-                                 f'value="{token}"><input type="hidden" name="class" value="{escape(code)}">'
-                                 f'<input type="hidden" name="question" value="{escape(question)}">'
-                                 '<button type="submit">Reveal to class</button></form>')
-            if sum(s["claims"].values()):
-                labels = {"too_early": "Too early", "right_on": "Right on", "too_late": "Too late"}
-                parts.append(_bars(s["claims"], labels, "Divergence claims"))
-            if sum(s["checkpoints"].values()):
-                parts.append(_bars(s["checkpoints"], {"correct": "Correct", "incorrect": "Not yet correct"},
-                                   "Checkpoint answers"))
-            for m in s["misconceptions"]:
-                who = ", ".join(escape(n) for n in m["learners"]) or "nobody yet"
-                parts.append(f'<p><strong>Misconception to discuss — “{escape(m["name"])}”:</strong> {who}</p>')
-            if s["explanations"]:
-                items = "".join(f"<li><strong>{escape(who)}:</strong> {escape(text)}</li>"
-                                for who, text in s["explanations"])
-                parts.append(f'<h3 class="bt-h3">Written explanations</h3><ul class="explanations">{items}</ul>')
-            parts.append("</section>")
-        parts.append(f'<form method="post" action="/teacher/archive"><input type="hidden" name="token" value="{token}">'
-                     f'<input type="hidden" name="class" value="{escape(code)}">'
-                     f'<button type="submit">Archive and reset class “{escape(code)}”</button> '
-                     '<span class="bt-muted">(the history stays in the CSV export)</span></form>')
+            checkpoint_questions = {str(d.attrs.get("id")): str(d.attrs.get("question"))
+                                    for d in lesson.directives("checkpoint")}
+            parts.append(lesson_section(lesson.title, store.summary(code, lesson.id), questions,
+                                        checkpoint_questions, token, theme))
+        parts.append(archive_form(code, token, theme))
         return "".join(parts)
 
     def _page(self, code: str, body: str, refresh: bool = True) -> str:
-        script = '<script src="/assets/js/teacher.js" defer></script>' if refresh else ""
-        return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">{script}'
-                '<meta name="viewport" content="width=device-width, initial-scale=1">'
-                f"<title>Teacher · {escape(code)} · blocktrace</title>"
-                '<link rel="icon" href="data:,"><link rel="stylesheet" href="/assets/css/blocktrace.css"></head>'
-                f'<body class="teacher" data-refresh="{REFRESH_SECONDS}"><header class="bt-header">'
-                '<a class="bt-home" href="/">blocktrace</a>'
-                f'<span class="bt-tagline">teacher view · class {escape(code)} · refreshes every '
-                f"{REFRESH_SECONDS} s</span></header><main>{body}</main></body></html>")
+        return teacher_page(f"Teacher · {code}", f"teacher view · class {code}" + (
+            f" · refreshes every {REFRESH_SECONDS} s" if refresh else ""), body, self.theme(), refresh,
+            teacher_href("/teacher", code, "light" if self.theme() == "dark" else "dark"))
+
+
+def teacher_page(title: str, tagline: str, body: str, theme: str, refresh: bool, other_theme: str) -> str:
+    """The teacher's pages in the house style: the students' header and styles, light or dark."""
+    script = '<script src="/assets/js/teacher.js" defer></script>' if refresh else ""
+    dark = '<link rel="stylesheet" href="/assets/css/dark.css">' if theme == "dark" else ""
+    switch = "Light theme" if theme == "dark" else "Dark theme"
+    return (f'<!doctype html><html lang="en" class="bt-{theme}"><head><meta charset="utf-8">{script}'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{escape(title)} · blocktrace</title>"
+            f'<link rel="icon" href="data:,"><link rel="stylesheet" href="/assets/css/blocktrace.css">{dark}</head>'
+            f'<body class="teacher bt-page" data-refresh="{REFRESH_SECONDS}"><header class="bt-header">'
+            f'<a class="bt-home" href="/">blocktrace</a><span class="bt-tagline">{escape(tagline)}</span>'
+            f'<a class="bt-theme" href="{escape(other_theme)}">{switch}</a></header><main>{body}</main></body></html>')
 
 
 class RevealHandler(TeacherHandler):
@@ -180,26 +148,51 @@ class RevealHandler(TeacherHandler):
             self.set_status(400)
             self.finish("Unknown class or question.\n")
             return
-        if classroom is not None and not await self.stored(classroom.store.reveal, code, question):
+        if classroom is not None and not await self.stored(self.write_reveal(classroom.store), code, question):
             return
-        self.redirect(f"/teacher?class={quote(code)}", status=303)
+        theme = "dark" if self.get_body_argument("theme", "") == "dark" else "light"
+        self.redirect(teacher_href("/teacher", code, theme), status=303)
+
+    def write_reveal(self, store):
+        return store.reveal
+
+
+class UnrevealHandler(RevealHandler):
+    """POST /teacher/unreveal: take a reveal back; learners' pages stop showing the class's answers."""
+
+    def write_reveal(self, store):
+        return store.unreveal
 
 
 class ArchiveHandler(TeacherHandler):
-    """POST /teacher/archive: start the class afresh; its history stays in the store and the export."""
+    """POST /teacher/archive: first a page that asks to confirm; with confirm=yes, start the class afresh.
+
+    Its history stays in the store and the export."""
 
     async def post(self) -> None:
         if not self.check_form():
             return
         classroom = current_classroom()
         code = self.get_body_argument("class", DEFAULT_CLASS)
+        theme = "dark" if self.get_body_argument("theme", "") == "dark" else "light"
         if not valid_class_code(code):
             self.set_status(400)
             self.finish("Unknown class.\n")
             return
+        if self.get_body_argument("confirm", "") != "yes":
+            joined = 0
+            if classroom is not None:
+                try:
+                    joined = await off_the_loop(classroom.store.learner_count, code)
+                except StoreUnavailable:
+                    pass
+            body = archive_confirmation(code, joined, self.guard.form_token(), theme)
+            self.finish(teacher_page(f"Archive {code}?", f"teacher view · class {code}", body, theme, False,
+                                     teacher_href("/teacher", code, "light" if theme == "dark" else "dark")))
+            return
         if classroom is not None and not await self.stored(classroom.store.archive, code):
             return
-        self.redirect(f"/teacher?class={quote(code)}", status=303)
+        self.redirect(teacher_href("/teacher", code, theme), status=303)
 
 
 class ExportHandler(TeacherHandler):
@@ -227,6 +220,7 @@ def teacher_patterns(guard: Guard, origins: Sequence[str] = ()) -> list[tuple]:
     return [
         (r"/teacher/?", DashboardHandler, args),
         (r"/teacher/reveal", RevealHandler, args),
+        (r"/teacher/unreveal", UnrevealHandler, args),
         (r"/teacher/archive", ArchiveHandler, args),
         (r"/teacher/events\.csv", ExportHandler, args),
     ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -15,28 +17,49 @@ from blocktrace.explorables.block_floor.divergence import verdict
 from blocktrace.explorables.block_floor.view import phrase_html
 from blocktrace.explorables.engine import run_preset
 
-# The lesson's eight stages, written out here rather than taken from the code under test.
+# The lesson's eight stages, and the six each later floor repeats, written out here rather than taken from
+# the code under test.
 EIGHT = ["embed", "blocks.0.resid_pre", "blocks.0.ln1.normalized", "blocks.0.attn_out", "blocks.0.resid_mid",
          "blocks.0.ln2.normalized", "blocks.0.mlp_out", "blocks.0.resid_post"]
+SIX = ["ln1.normalized", "attn_out", "resid_mid", "ln2.normalized", "mlp_out", "resid_post"]
+WORDS = ["eat", "an", "orange"]
 
 
-def first_split(words: list[str], index: int, positions: bool, causal: bool) -> int | None:
-    """An independent answer: compare the word's rows in the two orders' traces, stage by stage."""
-    forward = run_preset("eat-an-orange", tokens=words, positions=positions, causal=causal)
-    backward = run_preset("eat-an-orange", tokens=words[::-1], positions=positions, causal=causal)
-    for stage, key in enumerate(EIGHT, start=1):
-        if np.max(np.abs(forward[key][index] - backward[key][len(words) - 1 - index])) > 1e-9:
-            return stage
-    return None
+def every_stage(floors: int) -> list[str]:
+    return EIGHT + [f"blocks.{layer}.{key}" for layer in range(1, floors) for key in SIX]
 
 
+def differs(words: list[str], index: int, positions: bool, causal: bool, floors: int = 1) -> list[bool]:
+    """An independent answer: at each stage, does the word's row differ between the two orders' traces?"""
+    settings = dict(positions=positions, causal=causal, n_layers=floors)
+    forward = run_preset("eat-an-orange", tokens=words, **settings)
+    backward = run_preset("eat-an-orange", tokens=words[::-1], **settings)
+    return [bool(np.max(np.abs(forward[key][index] - backward[key][len(words) - 1 - index])) > 1e-9)
+            for key in every_stage(floors)]
+
+
+def first_split(words: list[str], index: int, positions: bool, causal: bool, floors: int = 1) -> int | None:
+    split = differs(words, index, positions, causal, floors)
+    return split.index(True) + 1 if any(split) else None
+
+
+@pytest.mark.parametrize("floors", [1, 2])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("positions", [True, False])
 @pytest.mark.parametrize("index", [0, 1, 2])
-def test_first_divergence_matches_the_engine(index: int, positions: bool, causal: bool) -> None:
-    """For every tracked word, positions on/off and mask on/off, the explorable's answer is the engine's."""
-    state = FloorState(tracked=index, positions=positions, causal=causal)
-    assert state.divergence() == first_split(["eat", "an", "orange"], index, positions, causal)
+def test_first_divergence_matches_the_engine(index: int, positions: bool, causal: bool, floors: int) -> None:
+    """For every tracked word, positions on/off, mask on/off and 1 or 2 floors, the answer is the engine's."""
+    state = FloorState(tracked=index, positions=positions, causal=causal, floors=floors)
+    assert state.divergence() == first_split(WORDS, index, positions, causal, floors)
+
+
+def test_a_split_that_starts_on_floor_two_is_found() -> None:
+    """Positions off, mask on, "c" in "a b c a b": the same words precede it, so the split waits for floor 2."""
+    words = ["a", "b", "c", "a", "b"]
+    assert first_split(words, 2, False, True, 1) is None
+    assert first_split(words, 2, False, True, 2) == 10  # floor 2's attention, stage 8 + 2
+    state = FloorState(phrase="a b c a b", tracked=2, positions=False, causal=True, floors=2)
+    assert state.divergence() == 10
 
 
 def test_the_lessons_answers() -> None:
@@ -60,16 +83,94 @@ def test_attention_rows_sum_to_one_and_the_mask_hides_the_future(causal: bool) -
 
 def test_claims_are_judged_against_the_computed_stage() -> None:
     """Before the split is too early, after it too late, at it right on; "never" is right only when it is."""
-    assert verdict(3, 4)[0] == "Too early"
-    assert verdict(5, 4)[0] == "Too late"
-    assert verdict(4, 4)[0] == "Right on"
-    assert verdict(None, 4)[0] == "Too late"
-    assert verdict(None, None)[0] == "Right on"
-    assert verdict(2, None)[0] == "Too early"
+    assert verdict(3, 4, "why")[0] == "Too early"
+    assert verdict(5, 4, "why")[0] == "Too late"
+    assert verdict(4, 4, "why") == ("Right on", "why")
+    assert verdict(None, 4, "why")[0] == "They do diverge"
+    assert verdict(None, None, "why") == ("Right on", "why")
+    assert verdict(2, None, "why")[0] == "No split here"
     state = FloorState(tracked=1)
     assert state.claim(3)[0] == "Too early"
     assert state.claim(4)[0] == "Right on"
-    assert "neighbours" in state.claim(4)[1]
+    assert "slot" in state.claim(4)[1]
+
+
+def test_never_with_the_mask_on_is_answered_they_do_diverge() -> None:
+    """Positions off, mask on, at stage 1: "never" is wrong, and the answer says so without "Too late"."""
+    state = FloorState(tracked=1, positions=False, causal=True)
+    assert state.stage == 1
+    short, why = state.claim(None)
+    assert short == "They do diverge"
+    assert "“never” is wrong" in why and "Too late" not in why and "step back" not in why.lower()
+    assert "4" not in why  # the split is at stage 4, not yet found: not given away
+
+
+CLAIM_CASES = list(itertools.product([True, False], [False, True], [0, 1, 2], [1, 2]))
+
+
+@pytest.mark.parametrize(("positions", "causal", "index", "floors"), CLAIM_CASES)
+def test_every_claim_gets_the_verdict_the_traces_support(positions: bool, causal: bool, index: int,
+                                                         floors: int) -> None:
+    """Each claim (every stage of every floor, and "never"), from each stage on view, against the traces' truth."""
+    split = differs(WORDS, index, positions, causal, floors)
+    truth = split.index(True) + 1 if any(split) else None
+    state = FloorState(tracked=index, positions=positions, causal=causal, floors=floors)
+    for on_view in range(1, len(split) + 1):
+        state.stage = on_view
+        short, why = state.claim(on_view)
+        if truth is None:
+            assert short == "No split here", on_view
+        else:
+            assert short == ("Too early" if on_view < truth else "Right on" if on_view == truth else "Too late")
+        short, why = state.claim(None)
+        if truth is None:
+            assert short == "Right on"
+            continue
+        assert short == "They do diverge" and "“never” is wrong" in why and "Too late" not in why
+        if split[on_view - 1]:
+            assert f"At stage {on_view}, on view, the two traces differ" in why
+        else:  # nothing on view shows a split: the answer names no stage
+            assert not re.search(r"\d", why), why
+
+
+def test_a_claim_on_a_later_floor_is_judged() -> None:
+    """The split on floor 2 (stage 10) is right on when claimed there; stage 4 is too early, 16 too late."""
+    state = FloorState(phrase="a b c a b", tracked=2, positions=False, causal=True)
+    state.floors = 3
+    assert [state.claim(n)[0] for n in (4, 9, 10, 16)] == ["Too early", "Too early", "Right on", "Too late"]
+    assert state.claim(None)[0] == "They do diverge"
+
+
+# (phrase, tracked, positions, causal, floors, first divergence, words the reason must hold, words it must not)
+REASONS = [
+    ("eat an orange", 0, True, False, 1, 2, ["slot p₀", "slot p₂", "position vector"], ["mask"]),
+    ("eat an orange", 2, True, True, 1, 2, ["slot p₂", "slot p₀", "position vector"], ["mask"]),
+    ("eat an orange", 1, True, False, 1, 4, ["keeps slot p₁", "other position vectors", "attention"], ["mask"]),
+    ("eat an orange", 1, False, True, 1, 4, ["causal mask", "“eat” comes before “an”", "“orange” comes before"],
+     ["slot", "position vector"]),
+    ("eat an orange", 0, False, True, 1, 4, ["causal mask", "No word comes before “eat”"], ["slot"]),
+    ("eat an orange", 1, True, True, 1, 4, ["causal mask", "before"], []),
+    ("a b c a b", 2, True, True, 1, 4, ["causal mask", "same words before it", "other slots"], []),
+    ("a b c a b", 2, False, True, 2, 10, ["floor 2", "floor 1 left them"], ["slot"]),
+    ("eat an orange", 1, False, False, 1, None, ["permutation symmetry", "no mask"], ["same phrase"]),
+    ("eat an eat", 1, True, True, 1, None, ["same phrase"], ["permutation"]),
+]
+
+
+@pytest.mark.parametrize(("phrase", "index", "positions", "causal", "floors", "truth", "says", "never_says"),
+                         REASONS)
+def test_right_on_gives_the_true_reason(phrase: str, index: int, positions: bool, causal: bool, floors: int,
+                                        truth: int | None, says: list[str], never_says: list[str]) -> None:
+    """"Right on" explains the case: a changed slot stamp, reordered neighbours' stamps, or the mask's history."""
+    state = FloorState(phrase=phrase, tracked=index, positions=positions, causal=causal)
+    state.floors = floors
+    assert state.divergence() == truth == first_split(phrase.split(), index, positions, causal, floors)
+    short, why = state.claim(truth)
+    assert short == "Right on"
+    for words in says:
+        assert words in why, (words, why)
+    for words in never_says:
+        assert words not in why, (words, why)
 
 
 def test_the_bet_is_final() -> None:
@@ -132,3 +233,79 @@ def test_links_restore_state_and_refuse_bad_values() -> None:
     bad = FloorExplorable(query={"stage": "9", "floors": "zero", "positions": "maybe"})
     assert (bad.state.stage, bad.state.floors, bad.state.positions) == (1, 1, True)
     assert len(bad.notices) == 3
+
+
+@pytest.mark.parametrize("floors", range(1, 7))
+def test_the_stepper_reaches_every_stage_of_every_floor(floors: int) -> None:
+    """Slider, buttons, banner and table agree: 8 + 6 stages per further floor, each one on view in turn."""
+    view = FloorExplorable(predict=False)
+    s = view.state
+    s.floors = floors
+    last = 8 + 6 * (floors - 1)
+    assert (view.stage.start, view.stage.end) == (1, last)
+    rows = [m.group(1) for m in re.finditer(r'<th scope="row">([^<]*)</th>', view.columns[0].table.object)]
+    assert len(rows) == last
+    seen = []
+    for _ in range(last + 1):  # one press more than needed: the last stage holds
+        current = re.search(r'aria-current="step"><th scope="row">([^<]*)</th>', view.columns[0].table.object)
+        label = current.group(1)
+        assert label == rows[s.stage - 1]
+        banner = re.search(r"<strong>Stage (\d+) / (\d+) · ([^<]*)</strong>", view.banner.object)
+        assert (int(banner.group(1)), int(banner.group(2))) == (s.stage, last)
+        assert label.endswith(banner.group(3).rpartition(" · ")[2])  # the same stage name
+        seen.append(s.stage)
+        s.step(1)
+    assert seen == [*range(1, last + 1), last]
+    if floors > 1:
+        assert rows[8] == "Floor 2 · 9. RMSNorm (before attention)"
+        assert rows[last - 1] == f"Floor {floors} · {last}. + residual = block output"
+        assert f"floor {floors}" in view.columns[0].heat_fig.title.text  # the weights of the floor on view
+
+
+def test_fewer_floors_bring_the_stage_back_into_range() -> None:
+    """Lowering Floors from 3 to 2 at stage 20 moves the stage to 14, the last one left; the claim is cleared."""
+    view = FloorExplorable(predict=False)
+    s = view.state
+    s.floors = 3
+    s.stage = 20
+    s.claim(None)
+    s.floors = 2
+    assert (s.stage, view.stage.value, view.stage.end) == (14, 14, 14)
+    assert s.claim_result is None
+    assert "Stage 14 / 14 · Floor 2 · + residual = block output" in view.banner.object
+
+
+def test_links_restore_a_stage_on_a_later_floor() -> None:
+    """A link's stage counts across floors: stage 20 with 3 floors opens there; without the floors it is refused."""
+    view = FloorExplorable(query={"stage": "20", "floors": "3"})
+    assert (view.state.floors, view.state.stage, view.notices) == (3, 20, [])
+    alone = FloorExplorable(query={"stage": "20"})
+    assert alone.state.stage == 1 and len(alone.notices) == 1
+    last = FloorExplorable(query={"floors": "6", "stage": "38"})
+    assert (last.state.stage, last.notices) == (38, [])
+
+
+def test_chips_heatmap_and_tables_name_slots_alike() -> None:
+    """One slot convention, p₀, p₁, p₂ as the position vectors: chips, heatmap axes, alt text, table, select."""
+    view = FloorExplorable(predict=False)
+    original, reversed_ = view.columns
+    chips = re.findall(r'class="bt-chip[^"]*">([^<]*)<span class="bt-slot">([^<]*)</span>', original.phrase.object)
+    assert chips == [("eat", "p₀"), ("an", "p₁"), ("orange", "p₂")]
+    assert list(original.heat_fig.x_range.factors) == ["p₀ eat", "p₁ an", "p₂ orange"]
+    assert list(reversed_.heat_fig.x_range.factors) == ["p₀ orange", "p₁ an", "p₂ eat"]
+    assert "Query p₀ eat reads: p₀ eat" in original.heat_alt.object
+    assert "“orange” in slot p₂" in original.table.object and "“orange” in slot p₀" in reversed_.table.object
+    assert "slot p₂, position vector added" in original.phrase.object
+    assert list(view.tracked.options) == ["eat (slot p₀)", "an (slot p₁)", "orange (slot p₂)"]
+    shown = " ".join(p.object for p in (original.phrase, original.table, original.heat_alt, original.arrow_alt))
+    assert not re.search(r"\bp\d|\b[123] (eat|an|orange)\b|word [123]\b", shown)
+
+
+def test_vectors_in_sentences_use_true_minus_signs() -> None:
+    """Vectors written out (settling the bet, the plot's words) use − and never show −0.000."""
+    view = FloorExplorable(predict=False)
+    view.state.stage = 8
+    assert "[−0.823, 1.520] + [0.000, 1.244] = [−0.823, 2.764]" in view.settle.object
+    assert "[−0.823, 2.764]" in view.columns[0].arrow_alt.object
+    for pane in (view.settle, view.columns[0].arrow_alt, view.columns[1].phrase):
+        assert not re.search(r"-\d", pane.object.replace("bt-", ""))

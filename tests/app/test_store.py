@@ -316,17 +316,26 @@ def test_summary(store: EventStore):
     store.reveal(CLASS, QUESTION)
 
     summary = store.summary(CLASS, LESSON)
+    roster = summary.pop("roster")
+    nameless = f"Student {anon[:6]}"  # no name given: a short label, not the whole learner id
     assert summary == {
         "class_code": CLASS, "epoch": 1, "lesson": LESSON,
         "joined": 4, "committed": 3,
         "distributions": {QUESTION: {"keep-both": 2, "keep-erase": 1}},
         "revealed": [QUESTION],
         "claims": {"right_on": 2, "too_early": 1},
-        "checkpoints": {"correct": 2, "incorrect": 1},
-        "explanations": [("<b>Bob</b>", "<script>alert('x')</script> it adds"), (anon, "the stream survives")],
+        "checkpoints": {"c1": {"correct": 2, "incorrect": 1}},
+        "explanations": [("<b>Bob</b>", "<script>alert('x')</script> it adds"), (nameless, "the stream survives")],
         "misconceptions": [{"name": "Replacing the residual stream is harmless", "question": QUESTION,
-                            "choice": "keep-both", "learners": sorted(["<b>Bob</b>", anon])}],
+                            "choice": "keep-both", "learners": sorted(["<b>Bob</b>", nameless])}],
     }
+    assert [(r["label"], r["committed"], r["done"], r["current"]) for r in roster] == [
+        ("<b>Bob</b>", True, ["predict", "experiment", "explain"], "implement"),
+        ("Ada", True, ["predict", "experiment"], "implement"),
+        ("Idle", False, [], "predict"),
+        (nameless, True, ["predict", "experiment", "explain"], "implement"),
+    ]
+    assert roster[2]["last_active"] is None and all(r["last_active"].tzinfo for r in roster if r["label"] != "Idle")
     custom = store.summary(CLASS, "decoder-block", misconceptions={
         "decoder-block-lab/prediction": ("large", "A big value leaks backwards"),
         QUESTION: ("keep-both", "not in this lesson"),

@@ -108,9 +108,10 @@ def test_pressing_check_answer_2000_times_counts_once(store: EventStore):
     store.record(new_event_id(), CLASS, "bob", "checkpoint", {"checkpoint": "c2", "correct": True}, LESSON)
     store.record(new_event_id(), CLASS, "bob", "explanation", {"text": "bob's"}, LESSON)
     summary = store.summary(CLASS, LESSON)
-    assert summary["checkpoints"] == {"correct": 2, "incorrect": 1}  # ada c1 (latest right), bob c1, bob c2
+    assert summary["checkpoints"] == {"c1": {"correct": 1, "incorrect": 1},  # ada's latest c1 is right
+                                      "c2": {"correct": 1, "incorrect": 0}}
     assert summary["claims"] == {"right_on": 1}
-    assert summary["explanations"] == [("ada", "attempt 49"), ("bob", "bob's")]
+    assert summary["explanations"] == [("Student ada", "attempt 49"), ("Student bob", "bob's")]
 
 
 

@@ -154,7 +154,7 @@ def test_teacher_views_reveal_archive_export(store: EventStore):
     store.join(CLASS, late)
     assert predict(store, ada, "keep-erase") and predict(store, bob, "keep-both")
     store.record(new_event_id(), CLASS, ada, "claim", {"verdict": "right_on"}, LESSON, EXPLORABLE)
-    store.record(new_event_id(), CLASS, bob, "checkpoint", {"correct": False}, LESSON, EXPLORABLE)
+    store.record(new_event_id(), CLASS, bob, "checkpoint", {"checkpoint": "c1", "correct": False}, LESSON, EXPLORABLE)
     store.record(new_event_id(), CLASS, bob, "explanation", {"text": "<i>it adds</i>"}, LESSON, EXPLORABLE)
     assert store.distribution(CLASS, QUESTION) == {"keep-both": 1, "keep-erase": 1}
     assert store.visible_distribution(CLASS, ada, QUESTION) is None
@@ -164,7 +164,7 @@ def test_teacher_views_reveal_archive_export(store: EventStore):
     assert store.visible_distribution(CLASS, late, QUESTION) is None
     summary = store.summary(CLASS, LESSON)
     assert (summary["joined"], summary["committed"], summary["claims"], summary["checkpoints"]) == \
-        (3, 2, {"right_on": 1}, {"correct": 0, "incorrect": 1})
+        (3, 2, {"right_on": 1}, {"c1": {"correct": 0, "incorrect": 1}})
     assert summary["explanations"] == [("<b>Bob</b>", "<i>it adds</i>")]
     assert summary["misconceptions"][0]["learners"] == ["<b>Bob</b>"]
 

@@ -33,7 +33,7 @@ def dashboard(server: Server) -> str:
 
 def committed(page: str) -> int:
     """How many learners the dashboard says committed a prediction in the first lesson shown."""
-    found = re.search(r"<strong>(\d+)</strong> committed a prediction in this lesson", page)
+    found = re.search(r"<strong>(\d+)</strong> learners? committed a prediction in this lesson", page)
     assert found, page[:2000]
     return int(found.group(1))
 

@@ -58,7 +58,7 @@ def test_prediction_survives_reload_and_is_final(browser: Browser, classroom) ->
     first.reload()
     expect(first.locator(".bt-committed")).to_contain_text("Zero updates return the input unchanged")
     status, page = _get(classroom.url("/teacher?class=period1"), PASSWORD)
-    assert status == 200 and "<strong>1</strong> committed a prediction" in page
+    assert status == 200 and "<strong>1</strong> learner committed a prediction" in page
     context.close()
 
 

@@ -50,8 +50,8 @@ def test_a_student_joins_by_the_teachers_link_and_stays_in_the_class(browser: Br
     student.get_by_text("Zero updates return the input unchanged").click()
     student.get_by_role("button", name="Commit prediction").click()
     expect(student.get_by_text("Your prediction (final)")).to_be_visible()
-    assert "<strong>1</strong> committed a prediction" in dashboard(classroom, "period3")
-    assert "<strong>1</strong> committed a prediction" not in dashboard(classroom, "default")
+    assert "<strong>1</strong> learner committed a prediction" in dashboard(classroom, "period3")
+    assert "<strong>1</strong> learner committed a prediction" not in dashboard(classroom, "default")
     teacher.context.close()
     student.context.close()
 

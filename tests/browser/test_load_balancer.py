@@ -181,8 +181,8 @@ def test_a_class_through_the_balancer_lands_once(browser: Browser, balanced: Bal
 
     status, dashboard, headers = _get(balanced.url(f"/teacher?class={CLASS}"), PASSWORD)
     assert status == 200, dashboard
-    assert f"<strong>{STUDENTS}</strong> joined the class" in dashboard
-    assert f"<strong>{STUDENTS}</strong> committed a prediction" in dashboard
+    assert f"<strong>{STUDENTS}</strong> learners joined the class" in dashboard
+    assert f"<strong>{STUDENTS}</strong> learners committed a prediction" in dashboard
     assert f"({STUDENTS} answers)" in dashboard
     assert any(v.startswith("BTSRV=") for v in headers.get_all("Set-Cookie") or []), \
         "HAProxy did not insert its affinity cookie"

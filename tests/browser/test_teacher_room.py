@@ -1,0 +1,103 @@
+"""The teacher runs the room from the dashboard: who is where, each checkpoint on its own, reveal and hide,
+an archive that asks first, words right for one and many, and the dark theme."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.conftest import module_server
+
+pytestmark = pytest.mark.browser
+PASSWORD = "run the room"
+CODE = "room7"
+LESSON = f"/lessons/transformer-block?class={CODE}"
+
+
+@pytest.fixture(scope="module")
+def classroom(tmp_path_factory):
+    yield from module_server(tmp_path_factory, "room", "--teacher-password", PASSWORD)
+
+
+def teacher_page(browser: Browser, classroom, query: str = "") -> Page:
+    page = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
+    page.goto(classroom.url(f"/teacher?class={CODE}{query}"))
+    return page
+
+
+def lesson_card(page: Page):
+    return page.locator("section.bt-card").filter(has=page.get_by_role("heading", name="The Transformer block"))
+
+
+def test_roster_checkpoints_reveal_and_archive(browser: Browser, classroom) -> None:
+    ada = browser.new_context().new_page()
+    ada.goto(classroom.url(LESSON))
+    ada.get_by_label("Your name (optional)").fill("Ada")
+    ada.get_by_role("button", name="Save name").click()
+    expect(ada.get_by_text("Saved.")).to_be_visible()
+    ada.get_by_text("Zero updates return the input unchanged").click()
+    ada.get_by_role("button", name="Commit prediction").click()
+    expect(ada.get_by_text("Your prediction (final)")).to_be_visible()
+    ada.get_by_text("Its input, unchanged.").click()
+    ada.get_by_role("button", name="Check answer").first.click()
+    ada.get_by_text("A constant non-zero vector such as [2, 2, 2, 2].").click()
+    ada.get_by_role("button", name="Check answer").nth(1).click()
+    ada.get_by_label("Your explanation").fill("Adding zero keeps the stream; replacing erases it entirely.")
+    ada.get_by_role("button", name="Submit explanation").click()
+    expect(ada.locator(".bt-explained")).to_have_text("Saved.")
+
+    nameless = browser.new_context().new_page()  # joins by answering a checkpoint, commits nothing
+    nameless.goto(classroom.url(LESSON))
+    nameless.get_by_text("A vector of zeros.").click()
+    nameless.get_by_role("button", name="Check answer").first.click()
+    expect(nameless.get_by_text("Not quite.")).to_be_visible()
+
+    teacher = teacher_page(browser, classroom)
+    card = lesson_card(teacher)
+    roster = card.locator("table.teacher-roster")
+    expect(roster).to_contain_text("Roster: 2 learners, 1 learner not committed yet")
+    ada_row = roster.locator("tr", has=teacher.get_by_role("rowheader", name="Ada"))
+    expect(ada_row).to_contain_text("committed")
+    expect(ada_row.locator("td").nth(1)).to_have_text("Experiment")  # predicted, explained; not experimented
+    expect(ada_row.locator("td").nth(2)).to_have_text("2 of 4: Predict, Explain")
+    other = roster.locator("tbody tr").filter(has_not=teacher.get_by_role("rowheader", name="Ada"))
+    expect(other.locator("th")).to_have_text(re.compile(r"^Student [0-9a-f]{6}$"))  # a short label, no id
+    expect(other.locator("td").first).to_have_text("not yet")
+    zero = card.locator("table.teacher-bars", has_text="Checkpoint: Attention and the MLP both return")
+    constant = card.locator("table.teacher-bars", has_text="Checkpoint: Which input tells RMSNorm apart")
+    expect(zero.locator("caption")).to_contain_text("(2 answers)")
+    expect(constant.locator("caption")).to_contain_text("(1 answer)")  # one for one, not "1 answers"
+    expect(card.locator("caption", has_text="Predictions in")).to_contain_text("(1 answer)")
+
+    card.get_by_role("button", name="Reveal to the class").click()
+    expect(lesson_card(teacher).get_by_role("button", name="Hide from the class")).to_be_visible()
+    expect(ada.get_by_text("The class answered (revealed by your teacher)")).to_be_visible(timeout=20_000)
+    lesson_card(teacher).get_by_role("button", name="Hide from the class").click()
+    expect(lesson_card(teacher).get_by_role("button", name="Reveal to the class")).to_be_visible()
+    expect(ada.get_by_text("The class answered (revealed by your teacher)")).to_have_count(0, timeout=20_000)
+
+    teacher.get_by_role("button", name=f"Archive and reset class “{CODE}”…").click()
+    expect(teacher.get_by_role("heading", name=f"Archive and reset class “{CODE}”?")).to_be_visible()
+    expect(teacher.get_by_text("the answers, predictions and reveals of 2 learners")).to_be_visible()
+    teacher.get_by_role("link", name="No, keep the class as it is").click()
+    expect(lesson_card(teacher).locator("table.teacher-roster")).to_contain_text("2 learners")  # nothing archived
+    teacher.get_by_role("button", name=f"Archive and reset class “{CODE}”…").click()
+    teacher.get_by_role("button", name="Yes, archive and reset").click()
+    expect(lesson_card(teacher)).to_contain_text("Nobody has joined this class yet.")
+    for page in (ada, nameless, teacher):
+        page.context.close()
+
+
+def test_the_dashboard_follows_the_dark_theme(browser: Browser, classroom) -> None:
+    teacher = teacher_page(browser, classroom, "&theme=dark")
+    expect(teacher.locator("body")).to_have_css("background-color", "rgb(13, 17, 23)")
+    expect(teacher.locator("body")).to_have_css("color", "rgb(230, 237, 243)")
+    expect(teacher.get_by_role("link", name="Light theme")).to_have_attribute("href", re.compile("class=room7"))
+    for link in teacher.locator("main a[href^='/teacher?']").all():  # class links keep the theme
+        assert "theme=dark" in link.get_attribute("href")
+    teacher.get_by_role("link", name="Light theme").click()
+    expect(teacher.get_by_role("link", name="Dark theme")).to_be_visible()
+    expect(teacher.locator("body")).to_have_css("background-color", "rgb(255, 255, 255)")
+    teacher.context.close()
