@@ -8,7 +8,7 @@ import numpy as np
 from bokeh.models import Arrow, ColumnDataSource, NormalHead, Range1d, Span
 from bokeh.plotting import figure
 
-from blocktrace.explorables.block_floor.divergence import STAGE_KEYS, stage_labels
+from blocktrace.explorables.block_floor.divergence import floor_of, slot, stage_keys, stage_labels
 from blocktrace.explorables.block_floor.state import FloorState
 from blocktrace.explorables.components.focus import focus_ring
 from blocktrace.explorables.components.palette import SERIES
@@ -16,13 +16,19 @@ from blocktrace.explorables.components.palette import SERIES
 LIMIT = 1.5  # the plane shown runs from −1.5 to 1.5 unless a vector is longer
 
 
+def vec_text(v: np.ndarray) -> str:
+    """[−0.680, 0.440]: true minus signs, no plus, and no minus on a value that rounds to 0."""
+    return "[" + ", ".join(f"{x:.3f}".replace("-", "−") if round(float(x), 3) else f"{0:.3f}" for x in v) + "]"
+
+
 def arrow_data(state: FloorState, trace, position: int) -> tuple[dict, dict]:
     """Current stage (solid) and previous stage (faint) of the tracked word, as arrows from the origin."""
-    now = trace[STAGE_KEYS[state.stage - 1]][position]
+    keys = stage_keys(trace.config.n_layers)
+    now = trace[keys[state.stage - 1]][position]
     current = {"x0": [0.0], "y0": [0.0], "x1": [float(now[0])], "y1": [float(now[1])],
                "label": [f"stage {state.stage}"]}
     if state.stage > 1:
-        before = trace[STAGE_KEYS[state.stage - 2]][position]
+        before = trace[keys[state.stage - 2]][position]
         previous = {"x0": [0.0], "y0": [0.0], "x1": [float(before[0])], "y1": [float(before[1])],
                     "label": [f"stage {state.stage - 1}"]}
     else:
@@ -33,7 +39,7 @@ def arrow_data(state: FloorState, trace, position: int) -> tuple[dict, dict]:
 def plane_limit(state: FloorState) -> float:
     biggest = 0.0
     for _, trace, position in state.traces():
-        for key in STAGE_KEYS:
+        for key in stage_keys(trace.config.n_layers):
             biggest = max(biggest, float(np.max(np.abs(trace[key][position]))))
     return max(LIMIT, math.ceil(biggest * 1.15 * 2) / 2)
 
@@ -60,12 +66,40 @@ def arrow_figure(title: str, current: dict, previous: dict, limit: float):
 
 
 def arrow_sentences(state: FloorState, title: str, trace, position: int) -> list[str]:
-    labels = stage_labels(trace)
-    now = trace[STAGE_KEYS[state.stage - 1]][position]
-    text = (f"{title}: at stage {state.stage}, {labels[state.stage - 1]}, the tracked word “{trace.tokens[position]}” "
-            f"is [{now[0]:.3f}, {now[1]:.3f}], length {np.linalg.norm(now):.3f}, "
-            f"angle {math.degrees(math.atan2(now[1], now[0])):.0f}°.")
+    labels, keys = stage_labels(trace), stage_keys(trace.config.n_layers)
+    now = trace[keys[state.stage - 1]][position]
+    angle = f"{math.degrees(math.atan2(now[1], now[0])):.0f}".replace("-", "−")
+    text = (f"{title}: at stage {state.stage}, {labels[state.stage - 1]}, the tracked word "
+            f"“{trace.tokens[position]}” (slot {slot(position)}) is {vec_text(now)}, length {np.linalg.norm(now):.3f}, "
+            f"angle {angle}°.")
     if state.stage > 1:
-        before = trace[STAGE_KEYS[state.stage - 2]][position]
-        text += f" At the previous stage it was [{before[0]:.3f}, {before[1]:.3f}]."
+        before = trace[keys[state.stage - 2]][position]
+        text += f" At the previous stage it was {vec_text(before)}."
     return [text]
+
+
+# --- attention weights, labelled by slot as the position vectors are -------------------------
+
+def slot_factors(tokens: list[str]) -> list[str]:
+    """Axis labels "p₀ eat", "p₁ an", …: unique even when a word repeats, and the chips' slot names."""
+    return [f"{slot(i)} {t}" for i, t in enumerate(tokens)]
+
+
+def pattern_floor(state: FloorState) -> int:
+    """The floor whose attention weights go with the stage on view (stages 1–2: floor 1's)."""
+    return floor_of(state.stage)
+
+
+def attention_pattern(trace, floor: int) -> np.ndarray:
+    """The one head's weights of a floor. # -> [pos, key_pos]"""
+    return trace[f"blocks.{floor - 1}.attn.pattern"][0]
+
+
+def attention_sentences(pattern: np.ndarray, tokens: list[str]) -> list[str]:
+    """The weights in words, row by row, with each row's sum, naming slots as the axes do."""
+    names = slot_factors(tokens)
+    out = []
+    for i, name in enumerate(names):
+        parts = ", ".join(f"{names[j]} {pattern[i, j]:.3f}" for j in range(len(tokens)))
+        out.append(f"Query {name} reads: {parts}; the row sums to {pattern[i].sum():.3f}.")
+    return out

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import param
 
-from blocktrace.explorables.block_floor.divergence import first_divergence, verdict
+from blocktrace.explorables.block_floor.divergence import (
+    agree_at,
+    first_divergence,
+    never_reason,
+    split_reason,
+    stage_count,
+    verdict,
+)
 from blocktrace.explorables.components.checkpoint import Checkpoint, Option
 from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.url_state import QueryKey, read_int, read_on_off, write_on_off
@@ -58,8 +65,9 @@ QUERY_KEYS = {
     "tracked": QueryKey("tracked", lambda t: read_int(1, MAX_WORDS)(t) - 1, lambda i: str(i + 1)),
     "reverse": QueryKey("reverse", read_on_off, write_on_off),
     "causal": QueryKey("causal", read_on_off, write_on_off),
-    "stage": QueryKey("stage", read_int(1, 8)),
+    # floors before stage: a link is read in this order, and the floors decide how many stages there are
     "floors": QueryKey("floors", read_int(1, MAX_FLOORS)),
+    "stage": QueryKey("stage", read_int(1, stage_count(MAX_FLOORS))),
 }
 
 
@@ -67,11 +75,12 @@ class FloorState(param.Parameterized):
     """Controls of the block-floor explorable and the two traces they produce."""
 
     phrase = param.String(default=DEFAULT_PHRASE, doc="The phrase, 1 to 8 words.")
-    positions = param.Boolean(default=True, doc="Add position vectors p0, p1, … before the block.")
+    positions = param.Boolean(default=True, doc="Add position vectors p₀, p₁, … before the block.")
     tracked = param.Integer(default=2, bounds=(0, MAX_WORDS - 1), doc="Index of the tracked word in the phrase.")
     reverse = param.Boolean(default=True, doc="Show the reversed phrase beside the original.")
     causal = param.Boolean(default=False, doc="Mask the future in attention (a decoder's behaviour).")
-    stage = param.Integer(default=1, bounds=(1, 8), doc="The stage of floor 1 on view.")
+    stage = param.Integer(default=1, bounds=(1, stage_count(1)),
+                          doc="The stage on view, numbered across floors: 1–8 on floor 1, 9–14 on floor 2, …")
     floors = param.Integer(default=1, bounds=(1, MAX_FLOORS), doc="How many copies of the floor are stacked.")
 
     words = param.List(default=[], item_type=str, doc="The last phrase that could be used.")
@@ -97,6 +106,12 @@ class FloorState(param.Parameterized):
 
     @param.depends("words", "positions", "causal", "floors", watch=True, on_init=True)
     def _run(self) -> None:
+        # The stepper covers every floor: its bounds follow the floors before the traces change, so that
+        # nothing ever looks up a stage the new traces lack.
+        last = stage_count(self.floors)
+        self.param.stage.bounds = (1, last)  # this instance's copy of the parameter: the slider follows it
+        if self.stage > last:
+            self.stage = last
         if not self.words:
             return
         settings = dict(tokens=self.words, positions=self.positions, causal=self.causal, n_layers=self.floors)
@@ -114,17 +129,29 @@ class FloorState(param.Parameterized):
         """The tracked word's index in the reversed phrase."""
         return len(self.words) - 1 - self.tracked
 
+    @property
+    def last_stage(self) -> int:
+        return stage_count(self.floors)
+
     def divergence(self) -> int | None:
         return first_divergence(self.original, self.reversed_, self.tracked)
 
+    def differs_at(self, stage: int) -> bool:
+        """True when the tracked word's vectors differ between the orders at this stage."""
+        return not agree_at(self.original, self.reversed_, self.tracked, stage)
+
     def claim(self, stage: int | None) -> tuple[str, str]:
         """Claim the first divergence at a stage (None: they never diverge); the verdict is computed."""
-        result = verdict(stage, self.divergence())
+        truth = self.divergence()
+        reason = (never_reason(self.original, self.tracked) if truth is None
+                  else split_reason(self.original, self.reversed_, self.tracked, truth))
+        on_view = self.stage if self.differs_at(self.stage) else None
+        result = verdict(stage, truth, reason, on_view)
         self.claim_result = (stage, *result)
         return result
 
     def step(self, delta: int) -> None:
-        self.stage = max(1, min(8, self.stage + delta))
+        self.stage = max(1, min(self.last_stage, self.stage + delta))
 
     def traces(self) -> list[tuple[str, Trace, int]]:
         """(title, trace, tracked position) for each order on view."""

@@ -9,23 +9,17 @@ import numpy as np
 import panel as pn
 
 from blocktrace.explorables.block_floor import plots
-from blocktrace.explorables.block_floor.divergence import STAGE_KEYS, agree, floor_rows, stage_labels
+from blocktrace.explorables.block_floor.divergence import agree, floor_rows, slot, stage_labels
 from blocktrace.explorables.block_floor.state import CORRECT_BET, MAX_WORDS, QUERY_KEYS, FloorState
 from blocktrace.explorables.components.checkpoint import CheckpointView
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
-from blocktrace.explorables.components.heatmap import (
-    heatmap_data,
-    heatmap_figure,
-    heatmap_sentences,
-    set_factors,
-    token_factors,
-)
+from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors
 from blocktrace.explorables.components.html import alt_text, table
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
 from blocktrace.explorables.components.prediction import PredictionGate
-from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.style import styled, stylesheet
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
 
@@ -33,9 +27,9 @@ TITLE = "One floor, two word orders"
 ROUTE = "/explorables/block-floor"
 INTRO = (
     "Step one word through the eight stages of one Transformer floor, for the phrase and for the same phrase "
-    "reversed. Every vector has two components, so each number can be read and drawn. Find the first stage where "
-    "the tracked word's two traces differ. The numbers match <code>blocktrace trace --preset eat-an-orange</code> "
-    "with the same settings."
+    "reversed; each further floor adds six more stages. Every vector has two components, so each number can be "
+    "read and drawn. Find the first stage where the tracked word's two traces differ. The numbers match "
+    "<code>blocktrace trace --preset eat-an-orange</code> with the same settings."
 )
 BET_QUESTION = "When the MLP contributes a correction, what happens to the incoming residual stream?"
 BET_HINT = "Your bet settles at stage 8, “+ residual = block output”. Once committed it is final."
@@ -45,10 +39,24 @@ LOCKED_NOTE = "The traces appear here once you commit your bet."
 LOCKED_LIMIT = 1.0  # the planes' extent while locked (their real extent follows the traces' values)
 MISSION = ("Mission: track the middle word and claim the first stage where its two traces diverge. "
            "Step to a stage, then press “This is the first divergence” — or claim that they never diverge.")
+# The stage tables fit their card at any width, so the Orders column is never cut off or scrolled away:
+# stage names wrap, and in a narrow card the text and the padding shrink. Slot names sit beside each chip.
+FLOOR_CSS = """
+:host { container-type: inline-size; }
+.bt-fit > table { width: 100%; }
+.bt-fit > table tbody th { overflow-wrap: anywhere; }
+.bt-fit > table td { white-space: nowrap; }
+@container (max-width: 28rem) {
+  .bt-fit > table { font-size: 0.8rem; }
+  .bt-fit > table th, .bt-fit > table td { padding: 0.15rem 0.25rem; }
+}
+.bt-slot { margin-left: 0.2em; font-size: 0.8em; color: var(--bt-muted); }
+"""
 
 
-def _vec(v: np.ndarray) -> str:
-    return "[" + ", ".join(f"{x:.3f}" for x in v) + "]"
+def floor_styled(**params) -> dict:
+    """Keyword arguments that give a pane our stylesheet and the floor's own rules."""
+    return {"stylesheets": [stylesheet(), FLOOR_CSS], **params}
 
 
 def floor_table_html(state: FloorState, title: str, trace, position: int, other) -> str:
@@ -58,26 +66,29 @@ def floor_table_html(state: FloorState, title: str, trace, position: int, other)
     header = ["Stage", "x0", "x1", "‖·‖"] + (["Orders"] if other_rows else [])
     body = []
     for n, row in enumerate(rows):
-        is_current = row.floor == 1 and row.stage == state.stage
+        is_current = row.stage == state.stage
         numbers = [float(row.vector[0]), float(row.vector[1]), float(np.linalg.norm(row.vector))]
         opts = {"plain": (2,), "current": is_current, "class": "current" if is_current else ""}
         if other_rows:
             numbers.append("same" if agree(row.vector, other_rows[n].vector) else "differs")
-        label = f"{row.stage}. {row.label}" if row.floor == 1 else row.label
+        # "Floor 2 · 9. RMSNorm …": the floor first, then the stage number the stepper shows
+        label = f"{row.stage}. {row.name}" if row.floor == 1 else f"Floor {row.floor} · {row.stage}. {row.name}"
         body.append((label, numbers, opts))
     word = trace.tokens[position]
-    html = table(f"The full floor for “{word}” ({title.lower()})", header, body, "floor-table")
-    return f'<div class="bt-table-wrap">{html}</div>'
+    floors = "The full floor" if trace.config.n_layers == 1 else f"The {trace.config.n_layers} floors"
+    caption = f"{floors} for “{word}” in slot {slot(position)} ({title.lower()})"
+    return f'<div class="bt-table-wrap bt-fit">{table(caption, header, body, "floor-table")}</div>'
 
 
 def phrase_html(trace, position: int) -> str:
+    """The phrase as chips, each with its slot (p₀, p₁, …), and what the tracked word's slot adds."""
     chips = []
     for i, word in enumerate(trace.tokens):
         cls = "bt-chip tracked" if i == position else "bt-chip"
-        chips.append(f'<span class="{cls}">{escape(word)}<sub>p{i}</sub></span>')
+        chips.append(f'<span class="{cls}">{escape(word)}<span class="bt-slot">{slot(i)}</span></span>')
     pos = trace["pos_embed"][position] if "pos_embed" in trace else None
-    added = (f"position p{position}, vector added {_vec(pos)}" if pos is not None
-             else f"position p{position}, positions off: nothing added")
+    added = (f"slot {slot(position)}, position vector added {plots.vec_text(pos)}" if pos is not None
+             else f"slot {slot(position)}, positions off: nothing added")
     return f'<p class="bt-phrase">{" ".join(chips)}</p><p class="bt-muted">{escape(added)}</p>'
 
 
@@ -89,12 +100,13 @@ class OrderColumn:
         current, previous = plots.arrow_data(state, trace, position)
         self.arrow_fig, self.arrow_cur, self.arrow_prev = plots.arrow_figure(
             f"{title}: the tracked word", current, previous, limit)
-        factors = token_factors(trace.tokens)
-        pattern = trace["blocks.0.attn.pattern"][0]
-        self.heat_fig, self.heat_src = heatmap_figure(f"Attention weights, floor 1 ({title.lower()})",
+        factors = plots.slot_factors(trace.tokens)
+        floor = plots.pattern_floor(state)
+        pattern = plots.attention_pattern(trace, floor)
+        self.heat_fig, self.heat_src = heatmap_figure(self._heat_title(floor),
                                                       heatmap_data(pattern, factors, factors), factors, factors)
-        self.phrase = LiveHTML("", **styled(sizing_mode="stretch_width"))
-        self.table = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.phrase = LiveHTML("", **floor_styled(sizing_mode="stretch_width"))
+        self.table = LiveHTML("", **floor_styled(sizing_mode="stretch_width"))
         self.arrow_alt = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.heat_alt = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.heat_sums = LiveHTML("", **styled(sizing_mode="stretch_width"))
@@ -104,6 +116,9 @@ class OrderColumn:
             pn.pane.Bokeh(self.heat_fig, sizing_mode="stretch_width"), self.heat_sums, self.heat_alt,
             styles={"flex": "1 1 22rem", "min-width": "0"}, css_classes=["bt-card"],
         )
+
+    def _heat_title(self, floor: int) -> str:
+        return f"Attention weights, floor {floor} ({self.title.lower()})"
 
     def blank(self) -> None:
         """No value of either trace: empty plots, a note where the table goes (the bet is not committed)."""
@@ -126,15 +141,20 @@ class OrderColumn:
         set_object(self.arrow_alt, alt_text("Tracked word", plots.arrow_sentences(state, self.title, trace, position)))
         set_object(self.phrase, phrase_html(trace, position))
         set_object(self.table, floor_table_html(state, self.title, trace, position, other))
-        factors = token_factors(trace.tokens)
-        pattern = trace["blocks.0.attn.pattern"][0]
+        factors = plots.slot_factors(trace.tokens)
+        floor = plots.pattern_floor(state)
+        pattern = plots.attention_pattern(trace, floor)
+        if self.heat_fig.title.text != self._heat_title(floor):
+            self.heat_fig.title.text = self._heat_title(floor)
         set_factors(self.heat_fig, factors, factors)
         self.heat_src.data = heatmap_data(pattern, factors, factors)
         sums = ", ".join(f"{s:.3f}" for s in pattern.sum(axis=1))
-        mask = ("causal mask on: each word reads only itself and earlier words, so the future is 0"
-                if trace.config.causal else "no mask in this lab, so the order experiment is exact")
-        set_object(self.heat_sums, f'<p class="bt-muted">Row sums: {sums} (each row sums to 1); {mask}.</p>')
-        set_object(self.heat_alt, alt_text("Attention weights", heatmap_sentences(pattern, trace.tokens)))
+        mask = ("causal mask on: each word reads only itself and the words before it, so every weight on a "
+                "later word is 0" if trace.config.causal
+                else "causal mask off: every word reads every word, later ones too")
+        set_object(self.heat_sums, f'<p class="bt-muted">Floor {floor}, row sums: {sums} (each row sums to 1); '
+                                   f"{mask}.</p>")
+        set_object(self.heat_alt, alt_text("Attention weights", plots.attention_sentences(pattern, trace.tokens)))
 
 
 class FloorExplorable(ExplorableView):
@@ -218,7 +238,7 @@ class FloorExplorable(ExplorableView):
     @batched
     def _sync_tracked_options(self, *_events) -> None:
         s = self.state
-        options = {f"{word} (word {i + 1})": i for i, word in enumerate(s.words)}
+        options = {f"{word} (slot {slot(i)})": i for i, word in enumerate(s.words)}
         if self.tracked.options != options:
             self.tracked.options = options
         if self.tracked.value != s.tracked:
@@ -244,13 +264,12 @@ class FloorExplorable(ExplorableView):
     def _banner_html(self) -> str:
         s = self.state
         labels = stage_labels(s.original)
-        key = STAGE_KEYS[s.stage - 1]
-        head = f"Stage {s.stage} / 8 · {labels[s.stage - 1]}"
+        head = f"Stage {s.stage} / {s.last_stage} · {labels[s.stage - 1]}"
         if not s.bet.unlocked:
             status = "Commit your bet, then compare the two orders stage by stage."
         elif not s.reverse:
             status = "Turn on Reverse order to compare the two orders."
-        elif agree(s.original[key][s.tracked], s.reversed_[key][s.mirror]):
+        elif not s.differs_at(s.stage):
             status = "Same vectors in both orders at this stage."
         else:
             status = "The two orders differ at this stage."
@@ -265,8 +284,9 @@ class FloorExplorable(ExplorableView):
         incoming = s.original["blocks.0.resid_mid"][pos]
         correction = s.original["blocks.0.mlp_out"][pos]
         out = s.original["blocks.0.resid_post"][pos]
-        text = (f"Stage 8 settles the bet: block output = incoming stream + MLP correction: {_vec(incoming)} + "
-                f"{_vec(correction)} = {_vec(out)}. Nothing the stream carried was discarded.")
+        text = (f"Stage 8 settles the bet: block output = incoming stream + MLP correction: "
+                f"{plots.vec_text(incoming)} + {plots.vec_text(correction)} = {plots.vec_text(out)}. "
+                "Nothing the stream carried was discarded.")
         bet = ""
         if s.bet.committed:
             right = s.bet.choice == CORRECT_BET
