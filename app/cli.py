@@ -1,4 +1,5 @@
-"""The `blocktrace` command: `trace` prints a block's intermediates, `serve` runs the classroom app."""
+"""The `blocktrace` command: `trace` prints a block's intermediates, `serve` runs the classroom app, `check`
+runs a downloaded exercise's tests and reports them."""
 
 from __future__ import annotations
 
@@ -75,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--format", choices=["table", "csv", "json"], default="table")
     t.add_argument("--detail", action="store_true", help="also show queries, keys, values and scores in the table")
 
+    c = sub.add_parser("check", help="run an exercise's tests here and send the result to your teacher",
+                       description="Run the tests of an exercise downloaded from a lesson page (no pytest "
+                                   "needed) and send the result to the teacher's server.")
+    c.add_argument("folder", nargs="?", default=".", help="the unzipped exercise folder (default: this one)")
+
     from blocktrace.app.serve import add_serve_arguments  # the server's flags live beside the server
 
     s = sub.add_parser("serve", help="serve the explorables and lessons",
@@ -94,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"error: {err}\n")
             return 2
         return 0
+    if args.command == "check":
+        from blocktrace.app.exercises.check_command import run_check
+
+        return run_check(args.folder)
     from blocktrace.app.serve import run_serve
 
     return run_serve(args)

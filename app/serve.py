@@ -70,7 +70,10 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes |
     generated = None
     if not password:  # also on localhost: a classroom server is often restarted with --address later
         password = generated = generate_password()
-    return teacher_patterns(Guard(password), websocket_origins(args)), generated, secret
+    from blocktrace.app.exercises.handlers import exercise_patterns
+
+    routes = teacher_patterns(Guard(password), websocket_origins(args)) + exercise_patterns(secret)
+    return routes, generated, secret
 
 
 def child_pids(parent: int) -> list[int]:

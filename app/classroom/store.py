@@ -149,11 +149,23 @@ class RosterEntry(TypedDict):
     done: list[str]  # of STEPS, in order: the lesson's steps this learner has done
     current: str  # the first step not done yet, or "done"
     last_active: datetime | None  # their newest event in this lesson (UTC), None if none yet
+    exercise: str | None  # their latest exercise result: "passed", "3 of 12 tests pass", ...; None: none yet
 
 
 STEPS = ("predict", "experiment", "implement", "explain")  # a lesson's steps, as the lesson page counts them
 STEP_KINDS = {PREDICTION: "predict", "param": "experiment", "experiment": "experiment", "claim": "experiment",
               "exercise": "implement", "explanation": "explain"}
+
+
+def exercise_words(payload: Mapping[str, Any]) -> str:
+    """An exercise result in a few words for the teacher."""
+    if not payload.get("checked"):
+        return "reported passing (not checked)" if payload.get("passed") is True else "reported failing"
+    if payload.get("passed") is True:
+        return "passed (checked)"
+    if payload.get("tests_passed") == payload.get("tests_total"):
+        return "tests pass, numbers wrong"
+    return f"{payload.get('tests_passed')} of {payload.get('tests_total')} tests pass"
 
 
 def learner_label(learner_id: str, display_name: str | None) -> str:
@@ -846,7 +858,7 @@ class EventStore:
             discussed = conn.execute(
                 select(events.c.learner_id, events.c.kind, events.c.payload)
                 .where(events.c.class_code == class_code, events.c.epoch == epoch, events.c.lesson == lesson,
-                       events.c.kind.in_(("claim", "checkpoint", "explanation")))
+                       events.c.kind.in_(("claim", "checkpoint", "explanation", "exercise")))
                 .order_by(events.c.created_at, events.c.id)
             ).all()
             activity = conn.execute(
@@ -864,6 +876,7 @@ class EventStore:
         latest_claims: dict[tuple[str, str], str] = {}
         latest_checks: dict[tuple[str, str], bool] = {}
         latest_texts: dict[str, str] = {}
+        latest_exercise: dict[str, str] = {}
         for learner, kind, payload_text in discussed:
             try:
                 payload = json.loads(payload_text)
@@ -876,6 +889,8 @@ class EventStore:
             elif kind == "checkpoint" and isinstance(payload.get("correct"), bool) \
                     and isinstance(payload.get("checkpoint"), str):
                 latest_checks[(learner, str(payload.get("checkpoint")))] = payload["correct"]
+            elif kind == "exercise":
+                latest_exercise[learner] = exercise_words(payload)
             elif kind == "explanation" and isinstance(payload.get("text"), str) and payload["text"].strip():
                 latest_texts.pop(learner, None)  # re-inserted: the list follows each learner's latest one
                 latest_texts[learner] = payload["text"]
@@ -896,7 +911,7 @@ class EventStore:
             done = [step for step in STEPS if step in steps.get(learner, ())]
             roster.append(RosterEntry(label=label, committed="predict" in done, done=done,
                                       current=next((s for s in STEPS if s not in done), "done"),
-                                      last_active=last.get(learner)))
+                                      last_active=last.get(learner), exercise=latest_exercise.get(learner)))
         explanations = [(names.get(learner, learner), text) for learner, text in latest_texts.items()]
         found: list[Misconception] = [
             Misconception(name=name, question=question, choice=choice, learners=sorted(

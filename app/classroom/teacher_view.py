@@ -14,7 +14,9 @@ from blocktrace.app.classroom.store import STEPS, Summary
 
 STEP_LABELS = {"predict": "Predict", "experiment": "Experiment", "implement": "Exercise", "explain": "Explain",
                "done": "All done"}
-CLAIM_LABELS = {"too_early": "Too early", "right_on": "Right on", "too_late": "Too late"}
+CLAIM_LABELS = {"too_early": "Too early", "right_on": "Right on", "too_late": "Too late",
+                "they_do_diverge": "Said “never”, but they diverge",
+                "no_split_here": "Named a stage; they never diverge"}
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
@@ -74,6 +76,7 @@ def roster_table(summary: Summary, now: datetime | None = None) -> str:
         rows.append(f'<tr class="{"" if entry["committed"] else "waiting"}"><th scope="row">{escape(entry["label"])}'
                     f"</th><td>{committed}</td><td>{STEP_LABELS[entry['current']]}</td>"
                     f'<td>{len(entry["done"])} of {len(STEPS)}: {done}</td>'
+                    f'<td>{escape(entry.get("exercise") or "no result yet")}</td>'
                     f'<td>{_ago(entry["last_active"], now)}</td></tr>')
     waiting = sum(not e["committed"] for e in roster)
     caption = (f"Roster: {plural(len(roster), 'learner')}, "
@@ -81,7 +84,7 @@ def roster_table(summary: Summary, now: datetime | None = None) -> str:
     return ('<div class="bt-table-wrap"><table class="bt-table teacher-roster">'
             f"<caption>{escape(caption)}</caption><thead><tr>"
             '<th scope="col">Learner</th><th scope="col">Prediction</th><th scope="col">Step now</th>'
-            '<th scope="col">Done</th><th scope="col">Last active</th></tr></thead>'
+            '<th scope="col">Done</th><th scope="col">Exercise</th><th scope="col">Last active</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 

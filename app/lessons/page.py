@@ -6,11 +6,13 @@ import logging
 from collections.abc import Callable
 from html import escape
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import panel as pn
 import param
 
 from blocktrace.app.classroom.learner import SessionRecorder, slot_key
+from blocktrace.app.exercises.handlers import latest_result
 from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
 from blocktrace.app.lessons.markdown import render
 from blocktrace.app.server.pages import apply_theme, shell
@@ -24,6 +26,7 @@ from blocktrace.explorables.components.url_state import session_query
 log = logging.getLogger(__name__)
 
 MAX_EXPLANATION = 2000
+EXERCISE_POLL_MS = 2000  # how soon a result sent by `blocktrace check` shows on the open page
 STEPS = (("predict", "Predict"), ("experiment", "Experiment"), ("implement", "Implement"), ("explain", "Explain"))
 
 
@@ -49,6 +52,25 @@ def progress_html(progress: LessonProgress) -> str:
                      f'{label}<span class="bt-sr-only"> ({state})</span></li>')
     return (f'<nav aria-label="Lesson checkpoints"><ol class="bt-progress">{"".join(items)}</ol>'
             f'<p class="bt-muted bt-sr-live" aria-live="polite">{progress.done()} of 4 checkpoints done</p></nav>')
+
+
+def exercise_result_html(payload: dict[str, Any]) -> str:
+    """What a stored or fresh exercise result says on the lesson page."""
+    total, passed = payload.get("tests_total"), payload.get("tests_passed")
+    if not payload.get("checked"):  # the old self-report buttons
+        ok = payload.get("passed") is True
+        return f'<p class="bt-muted bt-exercise-result" role="status">Reported: {"all" if ok else "some"} tests ' \
+               f'{"pass" if ok else "fail"} (not checked).</p>'
+    if payload.get("passed") is True:
+        return (f'<p class="bt-ok bt-exercise-result" role="status">Checked: all {total} tests pass on your laptop '
+                "and your functions' numbers match the server's. Your teacher sees this result.</p>")
+    if passed == total:
+        why = "every test passes, but your functions' numbers did not match the server's check"
+    else:
+        failing = ", ".join(escape(str(n)) for n in payload.get("failed", [])[:5])
+        why = f"{passed} of {total} tests pass; still failing: {failing}"
+    return (f'<p class="bt-bad bt-exercise-result" role="status">Checked: {why}. Read the first failing test\'s '
+            "message in your terminal, fix one thing, and run <code>blocktrace check</code> again.</p>")
 
 
 class LessonView(pn.viewable.Viewer):
@@ -165,30 +187,53 @@ class LessonView(pn.viewable.Viewer):
         return view
 
     def _directive_exercise(self, attrs: dict) -> pn.viewable.Viewable:
-        result = LiveHTML("", **styled(sizing_mode="stretch_width"))
-        passed = pn.widgets.Button(label="My tests pass", color="primary")
-        failed = pn.widgets.Button(label="Some tests still fail")
+        """The exercise: a download, one command on the student's laptop, and the result the server checked."""
+        exercise_id = str(attrs.get("id"))
+        edit = escape(str(attrs.get("file", "")))
+        result = LiveHTML('<p class="bt-muted bt-exercise-result" role="status">No result yet.</p>',
+                          **styled(sizing_mode="stretch_width"))
 
-        def show(ok: bool) -> None:
+        def show(payload: dict[str, Any]) -> None:
             self.progress.implement = True
-            result.object = ('<p class="bt-ok" role="status">Reported: all tests pass.</p>' if ok else
-                             '<p class="bt-muted" role="status">Reported: some tests fail. Read the first failing '
-                             "test's message: it says which mistake it found.</p>")
+            result.object = exercise_result_html(payload)
 
-        def report(ok: bool) -> None:
-            self._on_event("exercise", {"id": attrs.get("id"), "passed": ok})
-            show(ok)
-
-        self._resumers[("exercise", str(attrs.get("id")))] = lambda payload: show(payload["passed"] is True)
-
-        passed.on_click(lambda _: report(True))
-        failed.on_click(lambda _: report(False))
+        self._resumers[("exercise", exercise_id)] = show
         html = (f'<h2 class="bt-h2">Exercise: {escape(str(attrs.get("title", "")))}</h2>'
-                f'<p>{escape(str(attrs.get("about", "")))}</p>'
-                f'<p>Edit <code>{escape(str(attrs["path"]))}/{escape(str(attrs.get("file", "")))}</code>, then run:</p>'
-                f'<pre class="bt-command"><code>{escape(str(attrs["command"]))}</code></pre>')
-        return pn.Column(LiveHTML(html, **styled(sizing_mode="stretch_width")), pn.Row(passed, failed), result,
+                f'<p>{escape(str(attrs.get("about", "")))}</p>')
+        if self._stores:
+            learner = self.recorder.learner
+            href = f"/exercises/{quote(exercise_id)}.zip?{urlencode({'class': learner.class_code})}"
+            html += (f'<ol class="bt-steps"><li><a class="bt-link bt-download" href="{escape(href)}" download>'
+                     "Download the exercise</a> (a zip: the file you edit, its tests and a ticket for this class) "
+                     "and unzip it.</li>"
+                     f"<li>Edit <code>{edit}</code>.</li>"
+                     "<li>In that folder, run <code>blocktrace check</code> (it needs nothing beyond blocktrace "
+                     "itself). It runs the tests, names each mistake it finds, and sends the result here and to "
+                     "your teacher.</li></ol>")
+            self._poll_exercise(learner.class_code, learner.id, exercise_id, show)
+        else:
+            html += (f'<p>Edit <code>{escape(str(attrs["path"]))}/{edit}</code>, then run:</p>'
+                     f'<pre class="bt-command"><code>blocktrace check {escape(str(attrs["path"]))}</code></pre>'
+                     '<p class="bt-muted">This server keeps no class records, so the result stays on your '
+                     "computer.</p>")
+        return pn.Column(LiveHTML(html, **styled(sizing_mode="stretch_width")), result,
                          css_classes=["bt-card"], sizing_mode="stretch_width")
+
+    def _poll_exercise(self, class_code: str, learner: str, exercise_id: str,
+                       show: Callable[[dict[str, Any]], None]) -> None:
+        """Show a result `blocktrace check` sent to this process while the page is open (no database read)."""
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None:
+            return
+        shown: dict[str, Any] = {"result": None}
+
+        def poll() -> None:
+            found = latest_result(class_code, learner, exercise_id)
+            if found is not None and found is not shown["result"]:
+                shown["result"] = found
+                show(found)
+
+        pn.state.add_periodic_callback(poll, period=EXERCISE_POLL_MS)
 
     def _directive_answer(self, attrs: dict) -> pn.viewable.Viewable:
         """An explanation of a result: only a note until the student has committed what it explains.

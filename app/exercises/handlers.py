@@ -1,0 +1,129 @@
+"""GET /exercises/ID.zip (the student's download) and POST /exercises/report (what `blocktrace check` sends).
+
+A report is taken only with a genuine ticket (bundle.py), and it counts as passed only when every test passed
+on the student's laptop and the numbers their functions gave for the ticket's nonce are the engine's (so a
+report cannot simply claim success). No student code runs here: only numbers are compared.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+from tornado.ioloop import IOLoop
+from tornado.web import RequestHandler
+
+from blocktrace.app.classroom.identity import COOKIE_NAME, chosen_class, verify
+from blocktrace.app.classroom.learner import current as current_classroom
+from blocktrace.app.classroom.store import StoreUnavailable, new_event_id
+from blocktrace.app.exercises import challenge
+from blocktrace.app.exercises.bundle import bundle, exercises, new_ticket, ticket_is_genuine
+
+log = logging.getLogger(__name__)
+MAX_REPORT_BYTES = 256 * 1024
+MAX_TESTS = 100
+MIN_GAP_S = 1.0  # one report per learner and exercise a second
+LATEST: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()  # (class, learner, exercise) -> result
+LATEST_LIMIT = 10_000
+_last_report: OrderedDict[tuple[str, str], float] = OrderedDict()
+
+
+def latest_result(class_code: str, learner: str, exercise: str) -> dict[str, Any] | None:
+    """The newest result this process took for a learner (the lesson page polls this; no database read)."""
+    return LATEST.get((class_code, learner, exercise))
+
+
+def _remember(key: tuple[str, str, str], result: dict[str, Any]) -> None:
+    LATEST.pop(key, None)
+    LATEST[key] = result
+    while len(LATEST) > LATEST_LIMIT:
+        LATEST.popitem(last=False)
+
+
+class DownloadHandler(RequestHandler):
+    """The exercise folder as a zip, with a ticket for the learner whose signed cookie came with the request."""
+
+    def initialize(self, secret: bytes) -> None:
+        self.secret = secret
+
+    def get(self, exercise_id: str) -> None:
+        exercise = exercises().get(exercise_id)
+        if exercise is None:
+            self.set_status(404)
+            self.finish("No such exercise.\n")
+            return
+        cookies = {k: v.value for k, v in self.request.cookies.items()}
+        learner = verify(cookies.get(COOKIE_NAME, ""), self.secret)
+        if learner is None or current_classroom() is None:
+            self.set_status(403)
+            self.finish("Open the lesson page first, then download the exercise from there.\n")
+            return
+        query = {k: self.get_argument(k) for k in ("class",) if self.get_argument(k, None)}
+        ticket = new_ticket(self.secret, exercise, learner, chosen_class(query, cookies),
+                            f"{self.request.protocol}://{self.request.host}")
+        self.set_header("Content-Type", "application/zip")
+        self.set_header("Content-Disposition", f'attachment; filename="{exercise.id}.zip"')
+        self.set_header("Cache-Control", "no-store")
+        self.finish(bundle(exercise, ticket))
+
+
+class ReportHandler(RequestHandler):
+    """Takes one run of `blocktrace check`: the tests' outcomes and the challenge's numbers."""
+
+    def initialize(self, secret: bytes) -> None:
+        self.secret = secret
+
+    def refuse(self, status: int, why: str) -> None:
+        self.set_status(status)
+        self.finish({"recorded": False, "error": why})
+
+    async def post(self) -> None:
+        classroom = current_classroom()
+        if classroom is None:
+            return self.refuse(503, "this server keeps no class records")
+        if len(self.request.body) > MAX_REPORT_BYTES:
+            return self.refuse(413, "the report is too large")
+        try:
+            report = json.loads(self.request.body)
+            ticket, tests, outputs = report["ticket"], report["tests"], report["outputs"]
+            exercise = exercises()[ticket["exercise"]]
+        except (ValueError, KeyError, TypeError):
+            return self.refuse(400, "not a report from blocktrace check")
+        if not isinstance(ticket, dict) or not ticket_is_genuine(self.secret, ticket) \
+                or ticket.get("folder") != exercise.folder:
+            return self.refuse(403, "this ticket was not issued by this server; download the exercise again")
+        if not isinstance(tests, list) or not 0 < len(tests) <= MAX_TESTS or not isinstance(outputs, dict) \
+                or not all(isinstance(t, dict) and isinstance(t.get("passed"), bool)
+                           and isinstance(t.get("name"), str) for t in tests):
+            return self.refuse(400, "the report's tests or numbers are malformed")
+        learner, code = ticket["learner"], ticket["class"]
+        now = time.monotonic()
+        if now - _last_report.get((learner, exercise.id), -MIN_GAP_S) < MIN_GAP_S:
+            return self.refuse(429, "one report a second; run the check again in a moment")
+        _last_report.pop((learner, exercise.id), None)
+        _last_report[(learner, exercise.id)] = now
+        while len(_last_report) > LATEST_LIMIT:
+            _last_report.popitem(last=False)
+        numbers = challenge.verify(exercise.folder, ticket["nonce"], outputs)
+        failed = [t["name"][:100] for t in tests if not t["passed"]][:20]
+        passed_tests = sum(t["passed"] for t in tests)
+        result = {"id": exercise.id, "passed": not failed and all(numbers.values()), "tests_passed": passed_tests,
+                  "tests_total": len(tests), "failed": failed, "numbers_match": all(numbers.values()),
+                  "checked": True}
+        try:
+            await IOLoop.current().run_in_executor(None, lambda: classroom.store.record(
+                new_event_id(), code, learner, "exercise", result, exercise.lesson, None))
+        except (StoreUnavailable, ValueError) as error:
+            log.warning("an exercise report was not stored: %s", type(error).__name__)
+            return self.refuse(503, "the class database cannot be reached; run the check again in a moment")
+        _remember((code, learner, exercise.id), result)
+        self.finish({"recorded": True, **result, "numbers": numbers})
+
+
+def exercise_patterns(secret: bytes) -> list[tuple]:
+    args = {"secret": secret}
+    return [(r"/exercises/([A-Za-z0-9_-]{1,80})\.zip", DownloadHandler, args),
+            (r"/exercises/report", ReportHandler, args)]
