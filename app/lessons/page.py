@@ -99,6 +99,7 @@ class LessonView(pn.viewable.Viewer):
         self.progress.param.watch(lambda *_: setattr(self.strip, "object", progress_html(self.progress)),
                                   [name for name, _ in STEPS])
         self._resumers: dict[tuple[str, str | None], Callable[[dict[str, Any]], None]] = {}
+        self._claim_answers: dict[str, list[Callable[[], None]]] = {}  # explorable -> answers opened by a claim
         self.parts = [self._part(block) for block in lesson.blocks]
         if recorder is not None:
             recorder.restore_events(self.resume)  # after the predictions: the store thread answers in order
@@ -135,6 +136,9 @@ class LessonView(pn.viewable.Viewer):
             if explorable.gate.prediction.unlocked:
                 explorable.state.param.update(**{str(event.payload["name"]): event.payload["value"]})
             return
+        if event.kind == "claim" and explorable is not None:
+            for then in self._claim_answers.pop(event.explorable, []):  # claimed before: its answers open
+                then()
         if explorable is not None:
             resume = getattr(explorable, "resume", None)
             if resume is not None:
@@ -258,6 +262,7 @@ class LessonView(pn.viewable.Viewer):
             owner, name, done = self.checkpoints[attrs["checkpoint"]], "attempts", lambda v: v > 0
         elif after == "claim":
             owner, name, done = self.explorables[attrs["explorable"]].state, "claim_result", lambda v: v is not None
+            self._claim_answers.setdefault(attrs["explorable"], []).append(then)  # or a claim of an earlier visit
         else:
             owner, name, done = self.explorables[attrs["explorable"]].gate.prediction, "committed", bool
         if done(getattr(owner, name)):

@@ -229,6 +229,22 @@ class FloorExplorable(ExplorableView):
                             "tracked": self.state.words[self.state.tracked], "positions": self.state.positions,
                             "causal": self.state.causal})
 
+    def resume(self, kind: str, payload: dict) -> None:
+        """Put back a claim or a checkpoint answer of an earlier visit (the lesson page calls this on a reload).
+
+        A claim is judged again, only if the controls are as they were when it was made."""
+        s = self.state
+        if kind == "checkpoint":
+            for view in self.checkpoint_views:
+                if view.checkpoint.qid == payload.get("checkpoint") and isinstance(payload.get("answer"), int):
+                    view.restore(payload["answer"])
+        elif kind == "claim" and s.bet.unlocked and s.reverse:
+            stage = payload.get("stage")
+            same = (payload.get("tracked") == s.words[s.tracked] and payload.get("positions") == s.positions
+                    and payload.get("causal") == s.causal)
+            if same and (stage is None or (isinstance(stage, int) and 1 <= stage <= s.last_stage)):
+                s.claim(stage)
+
     def _checked(self, checkpoint) -> None:
         self.emit("checkpoint", {"explorable": "block-floor", "checkpoint": checkpoint.qid, "answer": checkpoint.answer,
                                  "correct": checkpoint.correct})

@@ -70,8 +70,13 @@ def explanation_box(view: LessonView) -> pn.widgets.TextAreaInput:
 
 
 def page_text(view: LessonView) -> str:
-    return " ".join(str(getattr(p, "object", "")) for part in view.parts if isinstance(part, pn.layout.Panel)
-                    for p in part.select(lambda o: hasattr(o, "object")))
+    texts = []
+    for part in view.parts:
+        if isinstance(part, pn.layout.Panel):
+            texts += [str(p.object) for p in part.select(lambda o: hasattr(o, "object"))]
+        elif hasattr(part, "object"):
+            texts.append(str(part.object))
+    return " ".join(texts)
 
 
 def test_a_reload_restores_answers_text_result_and_controls(classroom) -> None:
@@ -138,3 +143,39 @@ def test_a_stored_value_the_page_refuses_is_skipped(classroom) -> None:
     assert checkpoint_views(view)[0].checkpoint.answer is None
     assert explorable.state.attention_scale == 1.0
     assert explanation_box(view).value == EXPLANATION
+
+
+def test_a_reload_restores_the_block_floor_claim_its_answer_and_checkpoints(classroom) -> None:
+    lesson = next(x for x in load_lessons() if x.id == "block-floor")
+
+    def open_floor():
+        doc = SessionDocument()
+        who = identify({COOKIE_NAME: sign(LEARNER, classroom.secret)}, {"class": CLASS}, classroom.secret)
+        recorder = SessionRecorder(classroom, who, lesson=lesson.id, doc=doc)
+        view = LessonView(lesson, recorder=recorder)
+        idle(recorder, doc)
+        return view, recorder, doc
+
+    view, recorder, doc = open_floor()
+    floor = view.explorables["block-floor"]
+    commit(floor, next(iter(floor.gate.prediction.choices)))
+    doc.run_until(lambda: floor.gate.prediction.committed)
+    floor.state.tracked = 1  # "an"
+    floor.state.stage = 4
+    doc.fire_timeouts()
+    floor.claim.clicks += 1  # "This is the first divergence"
+    assert floor.state.claim_result[1] == "Right on"
+    inside = floor.checkpoint_views[0]
+    inside.choice.value = inside.checkpoint.options[1].label
+    inside.button.clicks += 1
+    explanation_box(view).value = EXPLANATION
+    press(view, "Submit explanation")
+    doc.run_until(lambda: recorder.in_flight == 0 and "Saved." in page_text(view))
+    assert "first divergence is at stage 4" in page_text(view)
+
+    again, _, _ = open_floor()
+    floor2 = again.explorables["block-floor"]
+    assert floor2.state.words[floor2.state.tracked] == "an" and floor2.state.stage == 4
+    assert floor2.state.claim_result is not None and floor2.state.claim_result[1] == "Right on"
+    assert "first divergence is at stage 4" in page_text(again), "the answer opened by the claim opens again"
+    assert floor2.checkpoint_views[0].checkpoint.answer == 1
