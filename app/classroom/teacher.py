@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Sequence
 from html import escape
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from tornado.ioloop import IOLoop
 from tornado.web import RequestHandler
@@ -22,7 +22,15 @@ from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
 from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.classroom.store_status import store_status_html
-from blocktrace.app.classroom.teacher_view import archive_confirmation, archive_form, lesson_section, teacher_href
+from blocktrace.app.classroom.teacher_view import (
+    archive_confirmation,
+    archive_form,
+    counted,
+    lesson_section,
+    presenter_bars,
+    presenter_links,
+    teacher_href,
+)
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.server import predict_links
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
@@ -44,6 +52,9 @@ class TeacherHandler(RequestHandler):
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Frame-Options", "DENY")
         self.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
+
+    def theme(self) -> str:
+        return "dark" if self.get_argument("theme", "") == "dark" else "light"
 
     def class_code(self) -> str:
         code = self.get_argument("class", DEFAULT_CLASS)
@@ -96,9 +107,6 @@ class DashboardHandler(TeacherHandler):
         explorables = [(spec.route(), spec.title()) for spec in EXPLORABLE_SPECS.values()]
         return predict_links.teacher_section(base, explorables, secret)
 
-    def theme(self) -> str:
-        return "dark" if self.get_argument("theme", "") == "dark" else "light"
-
     def _body(self, store, code: str) -> str:
         token, theme = self.guard.form_token(), self.theme()
         codes = sorted(set(store.class_codes()) | {code})
@@ -112,6 +120,7 @@ class DashboardHandler(TeacherHandler):
                                     for d in lesson.directives("checkpoint")}
             parts.append(lesson_section(lesson.title, store.summary(code, lesson.id), questions,
                                         checkpoint_questions, token, theme))
+        parts.append(presenter_links(code, theme, [(lesson.id, lesson.title) for lesson in load_lessons()]))
         parts.append(archive_form(code, token, theme))
         return "".join(parts)
 
@@ -133,6 +142,42 @@ def teacher_page(title: str, tagline: str, body: str, theme: str, refresh: bool,
             f'<body class="teacher bt-page" data-refresh="{REFRESH_SECONDS}"><header class="bt-header">'
             f'<a class="bt-home" href="/">blocktrace</a><span class="bt-tagline">{escape(tagline)}</span>'
             f'<a class="bt-theme" href="{escape(other_theme)}">{switch}</a></header><main>{body}</main></body></html>')
+
+
+class PresentHandler(TeacherHandler):
+    """GET /teacher/present?class=CODE&lesson=ID: the projector's view of a lesson.
+
+    The lesson's explorable (the teacher's signed link, every control unlocked) beside the class's answers in
+    large type. Only the answers refresh (teacher.js replaces <main>); the explorable stays as it is."""
+
+    async def get(self) -> None:
+        code, theme = self.class_code(), self.theme()
+        lessons = {lesson.id: lesson for lesson in load_lessons()}
+        lesson = lessons.get(self.get_argument("lesson", ""), next(iter(lessons.values())))
+        classroom = current_classroom()
+        eid = lesson.explorables[0]
+        spec = EXPLORABLE_SPECS[eid]
+        questions = {question_id(eid): (spec.title(), spec.choices())}
+        body = '<p class="bt-muted">The classroom store is off for this server.</p>'
+        if classroom is not None:
+            try:
+                summary = await off_the_loop(classroom.store.summary, code, lesson.id)
+                body = presenter_bars(summary, questions) + (
+                    f"<p>{counted(summary['committed'], 'learner')} of {summary['joined']} committed</p>")
+            except StoreUnavailable:
+                body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
+        secret = classroom.secret if classroom is not None else b""
+        arguments = {"embed": "1", **({"theme": "dark"} if theme == "dark" else {}),
+                     **(predict_links.teacher_arguments(spec.route(), secret) if classroom is not None else {})}
+        src = f"{spec.route()}?{urlencode(arguments)}"
+        page = teacher_page(f"Present · {lesson.title}", f"presenter view · class {code} · {lesson.title}",
+                            "", theme, True, teacher_href("/teacher/present", code,
+                                                          "light" if theme == "dark" else "dark", lesson=lesson.id))
+        layout = (f'<div class="bt-present"><iframe class="bt-present-frame" src="{escape(src)}" '
+                  f'title="{escape(spec.title())}"></iframe><main class="bt-present-answers" aria-live="polite">'
+                  f'<h1 class="bt-title">{escape(lesson.title)}</h1>{body}</main></div>')
+        self.finish(page.replace("<main></main>", layout).replace('class="teacher bt-page"',
+                                                                  'class="teacher bt-page bt-presenter"'))
 
 
 class RevealHandler(TeacherHandler):
@@ -221,6 +266,7 @@ def teacher_patterns(guard: Guard, origins: Sequence[str] = ()) -> list[tuple]:
         (r"/teacher/?", DashboardHandler, args),
         (r"/teacher/reveal", RevealHandler, args),
         (r"/teacher/unreveal", UnrevealHandler, args),
+        (r"/teacher/present", PresentHandler, args),
         (r"/teacher/archive", ArchiveHandler, args),
         (r"/teacher/events\.csv", ExportHandler, args),
     ]

@@ -152,3 +152,21 @@ def archive_confirmation(code: str, joined: int, token: str, theme: str) -> str:
             '<button type="submit" class="bt-danger">Yes, archive and reset</button> '
             f'<a class="bt-link" href="{escape(teacher_href("/teacher", code, theme))}">No, keep the class as it is</a>'
             "</form></section>")
+
+
+def presenter_bars(summary: Summary, questions: dict[str, tuple[str, dict[str, str]]]) -> str:
+    """The class's predictions for the projector: large type, one table per question, no names."""
+    parts = []
+    for question, (title, labels) in questions.items():
+        counts = summary["distributions"].get(question)
+        if counts:
+            parts.append(bars(counts, labels, f"The class predicted, in “{title}”"))
+    if not parts:
+        return '<p class="bt-muted">No predictions committed yet.</p>'
+    return "".join(parts)
+
+
+def presenter_links(code: str, theme: str, lessons: list[tuple[str, str]]) -> str:
+    items = " · ".join(f'<a class="bt-link" href="{escape(teacher_href("/teacher/present", code, theme, lesson=lid))}">'
+                       f"Present “{escape(title)}”</a>" for lid, title in lessons)
+    return f'<p class="bt-present-links">Presenter view for the projector: {items}</p>'

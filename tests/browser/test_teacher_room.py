@@ -101,3 +101,22 @@ def test_the_dashboard_follows_the_dark_theme(browser: Browser, classroom) -> No
     expect(teacher.get_by_role("link", name="Dark theme")).to_be_visible()
     expect(teacher.locator("body")).to_have_css("background-color", "rgb(255, 255, 255)")
     teacher.context.close()
+
+
+def test_the_presenter_view_shows_the_explorable_beside_the_class_answers(browser: Browser, classroom) -> None:
+    student = browser.new_context().new_page()
+    student.goto(classroom.url("/lessons/transformer-block?class=present1"))
+    student.get_by_text("Zero updates return the input unchanged").click()
+    student.get_by_role("button", name="Commit prediction").click()
+    expect(student.get_by_text("Your prediction (final)")).to_be_visible()
+    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
+    teacher.goto(classroom.url("/teacher?class=present1"))
+    teacher.get_by_role("link", name="Present “The Transformer block”").click()
+    answers = teacher.locator("main.bt-present-answers")
+    expect(answers.locator("caption")).to_contain_text("(1 answer)")
+    assert float(answers.locator("table").evaluate("t => parseFloat(getComputedStyle(t).fontSize)")) >= 20
+    frame = teacher.frame_locator("iframe.bt-present-frame")
+    expect(frame.get_by_role("slider", name="Attention update scale")).to_be_enabled()  # no prediction step
+    expect(frame.get_by_role("button", name="Commit prediction")).to_have_count(0)
+    teacher.context.close()
+    student.context.close()
