@@ -64,14 +64,16 @@ def check_future_zero(pattern: np.ndarray, causal: bool) -> Check:
     return Check(name, FAIL, f"future weights reach {largest:.3f}: {why}.")
 
 
-def check_normalised(rows: np.ndarray, norm: str, label: str) -> Check:
+def check_normalised(rows: np.ndarray, norm: str, label: str, inputs: tuple[np.ndarray, ...] = ()) -> Check:
     """RMSNorm (unit gain): every row has RMS 1. LayerNorm (unit gain, zero bias): mean 0 and std 1.
 
+    `inputs` are the arrays the norm's input was made from, to say where a NaN came from.
     # rows [..., d_model]
     """
     if _has_nan(rows):
-        return Check(f"{label}: rows normalised", FAIL,
-                     "NaN: a row of zeros was divided by sqrt(0 + eps) with eps = 0.")
+        why = ("NaN reached this norm's input from an earlier step." if any(_has_nan(a) for a in inputs) else
+               "NaN: a row of zeros was divided by √(0 + eps) with eps = 0.")
+        return Check(f"{label}: rows normalised", FAIL, why)
     rms = np.sqrt(np.mean(rows * rows, axis=-1))
     if norm == "rmsnorm":
         name = f"{label}: every row has RMS 1"
@@ -124,12 +126,17 @@ def invariants(trace: Trace) -> list[Check]:
     c = trace.config
     p = "blocks.0."
     pattern = trace[p + "attn.pattern"]
+    if c.placement == "pre":  # each norm reads the stream as it stands
+        into_1, into_2 = (trace[p + "resid_pre"],), (trace[p + "resid_mid"],)
+    else:  # each norm reads the stream and the update before they are combined
+        into_1 = (trace[p + "resid_pre"], trace[p + "attn_out"])
+        into_2 = (trace[p + "resid_mid"], trace[p + "mlp_out"])
     return [
         check_stream_shape(trace),
         check_row_sums(pattern),
         check_future_zero(pattern, c.causal),
-        check_normalised(trace[p + "ln1.normalized"], c.norm, "Norm 1"),
-        check_normalised(trace[p + "ln2.normalized"], c.norm, "Norm 2"),
+        check_normalised(trace[p + "ln1.normalized"], c.norm, "Norm 1", into_1),
+        check_normalised(trace[p + "ln2.normalized"], c.norm, "Norm 2", into_2),
         check_identity(trace[p + "resid_pre"], trace[p + "attn_out"], trace[p + "resid_mid"], c.placement,
                        c.residual, ("resid_pre", "attn_out", "resid_mid")),
         check_identity(trace[p + "resid_mid"], trace[p + "mlp_out"], trace[p + "resid_post"], c.placement,
@@ -196,13 +203,18 @@ class SplitResult:
     out: np.ndarray | None
 
 
+def _shape(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
 def swiglu_split(x: np.ndarray, W_gate: np.ndarray, W_value: np.ndarray, W_down: np.ndarray,
                  wrong: bool = False) -> SplitResult:
     """SwiGLU from one combined projection: x_proj = x [W_gate | W_value], split in two, SiLU(gate) ⊙ val, W_down.
 
     The right split halves the feature axis (chunk(2, dim=-1)); the wrong one halves the position
-    axis (chunk(2, dim=1)), the lesson's "chunk dimension incorrect" failure. Shape errors are
-    caught and returned as text.
+    axis (chunk(2, dim=1)), the lesson's "chunk dimension incorrect" failure. Shapes are checked
+    before each step, so a mismatch comes back as a sentence naming the shapes and the axis that
+    does not fit, never as NumPy's own message.
     # [..., pos, d_model] -> [..., pos, d_model]
     """
     x_proj = x @ np.concatenate([W_gate, W_value], axis=-1)  # [..., pos, 2·d_mlp]
@@ -212,11 +224,22 @@ def swiglu_split(x: np.ndarray, W_gate: np.ndarray, W_value: np.ndarray, W_down:
     else:
         gate, value = np.split(x_proj, 2, axis=-1)
     shapes += [("gate", gate.shape), ("val", value.shape)]
+    halved = (f" The split halved the positions ({x_proj.shape[-2]} into {gate.shape[-2]} and {value.shape[-2]}) "
+              f"instead of the features ({x_proj.shape[-1]} into two halves of {x_proj.shape[-1] // 2}).")
     try:
-        hidden = ops.silu(gate) * value
-        shapes.append(("x_swish", hidden.shape))
-        out = hidden @ W_down
-    except ValueError as err:
-        return SplitResult(tuple(shapes), str(err), None)
+        product = np.broadcast_shapes(gate.shape, value.shape)
+    except ValueError:
+        return SplitResult(tuple(shapes), (
+            f"shape mismatch at SiLU(gate) ⊙ value: the gate is {_shape(gate.shape)} and the value "
+            f"{_shape(value.shape)}, so their position axes ({gate.shape[-2]} and {value.shape[-2]}) do not "
+            "match and the two cannot be multiplied entry by entry." + halved), None)
+    hidden = ops.silu(gate) * value  # a value of one position is silently repeated (NumPy broadcasting)
+    shapes.append(("x_swish", product))
+    if hidden.shape[-1] != W_down.shape[0]:
+        return SplitResult(tuple(shapes), (
+            f"shape mismatch at the output projection: SiLU(gate) ⊙ value is {_shape(hidden.shape)}, whose last "
+            f"axis (the features) has {hidden.shape[-1]} entries, but W_out is {_shape(W_down.shape)} and needs "
+            f"{W_down.shape[0]}." + halved), None)
+    out = hidden @ W_down
     shapes.append(("mlp_out", out.shape))
     return SplitResult(tuple(shapes), "", out)

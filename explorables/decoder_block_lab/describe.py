@@ -8,12 +8,22 @@ import numpy as np
 
 from blocktrace.explorables.components.palette import signed
 from blocktrace.explorables.decoder_block_lab import plots
-from blocktrace.explorables.decoder_block_lab.state import VARIANTS, LabState
-from blocktrace.explorables.decoder_block_lab.tables import VARIANT_NAMES
+from blocktrace.explorables.decoder_block_lab.state import DEPTH_MAX_D, VARIANTS, LabState
+from blocktrace.explorables.decoder_block_lab.tables import MLP_NAMES, NORM_NAMES, VARIANT_NAMES
+
+MINUS = "\u2212"
+SAME_DIGITS = 3  # the norms table shows three decimals: outputs closer than this read as the same
 
 
 def _num(v: float, digits: int = 3) -> str:
-    return "NaN" if math.isnan(v) else f"{v:.{digits}g}"
+    """A number in `digits` significant figures, with a true minus sign."""
+    return "NaN" if math.isnan(v) else f"{v:.{digits}g}".replace("-", MINUS)
+
+
+def angle_degrees(a: np.ndarray, b: np.ndarray) -> float:
+    """The angle between two non-zero vectors, in degrees."""
+    cos = float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+    return math.degrees(math.acos(min(1.0, max(-1.0, cos))))
 
 
 def head_sentences(state: LabState, head: int) -> list[str]:
@@ -39,22 +49,33 @@ def norms_sentences(state: LabState) -> list[str]:
 
 
 def norms_verdict(state: LabState) -> str:
-    """One sentence on what the two norms did to this vector."""
+    """What the two norms did to this vector, each claim decided from the numbers they returned."""
     rows = state.normalised()
     x, rms_out, ln_out = rows["input"], rows["RMSNorm"], rows["LayerNorm"]
     eps = float(state.norm_eps)
+    constant = bool(np.all(x == x[0]))
     if np.any(np.isnan(rms_out)) or np.any(np.isnan(ln_out)):
         which = " and ".join(n for n, v in (("RMSNorm", rms_out), ("LayerNorm", ln_out)) if np.any(np.isnan(v)))
-        return (f"{which} returned NaN: with eps = {eps:g} the divisor is sqrt(0) = 0, and 0 / 0 is not a number. "
-                "A small eps keeps the division defined.")
-    if x.size > 1 and np.all(x == x[0]) and x[0] != 0:
-        return ("A constant vector: RMSNorm keeps it (every component becomes ±1), while LayerNorm subtracts the mean "
-                "and is left with zeros: centring erases a vector with no differences in it.")
+        why = "the vector is all zeros" if not np.any(x) else "LayerNorm centres a constant vector to all zeros"
+        return (f"{which} returned NaN: {why}, so with eps = {eps:g} the divisor is √0 = 0, and 0 / 0 is not a "
+                "number. A small eps keeps the division defined.")
     if not np.any(x):
         return "The zero vector stays zero under both norms while eps > 0: there is nothing to rescale."
+    if constant:
+        return (f"A constant vector: RMSNorm keeps it (every component becomes {signed(float(rms_out[0]))}), while "
+                "LayerNorm subtracts the mean and is left with zeros: centring erases a vector with no differences "
+                "in it.")
     rms = float(np.sqrt(np.mean(rms_out * rms_out)))
-    return (f"RMSNorm only rescales: the output points the same way as the input, with RMS {rms:.3f}. "
-            f"LayerNorm first moves the mean ({float(np.mean(x)):.3f}) to 0, so its output points elsewhere.")
+    first = f"RMSNorm only rescales: the output points the same way as the input, with RMS {rms:.3f}."
+    mean = float(np.mean(x))
+    if np.array_equal(ln_out, rms_out):
+        return (f"{first} The mean is already 0, so LayerNorm has nothing to subtract: it divides by the same "
+                "number, and its output is exactly RMSNorm's.")
+    if np.max(np.abs(ln_out - rms_out)) < 0.5 * 10.0 ** -SAME_DIGITS:
+        return (f"{first} The mean is only {_num(mean, 2)}, so LayerNorm's centring hardly matters: its output "
+                f"matches RMSNorm's to {SAME_DIGITS} decimals.")
+    return (f"{first} LayerNorm first moves the mean ({_num(mean)}) to 0, so its output points in another "
+            f"direction, {_num(angle_degrees(ln_out, x), 2)}° away from the input's.")
 
 
 def activation_sentences(state: LabState) -> list[str]:
@@ -66,12 +87,13 @@ def activation_sentences(state: LabState) -> list[str]:
     if g.size == 0 or np.all(np.isnan(g)):
         out.append(f"This trace's {name} values are NaN, so no dots are drawn.")
         return out
-    finite = g[np.isfinite(g)]
-    negative = int(np.sum(finite < 0))
-    f = plots.activation_data(state)[1]["y"]
+    points = plots.activation_data(state)[1]
+    shown, f = points["x"], points["y"]
+    negative = int(np.sum(shown < 0))
     nearly_closed = int(np.sum(np.abs(f) < 0.05))
-    out.append(f"{g.size} dots: the {name} values of batch item 0, from {finite.min():.2f} to {finite.max():.2f}, "
-               f"drawn on the {curve} curve. {negative} are negative; {nearly_closed} give an output within 0.05 of 0.")
+    out.append(f"{shown.size} dots: the {name} values of batch item 0, from {_num(float(shown.min()))} to "
+               f"{_num(float(shown.max()))}, drawn on the {curve} curve. {negative} are negative; {nearly_closed} "
+               "give an output within 0.05 of 0.")
     return out
 
 
@@ -79,27 +101,51 @@ def delta_sentences(state: LabState) -> list[str]:
     per_pos = np.max(state.delta, axis=-1)
     parts = "; ".join(f"position {i} ({state.words[i]}): largest change {_num(float(v))}"
                       for i, v in enumerate(per_pos))
-    return [f"Position {state.corrupt} was set to {state.corrupt_value:g} in every feature. {parts}.",
-            state.verdict().text]
+    return [f"Position {state.corrupt} of batch item 0 was set to {_num(state.corrupt_value, 6)} in every feature. "
+            f"{parts}.", state.verdict().text]
+
+
+def depth_setup(state: LabState) -> str:
+    """What the depth panel runs, and which of its settings follow the controls."""
+    blocks = f"{state.blocks} block{'s' if state.blocks > 1 else ''}"
+    if state.d > DEPTH_MAX_D:
+        width = (f"d = {state.depth_d}, not your d = {state.d}: the panel stops at {DEPTH_MAX_D} so that 48 blocks "
+                 "stay quick")
+    else:
+        width = f"d = {state.depth_d}, your d from panel 1 (the panel follows d up to {DEPTH_MAX_D})"
+    heads = f"{state.heads} head{'s' if state.heads > 1 else ''}"
+    eps = "; eps = 0 with the all-zero row at position 0" if state.zero_eps else ""
+    return (f"This run: {blocks} (the Blocks slider) at {width}. The input is the lab's own, B = {state.B} and "
+            f"T = {state.T} as set in panel 1; {heads}, {NORM_NAMES[state.norm]}, {MLP_NAMES[state.mlp]} with "
+            f"expansion {state.expansion} and the causal mask {'on' if state.causal else 'off'}, as set in panel 2"
+            f"{eps}. Each block has its own seeded weights. The loss is L = Σ output ⊙ R for a fixed random R of "
+            "norm 1, so every line starts from a gradient of 1 at the output. Placement and residual do not follow "
+            "the controls: all four arrangements are drawn, the current one thick.")
 
 
 def depth_sentences(state: LabState) -> list[str]:
-    out = [f"{state.blocks} blocks at width {state.depth_d}, four variants; the thick line is the current choice."]
+    out = [f"{state.blocks} blocks at width {state.depth_d}, B = {state.B}, T = {state.T}, four variants; the thick "
+           "line is the current choice."]
     for v in VARIANTS:
         p = state.depth[v]
         rms, grad = p["resid_rms"], p["grad_norm"]
         out.append(f"{VARIANT_NAMES[v]}: stream RMS {_num(float(rms[0]))} entering block 1 and "
-                   f"{_num(float(rms[-1]))} at the output; gradient norm 1 at the output and "
+                   f"{_num(float(rms[-1]))} at the output; gradient norm {_num(float(grad[-1]))} at the output and "
                    f"{_num(float(grad[0]))} at block 1's input.")
     return out
 
 
+def depth_status(state: LabState) -> str:
+    """The current arrangement's gradient at block 1, announced in the depth panel where it is explained."""
+    variant = (state.placement, state.residual)
+    grad = state.depth[variant]["grad_norm"]
+    return (f"Current arrangement ({VARIANT_NAMES[variant]}, {state.blocks} blocks): the gradient norm is "
+            f"{_num(float(grad[-1]))} at the output and {_num(float(grad[0]))} at block 1's input.")
+
+
 def announcement(state: LabState) -> str:
-    """One line for the live region after each change."""
+    """One line for the live region after each change (the gradient is announced in the depth panel)."""
     found = state.invariants()
     n_pass = sum(c.ok for c in found)
-    grad = float(state.depth[(state.placement, state.residual)]["grad_norm"][0])
-    causal = f"causal test {state.verdict().badge}; " if state.prediction.unlocked else ""
-    return (f"Output {list(state.trace.output.shape)}; {n_pass} of {len(found)} invariants hold; {causal}"
-            f"gradient at block 1's input {_num(grad)} ({VARIANT_NAMES[(state.placement, state.residual)]}, "
-            f"{state.blocks} blocks).")
+    causal = f"; causal test {state.verdict().badge}" if state.prediction.unlocked else ""
+    return f"Output {list(state.trace.output.shape)}; {n_pass} of {len(found)} invariants hold{causal}."

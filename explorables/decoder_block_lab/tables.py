@@ -10,7 +10,7 @@ from blocktrace.explorables.components.html import table
 from blocktrace.explorables.decoder_block_lab import checks
 from blocktrace.explorables.decoder_block_lab.shapes import block_params, param_rows, shape_rows
 from blocktrace.explorables.decoder_block_lab.state import LabState
-from blocktrace.explorables.decoder_block_lab.worked import TOLERANCE
+from blocktrace.explorables.decoder_block_lab.worked import TOLERANCE_TEXT
 from blocktrace.explorables.engine.forward import block_keys
 
 N_SHOWN = 6  # components shown per row in the stage table
@@ -197,13 +197,13 @@ def worked_summary_html(state: LabState) -> str:
         return f'<p class="bt-notice" role="status">{escape(w.error)}</p>'
     body = []
     for r in w.rows:
-        ok = "✓ within 1e-5" if r.matches else "✗ too far"
+        ok = "✓ within tolerance" if r.matches else "✗ too far"
         body.append((f"{r.step} ({r.name})", [r.key, shape_text(r.reference.shape), f"{r.max_diff:.2e}", ok],
                      {"class": "current" if r.name == state.worked_name else ""}))
     verdict = "all match" if w.all_match else "some differ"
-    header = ["Lesson step", "Engine stage", "Shape", "max |engine − PyTorch|", f"≤ {TOLERANCE:g}?"]
+    header = ["Lesson step", "Engine stage", "Shape", "max |engine − PyTorch|", "Every number within tolerance?"]
     return wrap(table(f"The lesson's seed-42 block: every intermediate, this engine vs the PyTorch fixture "
-                      f"({verdict})", header, body, "dl-worked"))
+                      f"({verdict}; tolerance {TOLERANCE_TEXT})", header, body, "dl-worked"))
 
 
 def worked_detail_html(state: LabState) -> str:

@@ -40,7 +40,9 @@ INTRO = (
     "This lab runs such a block in NumPy, on the lesson's [1, 4, 8] stream by default, so you can count its "
     "shapes and parameters, swap the choices that tell model families apart, test that no position can see "
     "its future, and watch what stacking 48 blocks does to the signal and to its gradient. With the default "
-    "settings the numbers are those of <code>blocktrace trace --preset decoder-lab</code>."
+    "settings the numbers are those of <code>blocktrace trace --preset decoder-lab</code> (the engine's own "
+    "seed-42 weights, causal mask on); only panel 7 runs the lesson's PyTorch weights and reproduces its worked "
+    "example."
 )
 QUESTION = ("Overwrite every feature of position 2 with 999 and run the block again, causal mask on. "
             "What happens to the block's outputs at positions 0 and 1?")
@@ -237,6 +239,8 @@ class DecoderLabExplorable(ExplorableView):
                                    "committed, so that it cannot give the answer away.</p>")
         # 6
         self.rms_fig, self.grad_fig, self.depth_srcs, self.depth_renderers = plots.depth_figures(s)
+        self.depth_setup = _html()  # what the panel runs, and which settings follow the controls
+        self.depth_status = _html()  # the current arrangement's gradient, announced where it is explained
         self.depth_note = _html()
         self.depth_table = _html()
         self.depth_alt = _html()
@@ -315,10 +319,11 @@ class DecoderLabExplorable(ExplorableView):
         plots.emphasise_current(self.depth_renderers, s)
         self.depth_table.object = tables.depth_table_html(s)
         self.depth_alt.object = alt_text("Residual RMS and gradient norm with depth", describe.depth_sentences(s))
+        setup_class = "bt-notice" if s.d > DEPTH_MAX_D else "bt-muted dl-note"
+        self.depth_setup.object = f'<p class="{setup_class} dl-depth-setup">{escape(describe.depth_setup(s))}</p>'
+        self.depth_status.object = (f'<p class="dl-verdict" role="status" aria-live="polite">'
+                                    f"{escape(describe.depth_status(s))}</p>")
         note = ""
-        if s.d > DEPTH_MAX_D:
-            note = (f'<p class="bt-notice">The depth panel runs at d = {DEPTH_MAX_D} (not {s.d}) so that 48 blocks '
-                    "stay quick; the other choices are the current ones.</p>")
         if any(np.any(np.isnan(p["grad_norm"])) for p in s.depth.values()):
             note += ('<p class="bt-field-error">Some values are NaN (eps = 0 on the all-zero row), so those lines '
                      "have gaps or are missing.</p>")
@@ -410,22 +415,19 @@ class DecoderLabExplorable(ExplorableView):
                                               "the gradient no longer has a direct path to early blocks."))
         if s.placement == "post":
             items.append(("Norm after the addition", "Invariants: the residual identities fail, because the sum is "
-                                                     "normalised before it is kept. Depth: the post-norm lines are "
-                                                     "current; every gradient crosses two norms per block."))
+                                                     "normalised before it is kept. Depth: the thick line is now a "
+                                                     "post-norm one; every gradient crosses two norms per block."))
         if s.zero_eps:
-            nan = np.any(np.isnan(s.trace.output))
-            where = ("NaN fills the stage table, the heatmaps and the causal test: 0 / sqrt(0) in the first norm, "
-                     "then attention spreads it to every position that reads position 0." if nan else
-                     "no NaN in this configuration: with post-norm the zero row is never normalised on its own "
-                     "(attention adds to it first). Switch Placement to pre-norm to see NaN.")
-            items.append(("eps = 0", where))
+            items.append(("eps = 0", self._zero_eps_symptom()))
         if s.wrong_split:
             if s.split is None:
                 items.append(("Wrong split", "GELU has no gate/value split; choose MLP = SwiGLU to see this failure."))
             else:
-                items.append(("Wrong split", f"Shapes and invariants: the split gives {list(s.split.shapes[1][1])} "
-                                             f"halves and the MLP stops with: {s.split.error or 'no error'}. "
-                                             "The other panels keep showing the correct block."))
+                shapes = dict(s.split.shapes)
+                items.append(("Wrong split", f"Shapes and invariants: the split gives a gate of "
+                                             f"{list(shapes['gate'])} and a value of {list(shapes['val'])}, and the "
+                                             f"MLP cannot finish: {s.split.error or 'no error'} The other panels "
+                                             "keep showing the correct block."))
         if not s.causal:
             verdict = f"Causal safety: {s.verdict().badge}." if s.prediction.unlocked else \
                 "Causal safety: shown once your prediction is committed."
@@ -437,6 +439,26 @@ class DecoderLabExplorable(ExplorableView):
         body = "".join(f"<li><strong>{escape(k)}</strong>: {escape(v)}</li>" for k, v in items)
         return ('<div class="dl-symptoms" role="status" aria-live="polite"><h3 class="bt-h3">Symptoms now</h3>'
                 f"<ul>{body}</ul></div>")
+
+    def _zero_eps_symptom(self) -> str:
+        """Where eps = 0 on the all-zero row at position 0 gives NaN, read from the trace (batch item 0)."""
+        s = self.state
+        rows = np.flatnonzero(np.any(np.isnan(s.trace.output[0]), axis=-1))
+        if rows.size == s.T:
+            return ("NaN fills the stage table, the heatmaps and the causal test: the first norm divides the zero "
+                    "row by √0 = 0, and attention carries the NaN to every position, since every position reads "
+                    "position 0.")
+        if rows.size and s.placement == "post" and s.causal:
+            listed = ", ".join(str(int(i)) for i in rows)
+            return (f"NaN at position {listed} only: in post-norm the zero row first gets attention's update, and "
+                    "with the mask on position 0 reads only itself, whose value vector is zero. The sum is still "
+                    "zero, so the norm after the addition divides 0 by √0 = 0. Later positions add non-zero "
+                    "updates and stay finite.")
+        if rows.size:
+            return f"NaN at positions {', '.join(str(int(i)) for i in rows)} of the block's output."
+        return ("No NaN in this configuration: in post-norm the zero row gets attention's update before any norm, "
+                "and without the mask position 0 also reads the other positions, so the row is no longer zero. "
+                "Tick Causal mask to see NaN at position 0, or switch Placement to pre-norm to see it everywhere.")
 
     # --- downloads ---------------------------------------------------------------------------
 
@@ -489,22 +511,23 @@ class DecoderLabExplorable(ExplorableView):
         )
         depth = _section(
             6, "Depth",
-            "Stack copies of the block (current norm, MLP, heads and mask; each block its own weights) and follow "
-            "the stream's size and the gradient of a fixed scalar loss down to each block's input. All four "
-            "arrangements of placement and residual are drawn; the thick line is the current one. In pre-norm the "
-            "residual line hands the gradient straight down; in post-norm it crosses two norms per block; with "
-            "replace there is no straight line at all.",
-            _controls(self.w_blocks), self.depth_budget_note, self.depth_note,
+            "Stack blocks of the current design, each with weights of its own, and follow the stream's size and "
+            "the gradient of a fixed scalar loss down to each block's input. All four arrangements of placement "
+            "and residual are drawn; the thick line is the current one. In pre-norm the residual line hands the "
+            "gradient straight down; in post-norm it crosses two norms per block; with replace there is no "
+            "straight line at all.",
+            self.depth_setup, _controls(self.w_blocks), self.depth_budget_note, self.depth_status, self.depth_note,
             pn.pane.Bokeh(self.rms_fig, sizing_mode="stretch_width"),
             pn.pane.Bokeh(self.grad_fig, sizing_mode="stretch_width"),
             self.depth_alt, self.depth_table,
         )
         worked = _section(
             7, "The worked example",
-            "The lesson's seed-42 block (B = 1, T = 4, d = 8, one head, RMSNorm, SwiGLU with hidden 32, no mask), "
-            "from the committed PyTorch fixtures: the lesson's weights run through this engine, every intermediate "
-            "compared with PyTorch's. W_O is the identity (the lesson has none) and the combined SwiGLU weight is "
-            "split gate-first.",
+            "The lesson's seed-42 block (B = 1, T = 4, d = 8, one head, RMSNorm, a SwiGLU projection of 32 columns, "
+            "no mask), from the committed PyTorch fixtures: the lesson's weights run through this engine, every "
+            "intermediate compared with PyTorch's. W_O is the identity (the lesson has none) and the combined "
+            "SwiGLU weight is split gate-first. These are not the weights of the other panels, which use the "
+            "engine's own seed-42 weights, their own W_O and, unless you switch it off, the causal mask.",
             self.worked_summary, _controls(self.w_worked), self.worked_detail,
         )
         breaks = _section(

@@ -213,7 +213,7 @@ def test_exercise_folder_holds_what_a_student_needs(folder, student_file):
     names = {p.name for p in path.iterdir() if p.is_file()}
     assert {student_file, "conftest.py", "README.md"} <= names
     assert any(n.startswith("test_") and n.endswith(".py") for n in names)
-    assert f"python -m pytest {folder}" in (path / "README.md").read_text(encoding="utf-8")
+    assert "blocktrace check" in (path / "README.md").read_text(encoding="utf-8")
     for reference in SOLUTIONS.glob("*.py"):
         assert reference.read_text(encoding="utf-8") not in {(path / n).read_text(encoding="utf-8") for n in names}
 

@@ -171,7 +171,7 @@ def test_lesson_carries_the_whole_arc(lesson_id):
     assert re.search(r"^1\. ", text, flags=re.MULTILINE), "the guided steps are a numbered list"
     assert FENCE.search(text), "formulas are written in fenced blocks"
     exercise = lesson.directives("exercise")[0].attrs
-    assert exercise["command"] == f"python -m pytest {exercise['path']}"
+    assert exercise["command"] == "blocktrace check"
     assert (ROOT / exercise["path"] / exercise["file"]).is_file()
     assert exercise["command"] in (ROOT / exercise["path"] / "README.md").read_text(encoding="utf-8")
 

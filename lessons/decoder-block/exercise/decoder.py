@@ -1,8 +1,8 @@
 """Exercise: the normalisation and MLP choices of a decoder block, in NumPy.
 
-Write each function below, then run from the repository root:
+Write each function below, then run, in this folder:
 
-    python -m pytest lessons/decoder-block/exercise
+    blocktrace check
 
 Shapes: x is [..., d] (for example [B, T, d]); every function works on the last axis.
 Use only NumPy: the tests compare your results with the project's engine.

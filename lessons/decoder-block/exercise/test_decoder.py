@@ -1,9 +1,9 @@
 """Tests for decoder.py: RMSNorm and SwiGLU from scratch, then LayerNorm and GELU swapped in.
 
 Every function is compared with the project's engine (blocktrace.explorables.engine.ops) on random inputs, and the
-last two tests rebuild the MLP half of a whole block traced by the engine. Run from the repository root:
+last two tests rebuild the MLP half of a whole block traced by the engine. Run, in this folder:
 
-    python -m pytest lessons/decoder-block/exercise
+    blocktrace check
 """
 
 from __future__ import annotations

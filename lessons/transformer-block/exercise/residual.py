@@ -1,8 +1,8 @@
 """Exercise: RMSNorm and a residual sublayer, in NumPy.
 
-Edit the two functions below, then run from the repository root:
+Edit the two functions below, then run, in this folder:
 
-    python -m pytest lessons/transformer-block/exercise
+    blocktrace check
 
 Both functions run as written, and both are wrong in a way the lesson warns about.
 Each failing test says which mistake it found; fix one mistake at a time.

@@ -1,8 +1,8 @@
 """Tests for residual.py: RMSNorm and a residual sublayer.
 
-Each test looks for one mistake and its message names it. Run from the repository root:
+Each test looks for one mistake and its message names it. Run, in this folder:
 
-    python -m pytest lessons/transformer-block/exercise
+    blocktrace check
 """
 
 from __future__ import annotations
