@@ -122,6 +122,25 @@ schema_version = Table(
     Column("applied_at", DateTime(timezone=True), nullable=False),
 )  # never changes shape: every version of blocktrace reads it
 _tables = _v1_tables(metadata)
+
+
+def _v3_paces(metadata: MetaData) -> Table:
+    """The teacher's pacing of a lesson in a class's epoch: the step the class is held at, the pushed state."""
+    return Table(
+        "paces", metadata,
+        Column("class_code", String(CODE_LEN), nullable=False),
+        Column("epoch", Integer, nullable=False),
+        Column("lesson", String(KEY_LEN), nullable=False),
+        Column("hold", String(KEY_LEN), nullable=True),  # a lesson step; None: the class moves freely
+        Column("pushed", Text, nullable=True),  # JSON {"explorable": …, "state": {key: value}}; None: nothing
+        Column("version", Integer, nullable=False),  # grows with every change: pages apply a push once
+        Column("changed_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("class_code", "epoch", "lesson"),
+        ForeignKeyConstraint(["class_code", "epoch"], ["class_epochs.class_code", "class_epochs.epoch"]),
+    )
+
+
+paces = _v3_paces(metadata)
 classes = _tables["classes"]
 class_epochs = _tables["class_epochs"]
 learners = _tables["learners"]
@@ -144,10 +163,18 @@ def _add_dashboard_indexes(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_predictions_question ON predictions (class_code, epoch, question)"))
 
 
+def _add_paces(conn: Connection) -> None:
+    """Version 3: the paces table (holding a class at a step, pushing a state to every screen)."""
+    frozen = MetaData()
+    _v1_tables(frozen)
+    _v3_paces(frozen).create(conn)
+
+
 Migration = Callable[[Connection], None]
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _create_v1),
     (2, _add_dashboard_indexes),
+    (3, _add_paces),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -75,7 +75,7 @@ from sqlalchemy.engine import make_url
 
 from blocktrace.app.classroom import schema, sqlite_file
 from blocktrace.app.classroom.identity import clean_display_name, valid_class_code
-from blocktrace.app.classroom.schema import class_epochs, classes, events, learners, predictions, reveals
+from blocktrace.app.classroom.schema import class_epochs, classes, events, learners, paces, predictions, reveals
 from blocktrace.app.classroom.sqlite_file import FILE_KEY, READ_ONLY_KEY, file_id
 
 log = logging.getLogger("blocktrace.classroom")
@@ -131,6 +131,15 @@ class StoredEvent:
     kind: str  # "checkpoint", "explanation", "exercise", "claim", "param", ...
     explorable: str | None
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How the teacher paces one lesson of a class: the step it is held at, the state shown to everyone."""
+
+    hold: str | None  # a lesson step (STEPS); None: free
+    pushed: dict[str, Any] | None  # {"explorable": id, "state": {query key: value}}; None: nothing pushed
+    version: int  # grows with each change
 
 
 RESUME_LIMIT = 2000  # newest events read back for one learner and lesson: a page restores from these
@@ -771,6 +780,51 @@ class EventStore:
             epoch = self._epoch(conn, class_code)
             conn.execute(delete(reveals).where(reveals.c.class_code == class_code, reveals.c.epoch == epoch,
                                                reveals.c.question == question))
+
+    # Pacing ------------------------------------------------------------------------------------
+
+    def set_pace(self, class_code: str, lesson: str, *, hold: str | None | bool = False,
+                 pushed: Mapping[str, Any] | None | bool = False) -> int:
+        """Hold the class at a step of a lesson (None: release) and/or push an explorable state to every
+        screen (None: stop showing it); False leaves that part as it is. Returns the pace's new version."""
+        _class_code(class_code)
+        _key(lesson, "a lesson")
+        if hold not in (False, None) and hold not in STEPS:
+            raise ValueError(f"a class is held at one of {', '.join(STEPS)}")
+        with self._write("pace the class") as conn:
+            epoch = self._epoch_for_write(conn, class_code)
+            where = (paces.c.class_code == class_code, paces.c.epoch == epoch, paces.c.lesson == lesson)
+            row = conn.execute(select(paces.c.hold, paces.c.pushed, paces.c.version).where(*where)).one_or_none()
+            old_hold, old_pushed, version = (row.hold, row.pushed, row.version) if row else (None, None, 0)
+            values = {"hold": old_hold if hold is False else hold,
+                      "pushed": old_pushed if pushed is False else (None if pushed is None else _payload(pushed)),
+                      "version": version + 1, "changed_at": _now()}
+            if row is None:
+                conn.execute(paces.insert().values(class_code=class_code, epoch=epoch, lesson=lesson, **values))
+            else:
+                conn.execute(update(paces).where(*where).values(**values))
+            return version + 1
+
+    def pace(self, class_code: str, lesson: str) -> Pace | None:
+        """One lesson's pacing in the class's current epoch, or None if the teacher never paced it."""
+        return self.current_paces().get((class_code, lesson))
+
+    def current_paces(self) -> dict[tuple[str, str], Pace]:
+        """Every class's pacing in its current epoch, by (class, lesson): one read for a server process."""
+        with self._read("read the paces") as conn:
+            rows = conn.execute(
+                select(paces.c.class_code, paces.c.lesson, paces.c.hold, paces.c.pushed, paces.c.version)
+                .join(classes, (classes.c.code == paces.c.class_code) & (classes.c.epoch == paces.c.epoch))
+            ).all()
+        found = {}
+        for row in rows:
+            try:
+                pushed = json.loads(row.pushed) if row.pushed else None
+            except ValueError:
+                pushed = None
+            found[(row.class_code, row.lesson)] = Pace(row.hold, pushed if isinstance(pushed, dict) else None,
+                                                       row.version)
+        return found
 
     def is_revealed(self, class_code: str, question: str) -> bool:
         """True once the teacher has revealed the question in the class's current epoch."""

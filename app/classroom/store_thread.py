@@ -37,6 +37,7 @@ class StoreThread:
         self.refresh_s = refresh_s
         self.clock = clock
         self.reveals: Reveals = {}  # replaced whole by the thread, read by the pages
+        self.paces: dict = {}  # (class, lesson) -> Pace, replaced whole by the thread, read by the pages
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._busy_since: float | None = None
         self._started = False
@@ -97,3 +98,4 @@ class StoreThread:
     def _refresh(self) -> None:
         self.outbox.flush()
         self.reveals = self.outbox.store.revealed_distributions()
+        self.paces = self.outbox.store.current_paces()

@@ -20,6 +20,7 @@ from blocktrace.app.classroom.identity import DEFAULT_CLASS, valid_class_code
 from blocktrace.app.classroom.join import student_base, teacher_card
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
+from blocktrace.app.classroom.pacing import HOLDABLE, read_pushed_state
 from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.classroom.store_status import store_status_html
 from blocktrace.app.classroom.teacher_view import (
@@ -27,6 +28,7 @@ from blocktrace.app.classroom.teacher_view import (
     archive_form,
     counted,
     lesson_section,
+    pace_forms,
     presenter_bars,
     presenter_links,
     teacher_href,
@@ -118,8 +120,11 @@ class DashboardHandler(TeacherHandler):
         for lesson in load_lessons():
             checkpoint_questions = {str(d.attrs.get("id")): str(d.attrs.get("question"))
                                     for d in lesson.directives("checkpoint")}
+            pacing = pace_forms(code, lesson.id, lesson.explorables[0], store.pace(code, lesson.id), token, theme,
+                                self.get_argument("pace_error", "") if self.get_argument("lesson", "") == lesson.id
+                                else "")
             parts.append(lesson_section(lesson.title, store.summary(code, lesson.id), questions,
-                                        checkpoint_questions, token, theme))
+                                        checkpoint_questions, token, theme, pacing=pacing))
         parts.append(presenter_links(code, theme, [(lesson.id, lesson.title) for lesson in load_lessons()]))
         parts.append(archive_form(code, token, theme))
         return "".join(parts)
@@ -178,6 +183,58 @@ class PresentHandler(TeacherHandler):
                   f'<h1 class="bt-title">{escape(lesson.title)}</h1>{body}</main></div>')
         self.finish(page.replace("<main></main>", layout).replace('class="teacher bt-page"',
                                                                   'class="teacher bt-page bt-presenter"'))
+
+
+class PaceHandler(TeacherHandler):
+    """POST /teacher/pace: hold the class at a step of a lesson, or release it."""
+
+    async def post(self) -> None:
+        if not self.check_form():
+            return
+        code, lesson = self.get_body_argument("class", DEFAULT_CLASS), self.get_body_argument("lesson", "")
+        hold = self.get_body_argument("hold", "release")
+        if not valid_class_code(code) or lesson not in {x.id for x in load_lessons()} \
+                or hold not in (*HOLDABLE, "release"):
+            self.set_status(400)
+            self.finish("Unknown class, lesson or step.\n")
+            return
+        classroom = current_classroom()
+        if classroom is not None and not await self.stored(
+                lambda: classroom.store.set_pace(code, lesson, hold=None if hold == "release" else hold)):
+            return
+        self.redirect(self.back(code), status=303)
+
+    def back(self, code: str, **extra: str) -> str:
+        theme = "dark" if self.get_body_argument("theme", "") == "dark" else "light"
+        return teacher_href("/teacher", code, theme, **extra)
+
+
+class PushHandler(PaceHandler):
+    """POST /teacher/push: show every committed student one state of the lesson's explorable (or stop)."""
+
+    async def post(self) -> None:
+        if not self.check_form():
+            return
+        code, lesson_id = self.get_body_argument("class", DEFAULT_CLASS), self.get_body_argument("lesson", "")
+        lesson = {x.id: x for x in load_lessons()}.get(lesson_id)
+        if not valid_class_code(code) or lesson is None:
+            self.set_status(400)
+            self.finish("Unknown class or lesson.\n")
+            return
+        explorable = lesson.explorables[0]
+        pushed = None
+        if not self.get_body_argument("clear", ""):
+            try:
+                pushed = {"explorable": explorable,
+                          "state": read_pushed_state(explorable, self.get_body_argument("state", "")[:2000])}
+            except ValueError as error:
+                self.redirect(self.back(code, lesson=lesson.id, pace_error=str(error)), status=303)
+                return
+        classroom = current_classroom()
+        if classroom is not None and not await self.stored(
+                lambda: classroom.store.set_pace(code, lesson.id, pushed=pushed)):
+            return
+        self.redirect(self.back(code), status=303)
 
 
 class RevealHandler(TeacherHandler):
@@ -267,6 +324,8 @@ def teacher_patterns(guard: Guard, origins: Sequence[str] = ()) -> list[tuple]:
         (r"/teacher/reveal", RevealHandler, args),
         (r"/teacher/unreveal", UnrevealHandler, args),
         (r"/teacher/present", PresentHandler, args),
+        (r"/teacher/pace", PaceHandler, args),
+        (r"/teacher/push", PushHandler, args),
         (r"/teacher/archive", ArchiveHandler, args),
         (r"/teacher/events\.csv", ExportHandler, args),
     ]

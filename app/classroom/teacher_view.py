@@ -105,13 +105,13 @@ def reveal_form(code: str, question: str, revealed: bool, token: str, theme: str
 
 def lesson_section(title: str, summary: Summary, questions: dict[str, tuple[str, dict[str, str]]],
                    checkpoint_questions: dict[str, str], token: str, theme: str,
-                   now: datetime | None = None) -> str:
+                   now: datetime | None = None, pacing: str = "") -> str:
     """One lesson's card: counts, the roster, predictions (with reveal), claims, checkpoints, misconceptions."""
     code = summary["class_code"]
     parts = [f'<section class="bt-card"><h2 class="bt-h2">{escape(title)}</h2>'
              f"<p>{counted(summary['joined'], 'learner')} joined the class · "
              f"{counted(summary['committed'], 'learner')} committed a prediction in this lesson</p>",
-             roster_table(summary, now)]
+             pacing, roster_table(summary, now)]
     for question, (explorable_title, labels) in questions.items():
         counts = summary["distributions"].get(question)
         if not counts:
@@ -170,3 +170,34 @@ def presenter_links(code: str, theme: str, lessons: list[tuple[str, str]]) -> st
     items = " · ".join(f'<a class="bt-link" href="{escape(teacher_href("/teacher/present", code, theme, lesson=lid))}">'
                        f"Present “{escape(title)}”</a>" for lid, title in lessons)
     return f'<p class="bt-present-links">Presenter view for the projector: {items}</p>'
+
+
+HOLD_LABELS = {"predict": "Predict", "experiment": "Experiment", "implement": "Exercise"}
+
+
+def pace_forms(code: str, lesson: str, explorable: str, pace, token: str, theme: str, error: str = "") -> str:
+    """Hold the class at a step (or release it), and show every student one state of the explorable."""
+    fields = hidden(token=token, **{"class": code}, lesson=lesson, theme=theme)
+    hold = pace.hold if pace else None
+    now = (f"The class is held at <strong>{HOLD_LABELS.get(hold, hold)}</strong>: later steps stay closed."
+           if hold else "The class moves at its own pace.")
+    buttons = "".join(f'<button type="submit" name="hold" value="{step}"'
+                      f'{" aria-pressed=true" if step == hold else ""}>Hold at {label}</button> '
+                      for step, label in HOLD_LABELS.items())
+    release = '<button type="submit" name="hold" value="release">Release</button>' if hold else ""
+    pushed = pace.pushed if pace else None
+    shown = ""
+    if pushed:
+        state = "&".join(f"{k}={v}" for k, v in pushed.get("state", {}).items())
+        shown = (f'<p>Showing every student who has committed: <code>{escape(state)}</code> '
+                 f'<button type="submit" name="clear" value="1">Stop showing</button></p>')
+    problem = f'<p class="bt-field-error" role="alert">{escape(error)}</p>' if error else ""
+    return (f'<div class="bt-pace"><h3 class="bt-h3">Pacing</h3>'
+            f'<form method="post" action="/teacher/pace" class="bt-inline-form">{fields}<p>{now}</p>'
+            f"{buttons}{release}</form>"
+            f'<form method="post" action="/teacher/push" class="bt-inline-form">{fields}'
+            f'{hidden(explorable=explorable)}{shown}'
+            f'<label>Look at this: a link from the explorable, or keys such as '
+            f'<code>attention_scale=0&amp;residual=replace</code> '
+            f'<input name="state" size="40" maxlength="2000" autocomplete="off"></label> '
+            f'<button type="submit">Show to the class</button>{problem}</form></div>')

@@ -12,6 +12,7 @@ import panel as pn
 import param
 
 from blocktrace.app.classroom.learner import SessionRecorder, slot_key
+from blocktrace.app.classroom.pacing import closed_steps, pace_of
 from blocktrace.app.exercises.handlers import latest_result
 from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
 from blocktrace.app.lessons.markdown import render
@@ -26,6 +27,8 @@ from blocktrace.explorables.components.url_state import session_query
 log = logging.getLogger(__name__)
 
 MAX_EXPLANATION = 2000
+PACE_POLL_MS = 3000  # how soon a hold or a release reaches an open lesson page
+STEP_OF_DIRECTIVE = {"exercise": "implement", "explain": "explain"}  # the parts a hold can close
 EXERCISE_POLL_MS = 2000  # how soon a result sent by `blocktrace check` shows on the open page
 STEPS = (("predict", "Predict"), ("experiment", "Experiment"), ("implement", "Implement"), ("explain", "Explain"))
 
@@ -100,9 +103,16 @@ class LessonView(pn.viewable.Viewer):
                                   [name for name, _ in STEPS])
         self._resumers: dict[tuple[str, str | None], Callable[[dict[str, Any]], None]] = {}
         self._claim_answers: dict[str, list[Callable[[], None]]] = {}  # explorable -> answers opened by a claim
+        self._step_parts: dict[str, list[tuple[pn.Column, Any]]] = {}  # step -> (place, part) the pace may close
+        self._closed: set[str] = set()
         self.parts = [self._part(block) for block in lesson.blocks]
         if recorder is not None:
             recorder.restore_events(self.resume)  # after the predictions: the store thread answers in order
+        if self._stores:
+            self._follow_pace()
+            doc = pn.state.curdoc
+            if doc is not None and doc.session_context is not None:
+                pn.state.add_periodic_callback(self._follow_pace, period=PACE_POLL_MS)
 
     @property
     def _stores(self) -> bool:
@@ -170,7 +180,30 @@ class LessonView(pn.viewable.Viewer):
     def _part(self, block: str | Directive) -> pn.viewable.Viewable:
         if isinstance(block, str):
             return LiveHTML(f'<div class="bt-prose">{render(block)}</div>', **styled(sizing_mode="stretch_width"))
-        return getattr(self, f"_directive_{block.name}")(block.attrs)
+        part = getattr(self, f"_directive_{block.name}")(block.attrs)
+        step = STEP_OF_DIRECTIVE.get(block.name)
+        if step is None:
+            return part
+        place = pn.Column(part, sizing_mode="stretch_width")  # holds the part, or the held note instead
+        self._step_parts.setdefault(step, []).append((place, part))
+        return place
+
+    def _follow_pace(self) -> None:
+        """Close the steps after the one the teacher holds the class at (their content leaves the page)."""
+        recorder = self.recorder
+        pace = pace_of(recorder.classroom.thread.paces, recorder.learner.class_code, self.lesson.id)
+        closed = closed_steps(pace.hold if pace else None)
+        if closed == self._closed:
+            return
+        self._closed = closed
+        for step, places in self._step_parts.items():
+            for place, part in places:
+                place.objects = [self._held_note(step)] if step in closed else [part]
+
+    def _held_note(self, step: str) -> pn.viewable.Viewable:
+        name = {"implement": "the exercise", "explain": "the explanation"}.get(step, "this step")
+        return LiveHTML(f'<p class="bt-notice bt-held" role="status">Your teacher is holding the class at an earlier '
+                        f"step; {name} opens when they release it.</p>", **styled(sizing_mode="stretch_width"))
 
     def _directive_explorable(self, attrs: dict) -> pn.viewable.Viewable:
         explorable = self.explorables[attrs["id"]]
@@ -288,6 +321,8 @@ class LessonView(pn.viewable.Viewer):
                            f"<blockquote>{escape(words)}</blockquote>")
 
         def send(_event) -> None:
+            if "explain" in self._closed:  # the teacher holds the class before this step
+                return
             words = (text.value or "").strip()
             if len(words) < 20:
                 echo.object = '<p class="bt-field-error" role="alert">Write at least a sentence (20 characters).</p>'

@@ -10,6 +10,7 @@ import panel as pn
 from blocktrace.app.classroom import learner as learners
 from blocktrace.app.classroom.identity import DEFAULT_CLASS, clean_display_name
 from blocktrace.app.classroom.learner import Learner, SessionRecorder
+from blocktrace.app.classroom.pacing import PUSH_NOTE, apply_pushed, pace_of
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
@@ -102,9 +103,20 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
 
     explorable.state.param.watch(changed, names)
 
-    shown = {"answers": ""}
+    shown = {"answers": "", "pushed": 0}
+
+    def follow_pace() -> None:
+        pace = pace_of(recorder.classroom.thread.paces, recorder.learner.class_code, recorder.lesson)
+        held = pace is not None and pace.hold == "predict"
+        if prediction.held != held:
+            prediction.held = held
+        if pace is not None and pace.pushed and pace.version != shown["pushed"] and prediction.unlocked:
+            shown["pushed"] = pace.version  # each push once; a student may move the controls again after
+            if apply_pushed(explorable.state, explorable_id, pace.pushed):
+                gate.show_message(f'<p class="bt-notice bt-pushed" role="status">{escape(PUSH_NOTE)}</p>')
 
     def poll() -> None:  # no database work here: the store thread keeps what this reads up to date
+        follow_pace()
         recorder.refresh_notice()
         if prediction.saving and recorder.notice.visible:  # the store hangs: say so in the gate too
             prediction.wait_for_store()
@@ -114,6 +126,7 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
                 shown["answers"] = answers
                 gate.show_message(answers)
 
+    follow_pace()  # a class already held: locked from the first frame
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.add_periodic_callback(poll, period=REVEAL_POLL_MS)
 

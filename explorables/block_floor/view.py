@@ -18,7 +18,7 @@ from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors
 from blocktrace.explorables.components.html import alt_text, table
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
-from blocktrace.explorables.components.prediction import PredictionGate
+from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled, stylesheet
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
@@ -168,7 +168,7 @@ class FloorExplorable(ExplorableView):
         state.param.watch(self._show_claim, ["claim_result"])
         state.param.watch(self._show_phrase_error, ["phrase_error"])
         state.param.watch(self._sync_tracked_options, ["words", "tracked"])
-        state.bet.param.watch(self._lock, ["committed", "skipped"])
+        state.bet.param.watch(self._lock, GATE_EVENTS)
         sync_to_url(state, QUERY_KEYS)
         self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.bet)
         self._sync_tracked_options()

@@ -16,7 +16,7 @@ from typing import Any
 import panel as pn
 import param
 
-from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.prediction import GATE_EVENTS, Prediction
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched
 
@@ -31,7 +31,7 @@ class LockedControls:
         self.held: dict[str, Any] = {}
         self.refused = 0  # changes set back, for tests and logs
         self._hold()
-        prediction.param.watch(self._hold, ["committed", "skipped"])
+        prediction.param.watch(self._hold, GATE_EVENTS)
         # Last of all the state's watchers (Panel's widget links among them), so that each has seen the
         # change before it is set back, and none acts on a stale value afterwards.
         state.param.watch(self._refuse, self.names, precedence=LAST)
@@ -63,7 +63,7 @@ class OnceUnlocked(pn.viewable.Viewer):
         self.note = LiveHTML(f'<p class="bt-muted bt-locked">{escape(note)}</p>', **styled(sizing_mode="stretch_width"))
         self.place = pn.Column(sizing_mode="stretch_width")
         self._show()
-        prediction.param.watch(self._show, ["committed", "skipped"])
+        prediction.param.watch(self._show, GATE_EVENTS)
 
     @batched
     def _show(self, *_events) -> None:

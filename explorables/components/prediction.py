@@ -24,6 +24,11 @@ SAVING_DELAYED = "Not saved yet: the class database cannot be reached; retrying.
 SAVING_HINT = "The controls unlock once your teacher's server has saved it."
 
 
+HELD_NOTE = ("Your teacher is holding the class at the prediction step: the controls unlock when they release "
+             "it. Meanwhile, think about why you chose your answer.")
+GATE_EVENTS = ["committed", "skipped", "held"]  # the parameters `unlocked` follows: watch these
+
+
 class Prediction(param.Parameterized):
     """A prediction (or bet): a short choice plus optional free text, committed once."""
 
@@ -33,6 +38,8 @@ class Prediction(param.Parameterized):
     saving = param.Boolean(default=False, doc="True from Commit until the store has the answer: locked, not final.")
     delayed = param.Boolean(default=False, doc="While saving: the store did not take it yet (it is retried).")
     skipped = param.Boolean(default=False, doc="True when the gate is switched off (?predict=off).")
+    held = param.Boolean(default=False, doc="True while the teacher holds the class at the prediction step: "
+                                            "committed or not, the experiment stays locked.")
 
     def __init__(self, choices: dict[str, str], **params):
         super().__init__(**params)
@@ -42,8 +49,9 @@ class Prediction(param.Parameterized):
 
     @property
     def unlocked(self) -> bool:
-        """The experiment may be shown: the prediction is final (durably stored in a classroom), or skipped."""
-        return self.committed or self.skipped
+        """The experiment may be shown: the prediction is final (durably stored in a classroom), or skipped,
+        and the teacher is not holding the class at the prediction step."""
+        return (self.committed or self.skipped) and not self.held
 
     def commit(self, choice: str | None, note: str = "") -> str | None:
         """Commit once; return an error message instead when it cannot be committed.
@@ -119,7 +127,7 @@ class PredictionGate(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         self._sync()
-        prediction.param.watch(lambda *_: self._sync(), ["committed", "saving", "delayed", "skipped"])
+        prediction.param.watch(lambda *_: self._sync(), ["committed", "saving", "delayed", "skipped", "held"])
 
     def _commit(self, _event=None) -> None:
         key = self._labels.get(self._choice.value)
@@ -149,8 +157,9 @@ class PredictionGate(pn.viewable.Viewer):
                     f'<p class="bt-muted">{escape(SAVING_HINT)}</p>')
         if not p.committed:
             return '<p class="bt-muted" aria-live="polite">The controls unlock once you commit.</p>'
+        held = (f'<p class="bt-notice bt-held" role="status">{escape(HELD_NOTE)}</p>' if p.held else "")
         return (f'<p class="bt-committed" aria-live="polite"><strong>Your prediction (final):</strong> '
-                f'{escape(p.choices[p.choice])}{note}</p>{self._extra}')
+                f'{escape(p.choices[p.choice])}{note}</p>{held}{self._extra}')
 
     def _sync(self) -> None:
         p = self.prediction

@@ -16,7 +16,7 @@ from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.heatmap import set_factors
 from blocktrace.explorables.components.html import alt_text
 from blocktrace.explorables.components.locked_controls import LockedControls
-from blocktrace.explorables.components.prediction import PredictionGate
+from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched
 from blocktrace.explorables.components.url_state import sync_to_url
@@ -124,7 +124,7 @@ class DecoderLabExplorable(ExplorableView):
         state.param.watch(self._show_budget_error, ["budget_error"])
         state.param.watch(self._refresh_worked, ["worked_name"])
         state.param.watch(self._sync_corrupt_slider, ["trace", "corrupt"])
-        state.prediction.param.watch(self._lock, ["committed", "skipped"])
+        state.prediction.param.watch(self._lock, GATE_EVENTS)
         self._refresh_all()
         self._lock()
         self.body.param.update(objects=self._sections(), css_classes=[], min_height=None)

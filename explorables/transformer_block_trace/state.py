@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import param
 
-from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.prediction import GATE_EVENTS, Prediction
 from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.components.url_state import (
     QueryKey,
@@ -113,7 +113,7 @@ class TraceState(param.Parameterized):
     def __init__(self, **params):
         super().__init__(**params)
         self.prediction = Prediction(PREDICTION_CHOICES)
-        self.prediction.param.watch(self._note_experiment, ["committed", "skipped"])
+        self.prediction.param.watch(self._note_experiment, GATE_EVENTS)
 
     def _note_experiment(self, *_events) -> None:
         """Mark the experiment now on screen as seen, once the prediction is committed (not before)."""

@@ -13,7 +13,7 @@ from blocktrace.explorables.components.embed import EmbedButton, server_base, st
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
-from blocktrace.explorables.components.prediction import PredictionGate
+from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
@@ -57,7 +57,7 @@ class TraceExplorable(ExplorableView):
         self._build_views()
         state.param.watch(self._refresh, ["trace", "inspect", "tried"])
         state.param.watch(self._show_input_error, ["input_error"])
-        state.prediction.param.watch(self._lock, ["committed", "skipped"])
+        state.prediction.param.watch(self._lock, GATE_EVENTS)
         sync_to_url(state, QUERY_KEYS)
         self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
         self._lock()

@@ -120,3 +120,43 @@ def test_the_presenter_view_shows_the_explorable_beside_the_class_answers(browse
     expect(frame.get_by_role("button", name="Commit prediction")).to_have_count(0)
     teacher.context.close()
     student.context.close()
+
+
+def test_pacing_holds_releases_and_pushes_a_state(browser: Browser, classroom) -> None:
+    code = "pace9"
+    committed = browser.new_context().new_page()
+    committed.goto(classroom.url(f"/lessons/transformer-block?class={code}"))
+    committed.get_by_text("Zero updates return the input unchanged").click()
+    committed.get_by_role("button", name="Commit prediction").click()
+    expect(committed.get_by_text("Your prediction (final)")).to_be_visible()
+    control = committed.get_by_role("checkbox", name="Replace instead of add residuals (broken)")
+    expect(control).to_be_enabled()
+    waiting = browser.new_context().new_page()
+    waiting.goto(classroom.url(f"/lessons/transformer-block?class={code}"))
+    expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()
+
+    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
+    teacher.goto(classroom.url(f"/teacher?class={code}"))
+    card = lesson_card(teacher)
+    card.get_by_role("button", name="Hold at Predict").click()
+    expect(lesson_card(teacher)).to_contain_text("The class is held at Predict")
+    expect(committed.locator(".bt-held").first).to_be_visible(timeout=20_000)
+    expect(control).to_be_disabled()
+    expect(committed.get_by_label("Your explanation")).to_have_count(0)  # later steps leave the page
+    lesson_card(teacher).get_by_role("button", name="Release").click()
+    expect(control).to_be_enabled(timeout=20_000)
+    expect(committed.get_by_label("Your explanation")).to_be_visible(timeout=20_000)
+
+    lesson_card(teacher).get_by_label("Look at this").fill("attention_scale=9")  # out of the slider's range
+    lesson_card(teacher).get_by_role("button", name="Show to the class").click()
+    expect(lesson_card(teacher).get_by_role("alert")).to_contain_text("attention_scale='9' is not a value")
+    lesson_card(teacher).get_by_label("Look at this").fill(
+        classroom.url("/explorables/transformer-block-trace?attention_scale=0&residual=replace&embed=1"))
+    lesson_card(teacher).get_by_role("button", name="Show to the class").click()
+    expect(lesson_card(teacher)).to_contain_text("attention_scale=0&residual=replace")
+    expect(committed.locator(".bt-pushed")).to_be_visible(timeout=20_000)
+    expect(control).to_be_checked()
+    expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()  # no result before a commit
+    assert waiting.locator(".bt-pushed").count() == 0
+    for page in (committed, waiting, teacher):
+        page.context.close()
