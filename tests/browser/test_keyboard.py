@@ -352,7 +352,7 @@ def test_decoder_block_lesson_by_keyboard(open_page) -> None:
         type_and_enter(kb, page.get_by_role("textbox", name="Corrupt value"), "-5")
         expect(page).to_have_url(re.compile(r"[?&]corrupt_value=-5(&|$)"))
         delta_alt = page.locator("details.alt-text").filter(has_text="“|Δ output| per position and feature”")
-        expect(delta_alt).to_contain_text("Position 1 was set to -5 in every feature.")
+        expect(delta_alt).to_contain_text("Position 1 of batch item 0 was set to −5 in every feature.")
     # 6. Depth
     with kb.step("Blocks (Home)"):
         kb.tab_to(slider(page, "Blocks"))
