@@ -34,11 +34,12 @@ def classroom(tmp_path):
     store.close()
 
 
-def open_page(classroom: Classroom, learner: str = LEARNER) -> tuple[LessonView, SessionRecorder, SessionDocument]:
+def open_page(classroom: Classroom, learner: str = LEARNER,
+              lesson=LESSON) -> tuple[LessonView, SessionRecorder, SessionDocument]:
     doc = SessionDocument()
     who = identify({COOKIE_NAME: sign(learner, classroom.secret)}, {"class": CLASS}, classroom.secret)
-    recorder = SessionRecorder(classroom, who, lesson=LESSON.id, doc=doc)
-    view = LessonView(LESSON, recorder=recorder)
+    recorder = SessionRecorder(classroom, who, lesson=lesson.id, doc=doc)
+    view = LessonView(lesson, recorder=recorder)
     idle(recorder, doc)
     return view, recorder, doc
 
@@ -147,16 +148,7 @@ def test_a_stored_value_the_page_refuses_is_skipped(classroom) -> None:
 
 def test_a_reload_restores_the_block_floor_claim_its_answer_and_checkpoints(classroom) -> None:
     lesson = next(x for x in load_lessons() if x.id == "block-floor")
-
-    def open_floor():
-        doc = SessionDocument()
-        who = identify({COOKIE_NAME: sign(LEARNER, classroom.secret)}, {"class": CLASS}, classroom.secret)
-        recorder = SessionRecorder(classroom, who, lesson=lesson.id, doc=doc)
-        view = LessonView(lesson, recorder=recorder)
-        idle(recorder, doc)
-        return view, recorder, doc
-
-    view, recorder, doc = open_floor()
+    view, recorder, doc = open_page(classroom, lesson=lesson)
     floor = view.explorables["block-floor"]
     commit(floor, next(iter(floor.gate.prediction.choices)))
     doc.run_until(lambda: floor.gate.prediction.committed)
@@ -173,7 +165,7 @@ def test_a_reload_restores_the_block_floor_claim_its_answer_and_checkpoints(clas
     doc.run_until(lambda: recorder.in_flight == 0 and "Saved." in page_text(view))
     assert "first divergence is at stage 4" in page_text(view)
 
-    again, _, _ = open_floor()
+    again, _, _ = open_page(classroom, lesson=lesson)
     floor2 = again.explorables["block-floor"]
     assert floor2.state.words[floor2.state.tracked] == "an" and floor2.state.stage == 4
     assert floor2.state.claim_result is not None and floor2.state.claim_result[1] == "Right on"
