@@ -117,10 +117,11 @@ class DashboardHandler(TeacherHandler):
         parts = [f'<p>Classes: {links} · <a href="/teacher/events.csv?class={quote(code)}">Export this class '
                  f'(CSV)</a> · <a href="/teacher/events.csv">Export everything (CSV)</a></p>']
         questions = {question_id(eid): (spec.title(), spec.choices()) for eid, spec in EXPLORABLE_SPECS.items()}
+        paces = store.current_paces()  # one read for every lesson's pacing
         for lesson in load_lessons():
             checkpoint_questions = {str(d.attrs.get("id")): str(d.attrs.get("question"))
                                     for d in lesson.directives("checkpoint")}
-            pacing = pace_forms(code, lesson.id, lesson.explorables[0], store.pace(code, lesson.id), token, theme,
+            pacing = pace_forms(code, lesson.id, lesson.explorables[0], paces.get((code, lesson.id)), token, theme,
                                 self.get_argument("pace_error", "") if self.get_argument("lesson", "") == lesson.id
                                 else "")
             parts.append(lesson_section(lesson.title, store.summary(code, lesson.id), questions,
