@@ -58,6 +58,14 @@ class TeacherHandler(RequestHandler):
     def theme(self) -> str:
         return "dark" if self.get_argument("theme", "") == "dark" else "light"
 
+    def form_theme(self) -> str:
+        """The theme a teacher's form was sent from (its hidden field), for the page it leads back to."""
+        return "dark" if self.get_body_argument("theme", "") == "dark" else "light"
+
+    def back(self, code: str, **extra: str) -> str:
+        """The dashboard of `code` in the form's theme."""
+        return teacher_href("/teacher", code, self.form_theme(), **extra)
+
     def class_code(self) -> str:
         code = self.get_argument("class", DEFAULT_CLASS)
         return code if valid_class_code(code) else DEFAULT_CLASS
@@ -205,10 +213,6 @@ class PaceHandler(TeacherHandler):
             return
         self.redirect(self.back(code), status=303)
 
-    def back(self, code: str, **extra: str) -> str:
-        theme = "dark" if self.get_body_argument("theme", "") == "dark" else "light"
-        return teacher_href("/teacher", code, theme, **extra)
-
 
 class PushHandler(PaceHandler):
     """POST /teacher/push: show every committed student one state of the lesson's explorable (or stop)."""
@@ -253,8 +257,7 @@ class RevealHandler(TeacherHandler):
             return
         if classroom is not None and not await self.stored(self.write_reveal(classroom.store), code, question):
             return
-        theme = "dark" if self.get_body_argument("theme", "") == "dark" else "light"
-        self.redirect(teacher_href("/teacher", code, theme), status=303)
+        self.redirect(self.back(code), status=303)
 
     def write_reveal(self, store):
         return store.reveal
@@ -277,7 +280,7 @@ class ArchiveHandler(TeacherHandler):
             return
         classroom = current_classroom()
         code = self.get_body_argument("class", DEFAULT_CLASS)
-        theme = "dark" if self.get_body_argument("theme", "") == "dark" else "light"
+        theme = self.form_theme()
         if not valid_class_code(code):
             self.set_status(400)
             self.finish("Unknown class.\n")
@@ -295,7 +298,7 @@ class ArchiveHandler(TeacherHandler):
             return
         if classroom is not None and not await self.stored(classroom.store.archive, code):
             return
-        self.redirect(teacher_href("/teacher", code, theme), status=303)
+        self.redirect(self.back(code), status=303)
 
 
 class ExportHandler(TeacherHandler):
