@@ -116,6 +116,16 @@ def slot_key(payload: dict[str, Any]) -> str | None:
     return None
 
 
+def newest_per_slot(events: list) -> list:
+    """Of stored events (oldest first), each slot's newest, in the order those were made."""
+    newest: dict[Slot, Any] = {}
+    for event in events:
+        slot = (event.kind, event.explorable, slot_key(event.payload))
+        newest.pop(slot, None)
+        newest[slot] = event
+    return list(newest.values())
+
+
 class SessionRecorder:
     """One session's link to the store. With no classroom configured, it records nothing.
 

@@ -11,14 +11,14 @@ from urllib.parse import quote, urlencode
 import panel as pn
 import param
 
-from blocktrace.app.classroom.learner import SessionRecorder, slot_key
+from blocktrace.app.classroom.learner import SessionRecorder, newest_per_slot, slot_key
 from blocktrace.app.classroom.pacing import closed_steps, pace_of
 from blocktrace.app.exercises.handlers import latest_result
 from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
 from blocktrace.app.lessons.markdown import render
 from blocktrace.app.server.pages import apply_theme, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
-from blocktrace.app.server.session_setup import attach_explorable, learner_bar, start_session
+from blocktrace.app.server.session_setup import attach_explorable, learner_bar, put_back, start_session
 from blocktrace.explorables.components.checkpoint import Checkpoint, CheckpointView, Option
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
@@ -125,14 +125,10 @@ class LessonView(pn.viewable.Viewer):
         Each slot (a checkpoint, the explanation, a control, ...) takes its newest stored event, in the
         order those were made. A value the page no longer accepts is skipped.
         """
-        newest: dict[tuple, Any] = {}
-        for event in events:
-            slot = (event.kind, event.explorable, slot_key(event.payload))
-            newest.pop(slot, None)
-            newest[slot] = event
+        newest = newest_per_slot(events)
         if self.recorder is not None:
-            self.recorder.remember(list(newest.values()))
-        for event in newest.values():
+            self.recorder.remember(newest)
+        for event in newest:
             try:
                 self._resume_one(event)
             except (ValueError, TypeError, KeyError, IndexError) as error:  # a stored value this page refuses
@@ -142,17 +138,11 @@ class LessonView(pn.viewable.Viewer):
         explorable = self.explorables.get(event.explorable) if event.explorable else None
         if explorable is not None and explorable.gate.prediction.unlocked:
             self.progress.experiment = True  # whatever it stored after the commit was the experiment
-        if event.kind == "param" and explorable is not None:
-            if explorable.gate.prediction.unlocked:
-                explorable.state.param.update(**{str(event.payload["name"]): event.payload["value"]})
-            return
         if event.kind == "claim" and explorable is not None:
             for then in self._claim_answers.pop(event.explorable, []):  # claimed before: its answers open
                 then()
         if explorable is not None:
-            resume = getattr(explorable, "resume", None)
-            if resume is not None:
-                resume(event.kind, event.payload)
+            put_back(explorable, event)
             return
         handler = self._resumers.get((event.kind, slot_key(event.payload)))
         if handler is not None:

@@ -12,7 +12,7 @@ from blocktrace.app.server import build_limits, predict_links
 from blocktrace.app.server.health import HealthHandler
 from blocktrace.app.server.pages import apply_theme, index_page, page_title, query_flag, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS, ExplorableSpec
-from blocktrace.app.server.session_setup import attach_explorable, learner_bar, start_session
+from blocktrace.app.server.session_setup import attach_explorable, learner_bar, restore_explorable, start_session
 from blocktrace.explorables.components.focus import focus_design
 from blocktrace.explorables.components.style import STATIC_DIR
 from blocktrace.explorables.components.url_state import session_query
@@ -37,6 +37,7 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
             explorable.notices += gate.notices
             recorder = start_session(query, lesson=lesson_for_explorable(spec.id))
             attach_explorable(explorable, spec.id, recorder)
+            restore_explorable(explorable, spec.id, recorder, query)
             bar = None if embed else learner_bar(recorder)
             return explorable if bar is None else pn.Column(bar, explorable, sizing_mode="stretch_width")
 

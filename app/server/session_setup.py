@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
@@ -9,11 +11,13 @@ import panel as pn
 
 from blocktrace.app.classroom import learner as learners
 from blocktrace.app.classroom.identity import DEFAULT_CLASS, clean_display_name
-from blocktrace.app.classroom.learner import Learner, SessionRecorder
+from blocktrace.app.classroom.learner import Learner, SessionRecorder, newest_per_slot
 from blocktrace.app.classroom.pacing import PUSH_NOTE, apply_pushed, pace_of
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
+
+log = logging.getLogger(__name__)
 
 REVEAL_POLL_MS = 4000
 
@@ -129,6 +133,44 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
     follow_pace()  # a class already held: locked from the first frame
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.add_periodic_callback(poll, period=REVEAL_POLL_MS)
+
+
+def put_back(explorable: Any, event: Any, fixed: frozenset[str] = frozenset()) -> None:
+    """One stored event of an explorable back on a new page of it: a control's value (once its prediction
+    is committed; not the parameters in `fixed`), or what the explorable resumes itself (experiments seen,
+    claims, checkpoints)."""
+    if event.kind == "param":
+        name = str(event.payload["name"])
+        if explorable.gate.prediction.unlocked and name not in fixed:
+            explorable.state.param.update(**{name: event.payload["value"]})
+        return
+    resume = getattr(explorable, "resume", None)
+    if resume is not None:
+        resume(event.kind, event.payload)
+
+
+def restore_explorable(explorable: Any, explorable_id: str, recorder: SessionRecorder,
+                       query: Mapping[str, str]) -> None:
+    """On an explorable's own page, put back what this learner did with it before (here or in its lesson).
+
+    Runs after the prediction's restore (attach_explorable): the store thread answers in order, so the
+    gate is open by the time the controls come back. A state the link itself names stays as the link says.
+    """
+    if not recorder.active:
+        return
+    keys = EXPLORABLE_SPECS[explorable_id].query_keys()
+    fixed = frozenset(keys[k].param for k in query if k in keys)
+
+    def found(events: list) -> None:
+        newest = newest_per_slot([e for e in events if e.explorable == explorable_id])
+        recorder.remember(newest)
+        for event in newest:
+            try:
+                put_back(explorable, event, fixed)
+            except (ValueError, TypeError, KeyError, IndexError) as error:  # a stored value the page refuses
+                log.info("not resumed: a %s event (%s)", event.kind, type(error).__name__)
+
+    recorder.restore_events(found)
 
 
 def class_line(code: str) -> str:

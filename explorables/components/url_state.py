@@ -50,11 +50,25 @@ def sync_to_url(state: Any, keys: Mapping[str, QueryKey]) -> None:
     if location is None or "bokeh-autoload-element" in (pn.state.session_args or {}):
         return  # no server, or a script-tag embed, whose location is the host page's: leave it alone
 
+    def written() -> dict[str, str]:
+        return {name: spec.write(getattr(state, spec.param)) for name, spec in keys.items()}
+
     def update(*_: Any) -> None:
         with unlocked():  # may run from a key-press event, outside Bokeh's document lock (see updates.py)
-            location.update_query(**{name: spec.write(getattr(state, spec.param)) for name, spec in keys.items()})
+            location.update_query(**written())
 
     state.param.watch(update, sorted({spec.param for spec in keys.values()}))
+    # An update made before the browser connected (work put back from the store while the page was being
+    # built) is in the server's copy of the address but not in the browser's: send it once the page is up.
+    built = written()
+
+    def loaded() -> None:
+        if written() != built:
+            update()
+            with unlocked():
+                location.param.trigger("search")
+
+    pn.state.onload(loaded)
 
 
 def read_choice(*choices: str) -> Callable[[str], str]:

@@ -82,7 +82,9 @@ QUERY_KEYS = {
     "attention_scale": QueryKey("attention_scale", read_number(0.0, 3.0), write_number),
     "residual": QueryKey("replace", lambda text: read_choice("add", "replace")(text) == "replace",
                          lambda replace: "replace" if replace else "add"),
+    "mlp_scale": QueryKey("mlp_scale", read_number(0.0, 3.0), write_number),
     "norm": QueryKey("norm", read_choice("rmsnorm", "layernorm")),
+    "stage": QueryKey("inspect", read_choice(*ROW_KEYS)),  # the stage shown component by component
 }
 
 

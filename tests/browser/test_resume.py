@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
@@ -47,6 +49,11 @@ def test_a_reload_and_a_new_tab_restore_the_whole_lesson(browser: Browser, class
         expect(again.get_by_role("radio", name="Its input, unchanged.")).to_be_checked()
         expect(again.get_by_text("Right. Adding zero leaves the stream as it was")).to_be_visible()
         expect(again.get_by_label("Your explanation")).to_have_value(EXPLANATION)
+    alone = context.new_page()  # the same student on the explorable's own page: the lesson's work is there too
+    alone.goto(classroom.url("/explorables/transformer-block-trace"))
+    expect(alone.get_by_text("Your prediction (final)")).to_be_visible()
+    expect(alone).to_have_url(re.compile(r"attention_scale=0(&|$)"))  # the controls as the lesson left them
+    expect(alone).to_have_url(re.compile(r"mlp_scale=0(&|$)"))
     context.close()
 
     stranger = browser.new_context().new_page()  # another student on the same lesson: nothing of the first's

@@ -14,7 +14,9 @@ from blocktrace.app.classroom.learner import Classroom, SessionRecorder, identif
 from blocktrace.app.classroom.store import EventStore, StoredEvent
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.lessons.page import LessonView
+from blocktrace.app.server.session_setup import attach_explorable, restore_explorable
 from blocktrace.explorables.components.checkpoint import CheckpointView
+from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 from tests.unit.test_final_after_store import SessionDocument, commit
 
 CLASS, LEARNER = "resume", "0123456789abcdef0123456789abcdef"
@@ -171,3 +173,51 @@ def test_a_reload_restores_the_block_floor_claim_its_answer_and_checkpoints(clas
     assert floor2.state.claim_result is not None and floor2.state.claim_result[1] == "Right on"
     assert "first divergence is at stage 4" in page_text(again), "the answer opened by the claim opens again"
     assert floor2.checkpoint_views[0].checkpoint.answer == 1
+
+
+def open_standalone(classroom: Classroom, query: dict[str, str] | None = None, learner: str = LEARNER):
+    """An explorable's own page, set up as its route does (app/server/routes.py)."""
+    doc = SessionDocument()
+    who = identify({COOKIE_NAME: sign(learner, classroom.secret)}, {"class": CLASS}, classroom.secret)
+    recorder = SessionRecorder(classroom, who, lesson=LESSON.id, doc=doc)
+    explorable = TraceExplorable(query=query)
+    attach_explorable(explorable, "transformer-block-trace", recorder)
+    restore_explorable(explorable, "transformer-block-trace", recorder, query or {})
+    idle(recorder, doc)
+    return explorable, recorder, doc
+
+
+def test_the_explorable_s_own_page_restores_controls_and_experiments_from_the_lesson(classroom) -> None:
+    """What a student did in the lesson comes back on the explorable's own page, and a link's state wins."""
+    view, recorder, doc = open_page(classroom)
+    explorable = view.explorables["transformer-block-trace"]
+    commit(explorable, next(iter(explorable.gate.prediction.choices)))
+    doc.run_until(lambda: explorable.gate.prediction.committed)
+    explorable.state.zero_updates()
+    explorable.state.replace = True
+    explorable.state.param.update(mlp_scale=0.5, inspect="blocks.0.resid_mid")
+    doc.fire_timeouts()
+    idle(recorder, doc)
+
+    alone, _, _ = open_standalone(classroom)
+    state = alone.state
+    assert alone.gate.prediction.committed
+    assert (state.attention_scale, state.mlp_scale, state.replace) == (0.0, 0.5, True)
+    assert state.inspect == "blocks.0.resid_mid", "the stage the student was looking at"
+    assert state.judged, "the experiments seen in the lesson count on the explorable's own page"
+
+    linked, _, _ = open_standalone(classroom, {"mlp_scale": "2"})
+    assert linked.state.mlp_scale == 2.0, "a state the link names stays as the link says"
+    assert linked.state.replace is True
+
+
+def test_the_explorable_s_own_page_of_another_learner_restores_nothing(classroom) -> None:
+    view, recorder, doc = open_page(classroom)
+    explorable = view.explorables["transformer-block-trace"]
+    commit(explorable, next(iter(explorable.gate.prediction.choices)))
+    doc.run_until(lambda: explorable.gate.prediction.committed)
+    explorable.state.mlp_scale = 0.5
+    doc.fire_timeouts()
+    idle(recorder, doc)
+    stranger, _, _ = open_standalone(classroom, learner="f" * 32)
+    assert not stranger.gate.prediction.committed and stranger.state.mlp_scale == 1.0
