@@ -17,6 +17,7 @@ from blocktrace.app.server.registry import EXPLORABLE_SPECS
 
 HOLDABLE = ("predict", "experiment", "implement")  # holding at the last step would hold nothing
 PUSH_NOTE = "Your teacher set these controls for the whole class to look at."
+PUSH_ENDED = "Your teacher stopped showing their settings: your own are back."
 
 
 def closed_steps(hold: str | None) -> set[str]:
@@ -45,10 +46,10 @@ def read_pushed_state(explorable: str, text: str) -> dict[str, str]:
     return found
 
 
-def apply_pushed(state: Any, explorable: str, pushed: Mapping[str, Any]) -> bool:
-    """Set the pushed controls on one student's state; False when the push is for another explorable."""
-    if pushed.get("explorable") != explorable or not isinstance(pushed.get("state"), dict):
-        return False
+def pushed_values(explorable: str, pushed: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The state parameters a push sets on this explorable, read as its controls read a link ({}: none)."""
+    if not pushed or pushed.get("explorable") != explorable or not isinstance(pushed.get("state"), dict):
+        return {}
     keys = EXPLORABLE_SPECS[explorable].query_keys()
     values = {}
     for key, text in pushed["state"].items():
@@ -57,9 +58,51 @@ def apply_pushed(state: Any, explorable: str, pushed: Mapping[str, Any]) -> bool
                 values[keys[key].param] = keys[key].read(str(text))
             except (ValueError, TypeError):
                 continue
+    return values
+
+
+def apply_pushed(state: Any, explorable: str, pushed: Mapping[str, Any]) -> bool:
+    """Set the pushed controls on one student's state; False when the push is for another explorable."""
+    values = pushed_values(explorable, pushed)
     if values:
         state.param.update(**values)
     return bool(values)
+
+
+class PushedView:
+    """One student's screen under the teacher's pushes: each push sets the controls it names, and when the
+    teacher stops showing, the student's own settings come back (each control the student has not moved
+    since the push)."""
+
+    def __init__(self, state: Any, explorable: str) -> None:
+        self.state, self.explorable = state, explorable
+        self.own: dict[str, Any] = {}  # the student's values from before the first push now on screen
+        self.set: dict[str, Any] = {}  # what the pushes set
+
+    @property
+    def showing(self) -> bool:
+        return bool(self.set)
+
+    def show(self, pushed: Mapping[str, Any]) -> bool:
+        """Apply a push; False when it sets nothing here."""
+        values = pushed_values(self.explorable, pushed)
+        if not values:
+            return False
+        for name in values:
+            self.own.setdefault(name, getattr(self.state, name))
+        self.set.update(values)
+        self.state.param.update(**values)
+        return True
+
+    def give_back(self) -> bool:
+        """The teacher stopped showing: put back the student's own values; False when nothing was shown."""
+        if not self.set:
+            return False
+        back = {name: value for name, value in self.own.items() if getattr(self.state, name) == self.set[name]}
+        self.own, self.set = {}, {}
+        if back:
+            self.state.param.update(**back)
+        return True
 
 
 def pace_of(paces: Mapping[tuple[str, str], Pace], class_code: str, lesson: str | None) -> Pace | None:

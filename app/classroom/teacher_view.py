@@ -190,7 +190,8 @@ def pace_forms(code: str, lesson: str, explorable: str, pace, token: str, theme:
     if pushed:
         state = "&".join(f"{k}={v}" for k, v in pushed.get("state", {}).items())
         shown = (f'<p>Showing every student who has committed: <code>{escape(state)}</code> '
-                 f'<button type="submit" name="clear" value="1">Stop showing</button></p>')
+                 f'<button type="submit" name="clear" value="1">Stop showing</button> '
+                 '<span class="bt-muted">(each student gets their own settings back)</span></p>')
     problem = f'<p class="bt-field-error" role="alert">{escape(error)}</p>' if error else ""
     return (f'<div class="bt-pace"><h3 class="bt-h3">Pacing</h3>'
             f'<form method="post" action="/teacher/pace" class="bt-inline-form">{fields}<p>{now}</p>'

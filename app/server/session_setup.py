@@ -12,7 +12,7 @@ import panel as pn
 from blocktrace.app.classroom import learner as learners
 from blocktrace.app.classroom.identity import DEFAULT_CLASS, clean_display_name
 from blocktrace.app.classroom.learner import Learner, SessionRecorder, newest_per_slot
-from blocktrace.app.classroom.pacing import PUSH_NOTE, apply_pushed, pace_of
+from blocktrace.app.classroom.pacing import PUSH_ENDED, PUSH_NOTE, PushedView, pace_of
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
@@ -108,16 +108,21 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
     explorable.state.param.watch(changed, names)
 
     shown = {"answers": "", "pushed": 0}
+    pushes = PushedView(explorable.state, explorable_id)
 
     def follow_pace() -> None:
         pace = pace_of(recorder.classroom.thread.paces, recorder.learner.class_code, recorder.lesson)
         held = pace is not None and pace.hold == "predict"
         if prediction.held != held:
             prediction.held = held
-        if pace is not None and pace.pushed and pace.version != shown["pushed"] and prediction.unlocked:
+        if not prediction.unlocked:
+            return  # nothing is pushed onto a screen before its own prediction is committed
+        if pace is not None and pace.pushed and pace.version != shown["pushed"]:
             shown["pushed"] = pace.version  # each push once; a student may move the controls again after
-            if apply_pushed(explorable.state, explorable_id, pace.pushed):
+            if pushes.show(pace.pushed):
                 gate.show_message(f'<p class="bt-notice bt-pushed" role="status">{escape(PUSH_NOTE)}</p>')
+        elif (pace is None or not pace.pushed) and pushes.give_back():
+            gate.show_message(f'<p class="bt-notice bt-pushed-ended" role="status">{escape(PUSH_ENDED)}</p>')
 
     def poll() -> None:  # no database work here: the store thread keeps what this reads up to date
         follow_pace()

@@ -159,5 +159,9 @@ def test_pacing_holds_releases_and_pushes_a_state(browser: Browser, classroom) -
     expect(control).to_be_checked()
     expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()  # no result before a commit
     assert waiting.locator(".bt-pushed").count() == 0
+    lesson_card(teacher).get_by_role("button", name="Stop showing").click()  # the student's own settings return
+    expect(committed.locator(".bt-pushed-ended")).to_be_visible(timeout=20_000)
+    expect(control).not_to_be_checked()
+    expect(lesson_card(teacher)).not_to_contain_text("Showing every student")
     for page in (committed, waiting, teacher):
         page.context.close()

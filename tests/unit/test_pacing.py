@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from blocktrace.app.classroom.pacing import apply_pushed, closed_steps, read_pushed_state
+from blocktrace.app.classroom.pacing import PushedView, apply_pushed, closed_steps, read_pushed_state
 from blocktrace.app.classroom.store import EventStore
 from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.transformer_block_trace.state import TraceState
@@ -38,6 +38,21 @@ def test_a_pushed_state_keeps_only_valid_keys_of_the_explorable():
     assert apply_pushed(state, TRACE, {"explorable": TRACE, "state": {"attention_scale": "0", "x": "1"}})
     assert state.attention_scale == 0.0
     assert not apply_pushed(state, "block-floor", {"explorable": TRACE, "state": {"attention_scale": "1"}})
+
+
+def test_stopping_a_push_gives_each_student_their_own_settings_back():
+    state = TraceState(attention_scale=0.5, mlp_scale=2.0)
+    screen = PushedView(state, TRACE)
+    assert not screen.give_back(), "nothing was shown"
+    assert not screen.show({"explorable": "block-floor", "state": {"stage": "2"}})
+    assert screen.show({"explorable": TRACE, "state": {"attention_scale": "0", "residual": "replace"}})
+    assert (state.attention_scale, state.replace) == (0.0, True)
+    assert screen.show({"explorable": TRACE, "state": {"attention_scale": "1", "mlp_scale": "0"}})  # a second push
+    state.replace = False  # the student moves one control themselves meanwhile
+    assert screen.give_back()
+    assert (state.attention_scale, state.mlp_scale) == (0.5, 2.0), "the values from before the first push"
+    assert state.replace is False, "a control the student moved since stays where they put it"
+    assert not screen.showing and not screen.give_back()
 
 
 def test_the_store_keeps_each_lessons_pace_per_epoch(tmp_path):
