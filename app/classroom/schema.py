@@ -170,11 +170,17 @@ def _add_paces(conn: Connection) -> None:
     _v3_paces(frozen).create(conn)
 
 
+def _add_recent_index(conn: Connection) -> None:
+    """Version 4: an index for the newest events of one kind (each process reads new exercise results)."""
+    conn.execute(text("CREATE INDEX ix_events_kind_time ON events (kind, created_at)"))
+
+
 Migration = Callable[[Connection], None]
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _create_v1),
     (2, _add_dashboard_indexes),
     (3, _add_paces),
+    (4, _add_recent_index),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -65,7 +65,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -143,6 +143,7 @@ class Pace:
 
 
 RESUME_LIMIT = 2000  # newest events read back for one learner and lesson: a page restores from these
+RECENT_LIMIT = 1000  # newest exercise results a process reads on each refresh
 
 
 class Misconception(TypedDict):
@@ -824,6 +825,28 @@ class EventStore:
                 pushed = None
             found[(row.class_code, row.lesson)] = Pace(row.hold, pushed if isinstance(pushed, dict) else None,
                                                        row.version)
+        return found
+
+    def recent_results(self, seconds: float,
+                       limit: int = RECENT_LIMIT) -> list[tuple[datetime, str, str, dict[str, Any]]]:
+        """Exercise results stored in the last `seconds`, in classes' current epochs, oldest first, as
+        (stored at, class, learner, result): how every server process learns of a result another one took."""
+        since = _now() - timedelta(seconds=seconds)
+        with self._read("read the newest exercise results") as conn:
+            rows = conn.execute(
+                select(events.c.created_at, events.c.class_code, events.c.learner_id, events.c.payload)
+                .join(classes, (classes.c.code == events.c.class_code) & (classes.c.epoch == events.c.epoch))
+                .where(events.c.kind == "exercise", events.c.created_at >= since)
+                .order_by(events.c.created_at.desc(), events.c.id.desc()).limit(limit)
+            ).all()
+        found = []
+        for row in reversed(rows):
+            try:
+                payload = json.loads(row.payload)
+            except ValueError:
+                continue
+            if isinstance(payload, dict) and isinstance(payload.get("id"), str):
+                found.append((_utc(row.created_at), row.class_code, row.learner_id, payload))
         return found
 
     def is_revealed(self, class_code: str, question: str) -> bool:

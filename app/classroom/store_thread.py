@@ -15,7 +15,9 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from blocktrace.app.classroom.outbox import Outbox
@@ -27,6 +29,9 @@ REFRESH_S = 4.0  # how often queued writes are retried and reveals are read
 STALLED_AFTER_S = 5.0  # a call running this long counts as a database that does not answer
 
 Reveals = dict[tuple[str, str], dict[str, int]]
+ResultKey = tuple[str, str, str]  # (class, learner, exercise)
+RESULT_WINDOW_S = 60.0  # each refresh reads the exercise results stored this recently, by any process
+RESULTS_KEPT = 10_000
 
 
 class StoreThread:
@@ -38,6 +43,9 @@ class StoreThread:
         self.clock = clock
         self.reveals: Reveals = {}  # replaced whole by the thread, read by the pages
         self.paces: dict = {}  # (class, lesson) -> Pace, replaced whole by the thread, read by the pages
+        # The newest exercise result of each learner, whichever process took it: (stored at, result).
+        self._results: OrderedDict[ResultKey, tuple[datetime, dict[str, Any]]] = OrderedDict()
+        self._results_lock = threading.Lock()
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._busy_since: float | None = None
         self._started = False
@@ -95,7 +103,26 @@ class StoreThread:
         finally:
             self._busy_since = None
 
+    def result(self, class_code: str, learner: str, exercise: str) -> dict[str, Any] | None:
+        """The newest exercise result known here for a learner (the lesson page polls this; no database read)."""
+        with self._results_lock:
+            found = self._results.get((class_code, learner, exercise))
+        return None if found is None else found[1]
+
+    def took_result(self, key: ResultKey, stored_at: datetime, result: dict[str, Any]) -> None:
+        """A result stored at `stored_at`: kept unless a newer one for the same learner and exercise is."""
+        with self._results_lock:
+            known = self._results.get(key)
+            if known is not None and known[0] > stored_at:
+                return
+            self._results.pop(key, None)
+            self._results[key] = (stored_at, result)
+            while len(self._results) > RESULTS_KEPT:
+                self._results.popitem(last=False)
+
     def _refresh(self) -> None:
         self.outbox.flush()
         self.reveals = self.outbox.store.revealed_distributions()
         self.paces = self.outbox.store.current_paces()
+        for stored_at, code, learner, result in self.outbox.store.recent_results(RESULT_WINDOW_S):
+            self.took_result((code, learner, result["id"]), stored_at, result)

@@ -11,6 +11,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from datetime import UTC, datetime
 from typing import Any
 
 from tornado.ioloop import IOLoop
@@ -26,21 +27,14 @@ log = logging.getLogger(__name__)
 MAX_REPORT_BYTES = 256 * 1024
 MAX_TESTS = 100
 MIN_GAP_S = 1.0  # one report per learner and exercise a second
-LATEST: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()  # (class, learner, exercise) -> result
-LATEST_LIMIT = 10_000
 _last_report: OrderedDict[tuple[str, str], float] = OrderedDict()
+REPORTS_KEPT = 10_000
 
 
 def latest_result(class_code: str, learner: str, exercise: str) -> dict[str, Any] | None:
-    """The newest result this process took for a learner (the lesson page polls this; no database read)."""
-    return LATEST.get((class_code, learner, exercise))
-
-
-def _remember(key: tuple[str, str, str], result: dict[str, Any]) -> None:
-    LATEST.pop(key, None)
-    LATEST[key] = result
-    while len(LATEST) > LATEST_LIMIT:
-        LATEST.popitem(last=False)
+    """The newest result any server process took for a learner, as this process's store thread knows it."""
+    classroom = current_classroom()
+    return None if classroom is None else classroom.thread.result(class_code, learner, exercise)
 
 
 class DownloadHandler(RequestHandler):
@@ -105,7 +99,7 @@ class ReportHandler(RequestHandler):
             return self.refuse(429, "one report a second; run the check again in a moment")
         _last_report.pop((learner, exercise.id), None)
         _last_report[(learner, exercise.id)] = now
-        while len(_last_report) > LATEST_LIMIT:
+        while len(_last_report) > REPORTS_KEPT:
             _last_report.popitem(last=False)
         numbers = challenge.verify(exercise.folder, ticket["nonce"], outputs)
         failed = [t["name"][:100] for t in tests if not t["passed"]][:20]
@@ -114,12 +108,13 @@ class ReportHandler(RequestHandler):
                   "tests_total": len(tests), "failed": failed, "numbers_match": all(numbers.values()),
                   "checked": True}
         try:
+            stored_at = datetime.now(UTC)  # no later than the row's own time: the next refresh keeps it or newer
             await IOLoop.current().run_in_executor(None, lambda: classroom.store.record(
                 new_event_id(), code, learner, "exercise", result, exercise.lesson, None))
         except (StoreUnavailable, ValueError) as error:
             log.warning("an exercise report was not stored: %s", type(error).__name__)
             return self.refuse(503, "the class database cannot be reached; run the check again in a moment")
-        _remember((code, learner, exercise.id), result)
+        classroom.thread.took_result((code, learner, exercise.id), stored_at, result)  # shown here at once
         self.finish({"recorded": True, **result, "numbers": numbers})
 
 

@@ -248,7 +248,8 @@ class LessonView(pn.viewable.Viewer):
 
     def _poll_exercise(self, class_code: str, learner: str, exercise_id: str,
                        show: Callable[[dict[str, Any]], None]) -> None:
-        """Show a result `blocktrace check` sent to this process while the page is open (no database read)."""
+        """Show a result `blocktrace check` sent while the page is open, to this or another server process (the
+        store thread's copy: no database read here)."""
         doc = pn.state.curdoc
         if doc is None or doc.session_context is None:
             return
@@ -256,7 +257,7 @@ class LessonView(pn.viewable.Viewer):
 
         def poll() -> None:
             found = latest_result(class_code, learner, exercise_id)
-            if found is not None and found is not shown["result"]:
+            if found is not None and found != shown["result"]:
                 shown["result"] = found
                 show(found)
 

@@ -113,7 +113,8 @@ def test_older_database_upgraded_on_start(data_dir: Path):
         assert store.record(new_event_id(), CLASS, learner, "param", {"name": "d", "value": 8}, LESSON) is True
         assert versions(store) == list(range(1, SCHEMA_VERSION + 1))
         with store.engine.connect() as conn:
-            assert [ix["name"] for ix in inspect(conn).get_indexes("events")] == ["ix_events_lesson"]
+            indexes = sorted(ix["name"] for ix in inspect(conn).get_indexes("events"))
+            assert indexes == ["ix_events_kind_time", "ix_events_lesson"]  # versions 2 and 4
             assert inspect(conn).has_table("paces")  # version 3
         rows = list(csv.DictReader(io.StringIO(store.export_csv(CLASS))))
         assert [json.loads(r["payload"])["name"] for r in rows] == ["mlp_scale", "d"]

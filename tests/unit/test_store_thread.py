@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, new_event_id
@@ -72,3 +73,27 @@ def test_the_refresh_reads_every_revealed_question_once_for_the_process(tmp_path
     worker.submit(lambda: None)
     assert refreshed.wait(10)
     assert worker.reveals == {("c1", "q"): {"A": 1}}
+
+
+def test_an_exercise_result_taken_by_another_process_reaches_this_one(tmp_path):
+    """With --num-procs the report and the student's open lesson page may be in different processes: each
+    process's refresh reads the newest results from the database, newest per learner and exercise."""
+    store, here = make(tmp_path)
+    elsewhere = EventStore(f"sqlite:///{tmp_path / 'class.db'}")  # another process's connection to the same file
+    first = {"id": "ex", "passed": False, "tests_passed": 3, "tests_total": 12}
+    second = {"id": "ex", "passed": True, "tests_passed": 12, "tests_total": 12}
+    elsewhere.record("a" * 32, "p3", "0" * 32, "exercise", first, "lesson", None)
+    elsewhere.record("b" * 32, "p3", "0" * 32, "exercise", second, "lesson", None)
+    elsewhere.record("c" * 32, "p3", "1" * 32, "checkpoint", {"checkpoint": "q", "answer": 1}, "lesson", None)
+    assert here.result("p3", "0" * 32, "ex") is None
+    here._refresh()
+    assert here.result("p3", "0" * 32, "ex") == second, "the newer of the two"
+    assert here.result("p3", "1" * 32, "ex") is None, "only exercise results"
+    early = datetime.now(UTC) - timedelta(hours=1)
+    here.took_result(("p3", "0" * 32, "ex"), early, first)  # an older result arriving late changes nothing
+    assert here.result("p3", "0" * 32, "ex") == second
+    store.archive("p3")  # a new epoch: last lesson's results are not this one's
+    fresh = StoreThread(Outbox(store), refresh_s=3600.0)
+    fresh._refresh()
+    assert fresh.result("p3", "0" * 32, "ex") is None
+    elsewhere.close()
