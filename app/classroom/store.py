@@ -441,6 +441,20 @@ def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+def _oldest_first(rows: list) -> list[tuple[Any, dict[str, Any]]]:
+    """Rows read newest first, oldest first, each with its payload read back (a row whose payload is not
+    a JSON object is left out)."""
+    found = []
+    for row in reversed(rows):
+        try:
+            payload = json.loads(row.payload)
+        except ValueError:
+            continue
+        if isinstance(payload, dict):
+            found.append((row, payload))
+    return found
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -712,15 +726,7 @@ class EventStore:
                        events.c.learner_id == learner_id, lesson_is, events.c.kind != PREDICTION)
                 .order_by(events.c.created_at.desc(), events.c.id.desc()).limit(limit)
             ).all()
-        found = []
-        for row in reversed(rows):
-            try:
-                payload = json.loads(row.payload)
-            except ValueError:
-                continue
-            if isinstance(payload, dict):
-                found.append(StoredEvent(row.kind, row.explorable, payload))
-        return found
+        return [StoredEvent(row.kind, row.explorable, payload) for row, payload in _oldest_first(rows)]
 
     # Predictions and reveals ------------------------------------------------------------------
 
@@ -839,15 +845,8 @@ class EventStore:
                 .where(events.c.kind == "exercise", events.c.created_at >= since)
                 .order_by(events.c.created_at.desc(), events.c.id.desc()).limit(limit)
             ).all()
-        found = []
-        for row in reversed(rows):
-            try:
-                payload = json.loads(row.payload)
-            except ValueError:
-                continue
-            if isinstance(payload, dict) and isinstance(payload.get("id"), str):
-                found.append((_utc(row.created_at), row.class_code, row.learner_id, payload))
-        return found
+        return [(_utc(row.created_at), row.class_code, row.learner_id, payload)
+                for row, payload in _oldest_first(rows) if isinstance(payload.get("id"), str)]
 
     def is_revealed(self, class_code: str, question: str) -> bool:
         """True once the teacher has revealed the question in the class's current epoch."""
