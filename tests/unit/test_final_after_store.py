@@ -95,14 +95,18 @@ class SwitchableStore(EventStore):
         return super().display_name(*args, **kwargs)
 
 
-@pytest.fixture
-def classroom(tmp_path):
-    store = SwitchableStore(f"sqlite:///{tmp_path / 'class.db'}")
+def open_classroom(store: EventStore):
+    """A classroom over `store` (upgraded), for a fixture: drained and closed after the test."""
     store.upgrade()
     room = Classroom(store, b"secret" * 6)
     yield room
     room.thread.drain()
     store.close()
+
+
+@pytest.fixture
+def classroom(tmp_path):
+    yield from open_classroom(SwitchableStore(f"sqlite:///{tmp_path / 'class.db'}"))
 
 
 def session(classroom: Classroom) -> tuple[TraceExplorable, SessionRecorder, SessionDocument]:

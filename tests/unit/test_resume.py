@@ -17,7 +17,7 @@ from blocktrace.app.lessons.page import LessonView
 from blocktrace.app.server.session_setup import attach_explorable, restore_explorable
 from blocktrace.explorables.components.checkpoint import CheckpointView
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
-from tests.unit.test_final_after_store import SessionDocument, commit
+from tests.unit.test_final_after_store import SessionDocument, commit, open_classroom
 
 CLASS, LEARNER = "resume", "0123456789abcdef0123456789abcdef"
 LESSON = next(lesson for lesson in load_lessons() if lesson.id == "transformer-block")
@@ -28,12 +28,7 @@ CHECKED = {"id": "transformer-block-residual", "passed": True, "tests_passed": 1
 
 @pytest.fixture
 def classroom(tmp_path):
-    store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
-    store.upgrade()
-    room = Classroom(store, b"secret" * 6)
-    yield room
-    room.thread.drain()
-    store.close()
+    yield from open_classroom(EventStore(f"sqlite:///{tmp_path / 'class.db'}"))
 
 
 def open_page(classroom: Classroom, learner: str = LEARNER,
