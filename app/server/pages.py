@@ -51,7 +51,8 @@ def page_title(title: str) -> str:
 
 
 def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.viewable.Viewable:
-    """Header with the home link around a page's body; the body alone when embedded."""
+    """Header with the home link around a page's body; the body alone when embedded (?embed=1), which in an
+    iframe reports its height to the page around it (explorables/components/embed.py)."""
     from blocktrace.explorables.components.a11y import name_widgets_script
 
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
@@ -59,9 +60,13 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = page_title(title)
     session_memory.track_page()  # frozen once built; its memory reclaimed once it closes and the class is quiet
-    if embed:
-        return pn.Column(body, sizing_mode="stretch_width", height=780, scroll=True,
-                         styles={"padding": "0.25rem"})
+    if embed:  # as tall as its content: the page framing it sizes the iframe to the height it reports
+        from blocktrace.explorables.components.embed import frame_height_script, is_script_tag_session
+
+        if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None \
+                and not is_script_tag_session():
+            pn.state.curdoc.js_on_event("document_ready", frame_height_script())
+        return pn.Column(body, sizing_mode="stretch_width", styles={"padding": "0.25rem"})
     from blocktrace.explorables.components.url_state import session_query
 
     header = pn.pane.HTML(

@@ -66,13 +66,13 @@ def decide(route: str, query: Mapping[str, str]) -> GateDecision:
 
 def teacher_section(base: str, explorables: Iterable[tuple[str, str]], secret: bytes) -> str:
     """HTML for the teacher's page: per explorable (route, title), a link and an iframe without the gate."""
+    from blocktrace.explorables.components.embed import iframe_snippet  # the Embed dialog's, sized by its script
+
     rows = []
     for route, title in explorables:
         args = teacher_arguments(route, secret)
         link = f"{route}?{urlencode(args)}"  # on this server, whichever address the teacher used
-        src = f"{base}{route}?{urlencode({'embed': '1', **args})}"
-        frame = (f'<iframe src="{escape(src)}" title="{escape(title)}" width="100%" height="780" '
-                 'style="border:0" loading="lazy"></iframe>')
+        frame = iframe_snippet(base, route, args, title)
         rows.append(f'<li><a class="bt-predict-off" href="{escape(link)}">{escape(title)}</a>'
                     f'<pre class="bt-command"><code>{escape(frame)}</code></pre></li>')
     return ('<section class="bt-card"><h2 class="bt-h2">Links without the prediction step</h2>'

@@ -112,4 +112,7 @@ def test_a_gated_pages_embed_snippet_keeps_the_gate() -> None:
     assert gate_arguments(e.state.prediction) == {} and gate_arguments(None) == {}
     button = EmbedButton(e.state, QUERY_KEYS, TRACE, "Trace", e.state.prediction)
     button.button.clicks += 1
-    assert "predict=off" not in button.snippets.object and "asks for a prediction first" in button.snippets.object
+    texts = button.dialog.texts
+    assert button.dialog.opened == 1
+    assert "predict=off" not in texts["iframe"] + texts["script"]
+    assert "asks for a prediction first" in texts["gate_note"]
