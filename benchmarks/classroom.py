@@ -370,7 +370,7 @@ class Student:
                 self.ids["slider"] = obj["id"]
             elif obj.get("name", "").endswith("TextInput") and attrs.get("title") == VECTOR_TITLE:
                 self.ids["vector"] = obj["id"]
-            elif obj.get("name") == "RadioGroup" and "(not chosen yet)" in (attrs.get("labels") or []):
+            elif obj.get("name") == "RadioGroup" and "bt-choices" in (attrs.get("css_classes") or []):
                 self.ids["radio"] = obj["id"]
             elif obj.get("name", "").endswith("Button") and attrs.get("label") == COMMIT_LABEL:
                 self.ids["commit"] = obj["id"]
@@ -435,7 +435,7 @@ class Student:
     async def commit(self) -> None:
         started = time.perf_counter()
         await _patch({"kind": "ModelChanged", "model": {"id": self.ids["radio"]}, "attr": "active",
-                      "new": self.choice_index}).send(self.sock)
+                      "new": self.choice_index - 1}).send(self.sock)  # the group's options count from 0
         await _patch({"kind": "MessageSent", "msg_type": "bokeh_event",
                       "msg_data": {"type": "event", "name": "button_click",
                                    "values": {"type": "map", "entries": [["model", {"id": self.ids["commit"]}]]}}},

@@ -1,6 +1,7 @@
 """Latency of the block-trace explorable in headless Chromium: control change -> updated value on the page.
 
-usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL | --compare-tuning] [--wifi MBIT]
+usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL | --compare-tuning | --compare-diagram]
+                                   [--wifi MBIT]
 
 Starts `python -m blocktrace.app.cli serve` on a free port (unless --url is given), opens the
 explorable through the teacher's signed link without the prediction step (the server started here gets
@@ -27,6 +28,11 @@ Tab (leaving the field). Target from issue 3: median <= 80 ms, p95 <= 150 ms.
 drift in speed falls on both alike: the loads alternate (tuned, stock, tuned, ...), and so do the
 changes, in blocks of a few per server. It prints the median and p95 of each figure for both, and the
 ratio stock/tuned of the medians.
+
+--compare-diagram does the same with two servers that differ only in the floor diagram
+(explorables/components/floor_diagram.py): one as usual, one started with BLOCKTRACE_DIAGRAM=off, whose
+views are built without it. It prints the ratio without/with, and the bytes the diagram adds to the page's
+document (its model in a PULL-DOC of the page, as the browser receives it).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from urllib.parse import urlencode
@@ -126,13 +133,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(log_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+def start_server(log_path: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     with log_path.open("w") as log:
         process = subprocess.Popen([sys.executable, "-m", "blocktrace.app.cli", "serve", "--port", str(port),
                                     "--data-dir", str(log_path.parent / "data"), *extra], cwd=ROOT,
                                    stdout=log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1", "BLOCKTRACE_SECRET": SECRET})
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1", "BLOCKTRACE_SECRET": SECRET,
+                                        **(env or {})})
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -211,6 +219,7 @@ def summary(name: str, values: list[float]) -> str:
 
 
 def compared(name: str, tuned: list[float], stock: list[float]) -> str:
+    """One row: the first server's median and p95, the second's, and the ratio second/first of the medians."""
     t, s = np.asarray(tuned), np.asarray(stock)
     ratio = statistics.median(s) / statistics.median(t)
     return (f"{name:<34} {len(t):>3} {statistics.median(t):>8.1f} {np.percentile(t, 95):>8.1f} "
@@ -236,21 +245,74 @@ def tuning_state(log_text: str, tuned: bool) -> str:
     return "every patch applied" if not down else "stood down: " + "; ".join(down)
 
 
+@dataclass(frozen=True)
+class Arm:
+    """One of the two servers a comparison starts: its name in the table, and how it differs."""
+
+    name: str
+    extra: tuple[str, ...] = ()  # arguments of `blocktrace serve`
+    env: tuple[tuple[str, str], ...] = ()  # environment variables
+
+
 def compare_tuning(a: argparse.Namespace) -> int:
     """Measure a tuned and a stock (--no-tuning) server in one run, interleaved; print both and the ratio."""
+    def note(name: str, log_text: str) -> str:
+        return f"tuning: {tuning_state(log_text, name == 'tuned')}"
+
+    return compare(a, (Arm("tuned"), Arm("stock", extra=("--no-tuning",))), "tuned vs stock (--no-tuning)", note)
+
+
+def compare_diagram(a: argparse.Namespace) -> int:
+    """Measure a server with the floor diagram and one without it (BLOCKTRACE_DIAGRAM=off), interleaved."""
+    from blocktrace.explorables.components.floor_diagram import DIAGRAM_ENV
+
+    weights: dict[str, int] = {}
+
+    def note(name: str, log_text: str) -> str:
+        return f"document {weights[name]:,} bytes" if name in weights else ""
+
+    def weigh(name: str, url: str) -> None:
+        weights[name] = document_bytes(url)
+
+    arms = (Arm("with"), Arm("without", env=((DIAGRAM_ENV, "off"),)))
+    code = compare(a, arms, "with vs without the floor diagram (BLOCKTRACE_DIAGRAM=off)", note, weigh)
+    if {"with", "without"} <= set(weights):
+        print(f"page weight: the block trace's document is {weights['with']:,} bytes with the diagram, "
+              f"{weights['without']:,} without: {weights['with'] - weights['without']:,} bytes for the diagram "
+              "(its script, stylesheet, both layouts and the stages' names; uncompressed)")
+    return code
+
+
+def document_bytes(url: str) -> int:
+    """The size of the page's document as its browser pulls it (PULL-DOC reply, JSON), before the commit."""
+    import json
+
+    sys.path.insert(0, str(ROOT))
+    from tests.app.bokeh_ws_client import pull_document
+
+    return len(json.dumps(pull_document(url.split("?", 1)[0]), ensure_ascii=False).encode("utf-8"))
+
+
+def compare(a: argparse.Namespace, arms: tuple[Arm, Arm], title: str, note, before_close=None) -> int:
+    """Start a server per arm and measure both in one browser, interleaved; print both and the ratio.
+
+    note(name, log text) -> a few words on that server for the header; before_close(name, url), if given, runs
+    while the servers are still up.
+    """
     load = os.getloadavg()
     log_dir = tempfile.TemporaryDirectory()
     headers = {"X-Forwarded-For": STUDENT_ADDRESS} if a.wifi else {}  # as in main(): both servers trust it
-    names = ("tuned", "stock")
+    names = tuple(arm.name for arm in arms)
+    first, second = names
     logs = {name: Path(log_dir.name) / name / "server.log" for name in names}
     processes: dict[str, subprocess.Popen] = {}
     urls: dict[str, str] = {}
     try:
-        for name in names:
-            logs[name].parent.mkdir()
-            extra = (["--use-xheaders"] if headers else []) + (["--no-tuning"] if name == "stock" else [])
-            processes[name], base = start_server(logs[name], *extra)
-            urls[name] = base + teacher_route()
+        for arm in arms:
+            logs[arm.name].parent.mkdir()
+            extra = (["--use-xheaders"] if headers else []) + list(arm.extra)
+            processes[arm.name], base = start_server(logs[arm.name], *extra, env=dict(arm.env))
+            urls[arm.name] = base + teacher_route()
         interactive: dict[str, list[float]] = {name: [] for name in names}
         slider: dict[str, list[dict]] = {name: [] for name in names}
         vector: dict[str, list[dict]] = {name: [] for name in names}
@@ -258,7 +320,7 @@ def compare_tuning(a: argparse.Namespace) -> int:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
             kept: dict[str, tuple[BrowserContext, Page]] = {}
             for i in range(a.loads):
-                for name in names:  # tuned, stock, tuned, stock, ...
+                for name in names:  # first, second, first, second, ...
                     context, page, t = load_page(browser, urls[name], headers, a.wifi)
                     interactive[name].append(t)
                     if i < a.loads - 1:
@@ -283,31 +345,34 @@ def compare_tuning(a: argparse.Namespace) -> int:
             for context, _ in kept.values():
                 context.close()
             browser.close()
+        if before_close is not None:
+            for name in names:
+                before_close(name, urls[name])
     finally:
         for process in processes.values():
             process.terminate()
         for process in processes.values():
             process.wait(timeout=10)
-        states = {name: tuning_state(logs[name].read_text() if logs[name].exists() else "", name == "tuned")
-                  for name in names}
+        notes = {name: note(name, logs[name].read_text() if logs[name].exists() else "") for name in names}
         log_dir.cleanup()
 
     network = f", network throttled to {a.wifi:g} Mbit/s and 20 ms" if a.wifi else ""
-    print(f"blocktrace latency, tuned vs stock (--no-tuning), headless Chromium{network}")
-    print(f"tuned: {urls['tuned']}  (tuning: {states['tuned']})")
-    print(f"stock: {urls['stock']}  (tuning: {states['stock']})")
+    print(f"blocktrace latency, {title}, headless Chromium{network}")
+    for name in names:
+        print(f"{name}: {urls[name]}  ({notes[name]})")
     print(versions())
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after (other work on the machine inflates every figure)")
-    print(f"interleaved: loads alternate tuned, stock, ...; changes alternate, {CHANGE_BLOCK} on one server "
+    print(f"interleaved: loads alternate {first}, {second}, ...; changes alternate, {CHANGE_BLOCK} on one server "
           "at a time (after 2 unmeasured of each)")
-    print(f"\n{'ms':<34} {'n':>3} {'tuned':>8} {'tuned':>8} {'stock':>8} {'stock':>8} {'stock/tuned':>11}")
+    ratio = f"{second}/{first}"
+    print(f"\n{'ms':<34} {'n':>3} {first:>8} {first:>8} {second:>8} {second:>8} {ratio:>11}")
     print(f"{'':<34} {'':>3} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'(medians)':>11}")
-    print(compared("time to interactive page", interactive["tuned"], interactive["stock"]))
+    print(compared("time to interactive page", interactive[first], interactive[second]))
     for label, samples in (("slider", slider), ("vector (Tab)", vector)):
         for key, what in (("changed", "output row changed"), ("frame", "next frame after it")):
-            print(compared(f"{label}: {what}", [s[key] for s in samples["tuned"]],
-                           [s[key] for s in samples["stock"]]))
+            print(compared(f"{label}: {what}", [s[key] for s in samples[first]],
+                           [s[key] for s in samples[second]]))
     print("\ntime to interactive page: navigation start -> Input vector enabled and stage table drawn; "
           "changes: ms from keydown")
     print("target (issue 3): median <= 80 ms, p95 <= 150 ms")
@@ -323,6 +388,9 @@ def main() -> int:
                                                 "(without the prediction step)")
     p.add_argument("--compare-tuning", action="store_true",
                    help="start a tuned and a --no-tuning server and measure both, interleaved (not with --url)")
+    p.add_argument("--compare-diagram", action="store_true",
+                   help="start a server with the floor diagram and one without (BLOCKTRACE_DIAGRAM=off) and "
+                        "measure both, interleaved (not with --url)")
     p.add_argument("--wifi", type=float, metavar="MBIT",
                    help="throttle the browser's network to MBIT Mbit/s with a 20 ms round trip (default: none)")
     a = p.parse_args()
@@ -330,6 +398,10 @@ def main() -> int:
         if a.url:
             p.error("--compare-tuning starts its own two servers; it takes no --url")
         return compare_tuning(a)
+    if a.compare_diagram:
+        if a.url:
+            p.error("--compare-diagram starts its own two servers; it takes no --url")
+        return compare_diagram(a)
 
     load = os.getloadavg()
     process = None

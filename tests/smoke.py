@@ -100,7 +100,7 @@ def page_checks() -> list[PageCheck]:
 
 def commit_prediction(page: Page) -> None:
     """Answer the page's prediction gate (its first answer) and wait until the prediction is final."""
-    page.locator(".bt-predict").get_by_role("radio").nth(1).check()  # 0 is "(not chosen yet)"
+    page.locator(".bt-predict").get_by_role("radio").first.check()
     page.get_by_role("button", name=re.compile(r"^Commit (prediction|bet)$")).click()
     expect(page.get_by_text("Your prediction (final)")).to_be_visible()
 

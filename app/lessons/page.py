@@ -20,6 +20,7 @@ from blocktrace.app.server.pages import apply_theme, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import attach_explorable, learner_bar, put_back, start_session
 from blocktrace.explorables.components.checkpoint import Checkpoint, CheckpointView, Option
+from blocktrace.explorables.components.page_layout import beside
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import session_query
@@ -346,8 +347,29 @@ class LessonView(pn.viewable.Viewer):
             f'<p class="bt-muted">You will:</p><ul class="bt-objectives">{objectives}</ul>',
             **styled(sizing_mode="stretch_width"))
         bar = learner_bar(self.recorder) if self.recorder is not None else None
-        return pn.Column(*([bar] if bar is not None else []), head, self.strip, *self.parts,
-                         sizing_mode="stretch_width", styles={"max-width": "70rem"})
+        parts = steps_beside(lesson.blocks, self.parts)
+        return pn.Column(*([bar] if bar is not None else []), head, self.strip, *parts,
+                         sizing_mode="stretch_width", styles={"max-width": "80rem"})
+
+
+def steps_beside(blocks: list, parts: list) -> list:
+    """The parts, with each explorable's steps ("## Run the comparison" and the answer it heads) beside the
+    explorable instead of under it: the student reads a step and moves the control it names without
+    scrolling past a 1,500 px explorable. Narrow, the steps wrap to below it as before."""
+    out, i = [], 0
+    while i < len(parts):
+        block = blocks[i]
+        heading = blocks[i + 1] if i + 1 < len(blocks) else None
+        after = blocks[i + 2] if i + 2 < len(blocks) else None
+        if (isinstance(block, Directive) and block.name == "explorable" and isinstance(heading, str)
+                and heading.strip().startswith("## ") and "\n" not in heading.strip()
+                and isinstance(after, Directive) and after.name == "answer"):
+            out.append(beside(parts[i], [parts[i + 1], parts[i + 2]]))
+            i += 3
+        else:
+            out.append(parts[i])
+            i += 1
+    return out
 
 
 def lesson_routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:

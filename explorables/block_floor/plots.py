@@ -10,10 +10,25 @@ from bokeh.plotting import figure
 
 from blocktrace.explorables.block_floor.divergence import floor_of, slot, stage_keys, stage_labels
 from blocktrace.explorables.block_floor.state import FloorState
-from blocktrace.explorables.components.focus import focus_ring
-from blocktrace.explorables.components.palette import SERIES
+from blocktrace.explorables.components.figures import house_style, session_colours
+from blocktrace.explorables.components.palette import ChartColours
 
 LIMIT = 1.5  # the plane shown runs from −1.5 to 1.5 unless a vector is longer
+ROOM = 1.35  # the plane reaches this far beyond the longest component: room for the stage label
+ORDER_SERIES = (0, 5)  # the two orders' colours (ChartColours.series): blue for the original, vermilion reversed
+LABEL_GAP = 6  # px from the arrow's tip to its label
+
+
+def order_colour(order: int, colours: ChartColours | None = None) -> str:
+    """The colour that ties an order's arrow, its card and its heading together (0: original, 1: reversed)."""
+    return (colours or session_colours()).series[ORDER_SERIES[order]]
+
+
+def tip_label(x: float, y: float) -> dict:
+    """Where the stage label goes: past the tip, away from the origin, so it crosses neither axis nor arrow."""
+    right, up = x >= 0, y >= 0
+    return {"align": ["left" if right else "right"], "baseline": ["bottom" if up else "top"],
+            "dx": [LABEL_GAP if right else -LABEL_GAP], "dy": [-LABEL_GAP / 2 if up else LABEL_GAP / 2]}
 
 
 def vec_text(v: np.ndarray) -> str:
@@ -26,7 +41,7 @@ def arrow_data(state: FloorState, trace, position: int) -> tuple[dict, dict]:
     keys = stage_keys(trace.config.n_layers)
     now = trace[keys[state.stage - 1]][position]
     current = {"x0": [0.0], "y0": [0.0], "x1": [float(now[0])], "y1": [float(now[1])],
-               "label": [f"stage {state.stage}"]}
+               "label": [f"stage {state.stage}"], **tip_label(float(now[0]), float(now[1]))}
     if state.stage > 1:
         before = trace[keys[state.stage - 2]][position]
         previous = {"x0": [0.0], "y0": [0.0], "x1": [float(before[0])], "y1": [float(before[1])],
@@ -41,25 +56,27 @@ def plane_limit(state: FloorState) -> float:
     for _, trace, position in state.traces():
         for key in stage_keys(trace.config.n_layers):
             biggest = max(biggest, float(np.max(np.abs(trace[key][position]))))
-    return max(LIMIT, math.ceil(biggest * 1.15 * 2) / 2)
+    return max(LIMIT, math.ceil(biggest * ROOM * 2) / 2)
 
 
-def arrow_figure(title: str, current: dict, previous: dict, limit: float):
+def arrow_figure(title: str, current: dict, previous: dict, limit: float, order: int = 0):
+    """The tracked word's vector as an arrow from the origin, in its order's colour; the previous stage faint."""
+    colours = session_colours()
+    colour = order_colour(order, colours)
     fig = figure(title=title, height=300, width=300, match_aspect=True, tools="save,reset",
                  x_range=Range1d(-limit, limit), y_range=Range1d(-limit, limit), toolbar_location="right")
-    focus_ring(fig)
-    fig.toolbar.logo = None
-    fig.title.text_font_size = "13px"
+    house_style(fig)
     for dim in ("width", "height"):
-        fig.add_layout(Span(location=0, dimension=dim, line_color="#999999", line_width=1))
+        fig.add_layout(Span(location=0, dimension=dim, line_color=colours.reference, line_width=1, line_alpha=0.6))
     cur, prev = ColumnDataSource(current), ColumnDataSource(previous)
-    fig.add_layout(Arrow(end=NormalHead(size=9, fill_color="#bbbbbb", line_color="#bbbbbb"), source=prev,
-                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color="#bbbbbb", line_width=2,
-                         line_dash="dashed"))
-    fig.add_layout(Arrow(end=NormalHead(size=12, fill_color=SERIES[0], line_color=SERIES[0]), source=cur,
-                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=SERIES[0], line_width=3))
+    fig.add_layout(Arrow(end=NormalHead(size=9, fill_color=colours.faint, line_color=colours.faint), source=prev,
+                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=colours.faint,
+                         line_width=2, line_dash="dashed"))
+    fig.add_layout(Arrow(end=NormalHead(size=12, fill_color=colour, line_color=colour), source=cur,
+                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=colour, line_width=3))
     fig.scatter("x1", "y1", source=cur, size=1, alpha=0)  # gives the hover something to attach to
-    fig.text("x1", "y1", text="label", source=cur, text_font_size="11px", x_offset=6, y_offset=-4)
+    fig.text("x1", "y1", text="label", source=cur, text_font_size="12px", text_color=colours.ink,
+             text_align={"field": "align"}, text_baseline={"field": "baseline"}, x_offset="dx", y_offset="dy")
     fig.xaxis.axis_label = "component 0"
     fig.yaxis.axis_label = "component 1"
     return fig, cur, prev

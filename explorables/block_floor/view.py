@@ -9,15 +9,19 @@ import numpy as np
 import panel as pn
 
 from blocktrace.explorables.block_floor import plots
+from blocktrace.explorables.block_floor.diagram import diagram_view, stage_of
 from blocktrace.explorables.block_floor.divergence import agree, floor_rows, slot, stage_labels
 from blocktrace.explorables.block_floor.state import CORRECT_BET, MAX_WORDS, QUERY_KEYS, FloorState
 from blocktrace.explorables.components.checkpoint import CheckpointView
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors
 from blocktrace.explorables.components.html import alt_text, table
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, readable
+from blocktrace.explorables.components.palette import text_on
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled, stylesheet
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
@@ -52,6 +56,15 @@ FLOOR_CSS = """
 }
 .bt-slot { margin-left: 0.2em; font-size: 0.8em; color: var(--bt-muted); }
 """
+
+
+def order_heading_html(tag: str, title: str, colour: str) -> str:
+    """An order card's heading: its pair letter on the order's colour (its arrow's), then its name and what
+    it is compared with, so two cards stacked on a phone still read as a pair."""
+    other = {"A": "B, the reversed order", "B": "A, the original order"}[tag]
+    return (f'<h2 class="bt-h2 bt-order-head"><span class="bt-order-tag" style="background:{colour};'
+            f'color:{text_on(colour)}">{tag}</span> {escape(title)}</h2>'
+            f'<p class="bt-muted bt-order-pair">Read beside {escape(other)}: the same word, stage by stage.</p>')
 
 
 def floor_styled(**params) -> dict:
@@ -95,11 +108,13 @@ def phrase_html(trace, position: int) -> str:
 class OrderColumn:
     """The views of one word order, built once and updated in place."""
 
-    def __init__(self, state: FloorState, title: str, trace, position: int, limit: float):
+    def __init__(self, state: FloorState, title: str, trace, position: int, limit: float, table_first: bool = False,
+                 order: int = 0):
         self.title = title
+        self.tag = "AB"[order]  # the pair's letter: on the card, its plots' titles and the other card's note
         current, previous = plots.arrow_data(state, trace, position)
         self.arrow_fig, self.arrow_cur, self.arrow_prev = plots.arrow_figure(
-            f"{title}: the tracked word", current, previous, limit)
+            f"{self.tag} · the tracked word", current, previous, limit, order)
         factors = plots.slot_factors(trace.tokens)
         floor = plots.pattern_floor(state)
         pattern = plots.attention_pattern(trace, floor)
@@ -110,15 +125,19 @@ class OrderColumn:
         self.arrow_alt = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.heat_alt = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.heat_sums = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        colour = plots.order_colour(order)
         self.layout = pn.Column(
-            LiveHTML(f'<h2 class="bt-h2">{escape(title)}</h2>', **styled()),
-            self.phrase, pn.pane.Bokeh(self.arrow_fig), self.arrow_alt, self.table,
+            LiveHTML(order_heading_html(self.tag, title, colour), **floor_styled(sizing_mode="stretch_width")),
+            self.phrase, *(  # embedded, the table first: it is what the first screen must show
+                [self.table, pn.pane.Bokeh(self.arrow_fig), self.arrow_alt] if table_first
+                else [pn.pane.Bokeh(self.arrow_fig), self.arrow_alt, self.table]),
             pn.pane.Bokeh(self.heat_fig, sizing_mode="stretch_width"), self.heat_sums, self.heat_alt,
-            styles={"flex": "1 1 22rem", "min-width": "0"}, css_classes=["bt-card"],
+            styles={"flex": "1 1 22rem", "min-width": "0", "border-top": f"4px solid {colour}"},
+            css_classes=["bt-card", "bt-order"],
         )
 
     def _heat_title(self, floor: int) -> str:
-        return f"Attention weights, floor {floor} ({self.title.lower()})"
+        return f"{self.tag} · attention weights, floor {floor}"
 
     def blank(self) -> None:
         """No value of either trace: empty plots, a note where the table goes (the bet is not committed)."""
@@ -199,9 +218,11 @@ class FloorExplorable(ExplorableView):
         self.claim_pane = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.banner = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.settle = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.diagram = DiagramPlace(lambda key: setattr(s, "stage", stage_of(s, key)))  # a stage picked: stepped to
         limit = plots.plane_limit(s)
-        self.columns = [OrderColumn(s, title, trace, pos, limit) for title, trace, pos in
-                        (("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror))]
+        self.columns = [OrderColumn(s, title, trace, pos, limit, table_first=self.embed, order=n)
+                        for n, (title, trace, pos) in enumerate(
+                            (("Original order", s.original, s.tracked), ("Reversed order", s.reversed_, s.mirror)))]
         self.checkpoint_views = [CheckpointView(c, on_check=self._checked) for c in s.checkpoints]
         # Their feedback explains the bet's answer: not on the page (nor answerable) before the bet.
         self.checkpoints_place = OnceUnlocked(s.bet, pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
@@ -213,6 +234,7 @@ class FloorExplorable(ExplorableView):
         self.controls = [self.phrase, self.positions, self.tracked, self.reverse, self.causal, self.stage,
                          self.prev, self.next, self.floors, self.claim, self.never]
         self.respond_quickly(self.controls)
+        readable(self.controls)
 
     def _worksheet(self) -> str:
         s = self.state
@@ -275,6 +297,7 @@ class FloorExplorable(ExplorableView):
         self.columns[1].layout.visible = s.reverse
         self.claim.disabled = self.never.disabled = not s.reverse or not s.bet.unlocked
         set_object(self.banner, self._banner_html())
+        self.diagram.show(lambda: diagram_view(s))
         set_object(self.settle, self._settle_html())
 
     def _banner_html(self) -> str:
@@ -337,15 +360,15 @@ class FloorExplorable(ExplorableView):
         self._refresh()
 
     def __panel__(self):
-        controls = pn.Column(
+        controls = self.control_card(
             LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()),
-            self.phrase, self.phrase_error, self.positions, self.tracked, self.reverse, self.causal,
-            self.stage, pn.Row(self.prev, self.next), self.floors,
-            css_classes=["bt-card"], sizing_mode="stretch_width",
+            (self.phrase, self.phrase_error), self.positions, self.tracked, self.reverse, self.causal, self.floors,
         )
+        # The stepper and the claim it makes, with the stage it is at: one card, right before the orders.
         mission = pn.Column(
-            LiveHTML(f'<h2 class="bt-h2">Live mission</h2><p>{escape(MISSION)}</p>', **styled()),
-            pn.Row(self.claim, self.never), self.claim_pane,
+            LiveHTML(f'<h2 class="bt-h2">Step and claim</h2><p>{escape(MISSION)}</p>', **styled()),
+            self.banner, self.stage, pn.FlexBox(self.prev, self.next, sizing_mode="stretch_width"),
+            pn.FlexBox(self.claim, self.never, sizing_mode="stretch_width"), self.claim_pane,
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
         gate = [self.gate] if self.show_gate else []
@@ -354,13 +377,15 @@ class FloorExplorable(ExplorableView):
             *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE, self.state.bet)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
-        left = pn.Column(*gate, controls, mission, share, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        left = pn.Column(*gate, controls, mission, styles=self.side_styles(),
+                         stylesheets=[] if self.embed else [STICKY_SIDE])  # in view while the results scroll
         orders = pn.FlexBox(*(c.layout for c in self.columns), flex_wrap="wrap", gap="0.75rem",
                             sizing_mode="stretch_width")
-        right = pn.Column(self.banner, self.settle, orders, self.checkpoints_place,
-                          styles={"flex": "1 1 40rem", "min-width": "0"})
+        right = pn.Column(*self.diagram.panes, self.settle, orders, self.checkpoints_place,
+                          styles=self.main_styles("40rem"))
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
-        body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")
+        share.styles = {"flex": "1 1 100%"}  # after the results: between the controls and the plots it kept them apart
+        body = pn.FlexBox(left, right, share, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS])

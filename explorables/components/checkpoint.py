@@ -9,10 +9,10 @@ from html import escape
 import panel as pn
 import param
 
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
+from blocktrace.explorables.components.prediction import unanswered
 from blocktrace.explorables.components.style import WRAPPING_CHOICES, styled
 from blocktrace.explorables.components.updates import LiveHTML
-
-NOT_CHOSEN = "(not chosen yet)"
 
 
 @dataclass(frozen=True)
@@ -53,17 +53,17 @@ class CheckpointView(pn.viewable.Viewer):
         super().__init__()
         self.checkpoint = checkpoint
         self._on_check = on_check
-        self._labels = {NOT_CHOSEN: None, **{o.label: i for i, o in enumerate(checkpoint.options)}}
-        self.choice = pn.widgets.RadioBoxGroup(options=list(self._labels), value=NOT_CHOSEN, inline=False,
-                                               stylesheets=[WRAPPING_CHOICES],
-                                               sizing_mode="stretch_width",
-                                               label=checkpoint.question)
+        self._labels = {o.label: i for i, o in enumerate(checkpoint.options)}
+        self.choice = unanswered(pn.widgets.RadioBoxGroup(options=list(self._labels), inline=False,
+                                                          stylesheets=[WRAPPING_CHOICES],
+                                                          sizing_mode="stretch_width",
+                                                          label=checkpoint.question))
         self.button = pn.widgets.Button(label="Check answer", color="primary")
         self.feedback = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.button.on_click(self._check)
 
     def _check(self, _event=None) -> None:
-        index = self._labels[self.choice.value]
+        index = self._labels.get(self.choice.value)  # None: nothing chosen yet
         text = self.checkpoint.check(index)
         self._show(text, self.checkpoint.correct if index is not None else None)
         if self._on_check is not None and index is not None:
@@ -87,5 +87,5 @@ class CheckpointView(pn.viewable.Viewer):
             LiveHTML(f'<h3 class="bt-h3">Checkpoint</h3><p class="bt-question">{escape(self.checkpoint.question)}'
                          "</p>", **styled(sizing_mode="stretch_width")),
             self.choice, self.button, self.feedback,
-            css_classes=["bt-card"], sizing_mode="stretch_width",
+            css_classes=["bt-card"], sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS],
         )

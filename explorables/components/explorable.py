@@ -45,6 +45,29 @@ class ExplorableView(pn.viewable.Viewer):
             for hook in CONTROL_HOOKS:
                 hook(widget)
 
+    # Embedded (?embed=1), the page is a course page's column, often ~900 px wide and seen ~700 px at a time:
+    # the two columns stack and the controls become a wrapping grid, so the controls and the first table
+    # are in view together; the save-and-share card goes after the results.
+
+    def side_styles(self) -> dict[str, str]:
+        """The flex of the column with the gate and the controls: beside the results, or a full row embedded."""
+        return {"flex": "1 1 100%", "min-width": "0"} if self.embed else {"flex": "0 1 22rem", "min-width": "18rem"}
+
+    def main_styles(self, basis: str = "36rem") -> dict[str, str]:
+        """The flex of the column with the results (flex-basis `basis` beside the side column)."""
+        return {"flex": "1 1 100%" if self.embed else f"1 1 {basis}", "min-width": "0"}
+
+    def control_card(self, heading: pn.viewable.Viewable, *cells: Any) -> pn.Column:
+        """The Controls card: one control under another, or embedded a grid of them. A cell is a control
+        or a tuple of what belongs together (a field and its error message)."""
+        groups = [cell if isinstance(cell, tuple) else (cell,) for cell in cells]
+        if not self.embed:
+            return pn.Column(heading, *(item for group in groups for item in group),
+                             css_classes=["bt-card"], sizing_mode="stretch_width")
+        grid = pn.FlexBox(*(pn.Column(*group, margin=0, styles={"flex": "1 1 12rem", "min-width": "11rem"})
+                            for group in groups), flex_wrap="wrap", sizing_mode="stretch_width")
+        return pn.Column(heading, grid, css_classes=["bt-card"], sizing_mode="stretch_width")
+
     def notice_panes(self) -> list[pn.viewable.Viewable]:
         """The link's refused values, as notices above the explorable (none when the link was fine)."""
         if not self.notices:

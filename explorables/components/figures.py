@@ -1,4 +1,9 @@
-"""The house style of a Bokeh figure: full width, a small title, save and reset only, no logo."""
+"""The house style of a Bokeh figure: full width, a small title, save and reset only, no logo.
+
+Text stays off the marks: legends sit outside the plot area (`legend_outside`), value labels just clear
+of their bars, and the hover tool works without a toolbar button (its "active" tick beside every
+toolbar read as a stray blue mark). Colours follow the session's theme (`session_colours`).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,68 @@ import functools
 from collections.abc import Callable
 
 import panel as pn
+from bokeh.models import HoverTool
 from bokeh.plotting import figure
 
 from blocktrace.explorables.components.focus import focus_ring
+from blocktrace.explorables.components.palette import ChartColours, chart_colours
 from blocktrace.explorables.components.updates import batched
+
+TITLE_SIZE = "13px"
+LEGEND_SIZE = "12px"
+# The page's controls read at 1rem (page_layout.READABLE_CONTROLS, inherited); a figure keeps Bokeh's own
+# 12px base, which the dark theme's em-sized axis text is relative to.
+FIGURE_TEXT = ":host { --bokeh-font-size: 12px; }"
+
+
+def session_colours() -> ChartColours:
+    """The chart colours of this session's theme (?theme=dark)."""
+    from blocktrace.explorables.components.style import dark
+
+    return chart_colours(dark())
+
+
+def house_style(fig: figure) -> figure:
+    """Title size, no logo, no outline, the focus ring: for every figure, whoever built it."""
+    fig.title.text_font_size = TITLE_SIZE
+    fig.toolbar.logo = None
+    fig.outline_line_color = None
+    fig.stylesheets = [*fig.stylesheets, FIGURE_TEXT]
+    return focus_ring(fig)
 
 
 def base_figure(title: str, height: int = 260, **kw) -> figure:
     fig = figure(title=title, height=height, sizing_mode="stretch_width", toolbar_location="right",
                  tools="save,reset", **kw)
-    fig.title.text_font_size = "13px"
-    fig.toolbar.logo = None
-    fig.outline_line_color = None
-    return focus_ring(fig)
+    return house_style(fig)
+
+
+def add_hover(fig: figure, tooltips: list[tuple[str, str]], **kw) -> HoverTool:
+    """Tooltips on hover, always on, with no toolbar button."""
+    tool = HoverTool(tooltips=tooltips, visible=False, **kw)
+    fig.add_tools(tool)
+    return tool
+
+
+def legend_outside(fig: figure, place: str = "above", ncols: int | None = None) -> None:
+    """Move the figure's legend out of the plot area, as rows of `ncols` items, so it covers no mark.
+
+    `ncols` is chosen per figure so that a row fits a phone's plot (about 270 px wide).
+    """
+    legend = fig.legend[0]
+    fig.center = [r for r in fig.center if r is not legend]
+    legend.orientation = "horizontal"
+    if ncols is not None:
+        legend.ncols = ncols
+    legend.location = "top_left"
+    legend.label_text_font_size = LEGEND_SIZE
+    legend.background_fill_alpha = 0
+    legend.border_line_alpha = 0
+    legend.margin = 0
+    legend.padding = 4
+    legend.spacing = 10  # between items (and rows): a row of names must not read as one
+    legend.click_policy = "none"
+    fig.add_layout(legend, place)
 
 
 class DrawnAfterLoad:

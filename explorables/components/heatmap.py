@@ -1,15 +1,19 @@
-"""Attention-weight heatmaps: a sequential palette, the weight printed in each cell, hover values."""
+"""Attention-weight heatmaps: a sequential palette, the weight printed in each cell, hover values.
+
+Each theme has its palette (palette.ChartColours.sequential: dark to light blue on white, quiet to light
+blue on the dark theme) and each cell's number is near-black or white, whichever reads better on it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, LinearColorMapper
+from bokeh.models import ColumnDataSource, FactorRange, LinearColorMapper
 from bokeh.plotting import figure
 
-from blocktrace.explorables.components.focus import focus_ring
-from blocktrace.explorables.components.palette import SEQUENTIAL
+from blocktrace.explorables.components.figures import add_hover, house_style, session_colours
+from blocktrace.explorables.components.palette import ChartColours, text_on
 
 
 def token_factors(tokens: Sequence[str]) -> list[str]:
@@ -17,8 +21,18 @@ def token_factors(tokens: Sequence[str]) -> list[str]:
     return [f"{i + 1} {t}" for i, t in enumerate(tokens)]
 
 
-def heatmap_data(matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -> dict:
+def cell_colour(value: float, palette: Sequence[str]) -> str:
+    """The palette's colour for a weight in [0, 1], binned as Bokeh's LinearColorMapper bins it."""
+    if not np.isfinite(value):
+        return palette[-1]
+    n = len(palette)
+    return palette[min(max(int(np.floor(value * n)), 0), n - 1)]
+
+
+def heatmap_data(matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str],
+                 colours: ChartColours | None = None) -> dict:
     """One cell per (query row, key column); masked (−∞ or 0-weight future) cells keep their value 0."""
+    palette = (colours or session_colours()).sequential
     data: dict[str, list] = {"row": [], "col": [], "value": [], "text": [], "text_colour": []}
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
@@ -27,29 +41,28 @@ def heatmap_data(matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -
             data["col"].append(c)
             data["value"].append(v)
             data["text"].append(f"{v:.3f}")
-            data["text_colour"].append("#ffffff" if v > 0.55 else "#111111")
+            data["text_colour"].append(text_on(cell_colour(v, palette)))
     return data
 
 
 def heatmap_figure(title: str, data: dict, rows: Sequence[str], cols: Sequence[str],
-                   height: int = 240) -> tuple[figure, ColumnDataSource]:
+                   height: int = 240, colours: ChartColours | None = None) -> tuple[figure, ColumnDataSource]:
+    colours = colours or session_colours()
     src = ColumnDataSource(data)
     fig = figure(title=title, height=height, sizing_mode="stretch_width", tools="save,reset",
                  x_range=FactorRange(*cols), y_range=FactorRange(*reversed(list(rows))),
                  toolbar_location="right", x_axis_location="above")
-    focus_ring(fig)
-    fig.toolbar.logo = None
-    mapper = LinearColorMapper(palette=SEQUENTIAL, low=0.0, high=1.0)
+    house_style(fig)
+    mapper = LinearColorMapper(palette=list(colours.sequential), low=0.0, high=1.0)
     fig.rect("col", "row", width=1, height=1, source=src, fill_color={"field": "value", "transform": mapper},
-             line_color="#ffffff")
+             line_color=colours.cell_line)
     fig.text("col", "row", text="text", source=src, text_align="center", text_baseline="middle",
              text_font_size="12px", text_color="text_colour")
-    fig.add_tools(HoverTool(tooltips=[("query", "@row"), ("key", "@col"), ("weight", "@value{0.000}")]))
+    add_hover(fig, [("query", "@row"), ("key", "@col"), ("weight", "@value{0.000}")])
     fig.xaxis.axis_label = "key (read from) →"
     fig.yaxis.axis_label = "query (reading) ↓"
     fig.grid.visible = False
     fig.axis.major_tick_line_color = None
-    fig.title.text_font_size = "13px"
     return fig, src
 
 

@@ -14,11 +14,12 @@ from html import escape
 import panel as pn
 import param
 
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
 from blocktrace.explorables.components.style import WRAPPING_CHOICES
 from blocktrace.explorables.components.updates import LiveHTML
 
 MAX_NOTE = 500
-NOT_CHOSEN = "(not chosen yet)"
+CHOICES_CLASS = "bt-choices"  # the gate's radio group: the class tests and benchmarks find it by
 SAVING = "Saving your prediction…"
 SAVING_DELAYED = "Not saved yet: the class database cannot be reached; retrying. Your answer:"
 SAVING_HINT = "The controls unlock once your teacher's server has saved it."
@@ -86,6 +87,13 @@ class Prediction(param.Parameterized):
             self.param.update(saving=False, delayed=False)
 
 
+def unanswered(group: pn.widgets.RadioBoxGroup) -> pn.widgets.RadioBoxGroup:
+    """The group with no option chosen: Panel picks the first option of a new group, Bokeh's own group
+    (`active` None) shows none. Tab still enters the group and the arrow keys choose, as in any radio group."""
+    group.value = None
+    return group
+
+
 class PredictionGate(pn.viewable.Viewer):
     """The question, its answers, a note box and a Commit button; then the committed answer, read-only."""
 
@@ -102,16 +110,16 @@ class PredictionGate(pn.viewable.Viewer):
         self.prediction = prediction
         self.on_commit = on_commit  # the page may set it later, e.g. to store the commit on the server
         self._commit_label = commit_label
-        # Panel's radio groups always select something, so the first option is an explicit "no answer".
-        labels = {NOT_CHOSEN: None, **{label: key for key, label in prediction.choices.items()}}
+        labels = {label: key for key, label in prediction.choices.items()}
         self._labels = labels
-        self._choice = pn.widgets.RadioBoxGroup(options=list(labels), value=NOT_CHOSEN, inline=False,
-                                               stylesheets=[WRAPPING_CHOICES],
-                                               sizing_mode="stretch_width",
-                                               label="Your answer", css_classes=["bt-choices"])
+        self._choice = unanswered(pn.widgets.RadioBoxGroup(options=list(labels), inline=False,
+                                                           stylesheets=[WRAPPING_CHOICES],
+                                                           sizing_mode="stretch_width",
+                                                           label="Your answer", css_classes=[CHOICES_CLASS]))
         self._note = pn.widgets.TextAreaInput(label="Why? (optional)", max_length=MAX_NOTE, rows=2,
                                               placeholder="A sentence on your reasoning", sizing_mode="stretch_width")
         self._button = pn.widgets.Button(label=commit_label, color="primary")
+        readable([self._choice, self._note])
         self._message = LiveHTML("", css_classes=["bt-field-error"])
         self._button.on_click(self._commit)
         self._extra = ""
@@ -124,7 +132,7 @@ class PredictionGate(pn.viewable.Viewer):
             self._form,
             self._summary,
             css_classes=["bt-card", "bt-predict"],
-            sizing_mode="stretch_width",
+            sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS],  # placed alone on a lesson page too
         )
         self._sync()
         prediction.param.watch(lambda *_: self._sync(), ["committed", "saving", "delayed", "skipped", "held"])

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import BoxAnnotation, ColumnDataSource, FactorRange, FixedTicker, HoverTool, Range1d, Span
+from bokeh.models import BoxAnnotation, ColumnDataSource, FactorRange, FixedTicker, Range1d, Span
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
-from blocktrace.explorables.components.figures import base_figure
+from blocktrace.explorables.components.figures import add_hover, base_figure, legend_outside, session_colours
 from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure
-from blocktrace.explorables.components.palette import NEUTRAL, SEQUENTIAL, SERIES
+from blocktrace.explorables.components.palette import ChartColours
 from blocktrace.explorables.decoder_block_lab.state import MAX_BLOCKS, VARIANTS, LabState
 from blocktrace.explorables.decoder_block_lab.tables import VARIANT_NAMES
 from blocktrace.explorables.engine import ops
@@ -69,19 +69,17 @@ def norms_data(state: LabState) -> dict:
 def norms_figure(state: LabState) -> tuple[figure, ColumnDataSource]:
     data = norms_data(state)
     src = ColumnDataSource(data)
-    fig = base_figure("The vector, RMSNorm(vector) and LayerNorm(vector), component by component",
-                      height=280, x_range=FactorRange(*data["component"]))
+    fig = base_figure("The vector and its two norms", height=300,
+                      x_range=FactorRange(*data["component"]))
+    colours = session_colours()
     width = 0.27
     for k, name in enumerate(NORM_SERIES):
         fig.vbar(x=dodge("component", (k - 1) * width, range=fig.x_range), top=f"s{k}", width=width * 0.92,
-                 source=src, color=SERIES[k], legend_label=name)
-    fig.add_layout(Span(location=0, dimension="width", line_color="#444444", line_width=1))
-    fig.add_tools(HoverTool(tooltips=[("component", "@component"), ("input", "@s0{+0.000}"),
-                                      ("RMSNorm", "@s1{+0.000}"), ("LayerNorm", "@s2{+0.000}")]))
-    fig.legend.orientation = "horizontal"
-    fig.legend.location = "top_left"
-    fig.legend.label_text_font_size = "11px"
-    fig.legend.background_fill_alpha = 0.7
+                 source=src, color=colours.series[k], legend_label=name)
+    fig.add_layout(Span(location=0, dimension="width", line_color=colours.reference, line_width=1))
+    add_hover(fig, [("component", "@component"), ("input", "@s0{+0.000}"), ("RMSNorm", "@s1{+0.000}"),
+                    ("LayerNorm", "@s2{+0.000}")])
+    legend_outside(fig)
     return fig, src
 
 
@@ -121,18 +119,18 @@ def activation_data(state: LabState) -> tuple[dict, dict]:
 def activation_figure(state: LabState) -> tuple[figure, ColumnDataSource, ColumnDataSource, object]:
     curves, points = activation_data(state)
     csrc, psrc = ColumnDataSource(curves), ColumnDataSource(points)
-    fig = base_figure("Activations; dots: this trace's pre-activations", height=360)
-    fig.line("x", "gelu", source=csrc, color=SERIES[0], line_width=3, legend_label=CURVES[0])
-    fig.line("x", "silu", source=csrc, color=SERIES[5], line_width=3, line_dash="dashed", legend_label=CURVES[1])
-    fig.line("x", "sigmoid", source=csrc, color=SERIES[2], line_width=2, line_dash="dotted", legend_label=CURVES[2])
-    dots = fig.scatter("x", "y", source=psrc, size=7, color=SERIES[7], alpha=0.6, marker="circle",
+    colours = session_colours()
+    fig = base_figure("Activations and this trace's points", height=360)
+    series = colours.series
+    fig.line("x", "gelu", source=csrc, color=series[0], line_width=3, legend_label=CURVES[0])
+    fig.line("x", "silu", source=csrc, color=series[5], line_width=3, line_dash="dashed", legend_label=CURVES[1])
+    fig.line("x", "sigmoid", source=csrc, color=series[2], line_width=2, line_dash="dotted", legend_label=CURVES[2])
+    dots = fig.scatter("x", "y", source=psrc, size=7, color=colours.ink, alpha=0.7, marker="circle",
                        legend_label="this trace's pre-activations")
     for dim in ("width", "height"):
-        fig.add_layout(Span(location=0, dimension=dim, line_color=NEUTRAL, line_width=1))
-    fig.add_tools(HoverTool(renderers=[dots], tooltips=[("pre-activation", "@x{+0.000}"),
-                                                        ("after activation", "@y{+0.000}")]))
-    fig.legend.label_text_font_size = "11px"
-    fig.add_layout(fig.legend[0], "below")  # the curves fill the plot; the legend goes under it
+        fig.add_layout(Span(location=0, dimension=dim, line_color=colours.reference, line_width=1))
+    add_hover(fig, [("pre-activation", "@x{+0.000}"), ("after activation", "@y{+0.000}")], renderers=[dots])
+    legend_outside(fig, "below", ncols=1)  # the curves fill the plot; one name under another fits a phone
     fig.xaxis.axis_label = "pre-activation x"
     fig.yaxis.axis_label = "output"
     return fig, csrc, psrc, dots
@@ -140,19 +138,28 @@ def activation_figure(state: LabState) -> tuple[figure, ColumnDataSource, Column
 
 # --- 5. causal safety --------------------------------------------------------------------------------
 
-def _delta_colour(value: float, top: float) -> str:
-    """White for exactly 0; otherwise a blue whose depth grows with log10 of the change."""
+def _delta_colour(value: float, top: float, colours: ChartColours) -> str:
+    """The plot's own colour for exactly 0; otherwise a blue whose strength grows with log10 of the change."""
     if not math.isfinite(value):
         return "#b3261e"
     if value == 0.0:
-        return "#ffffff"
+        return colours.zero_cell
+    palette = colours.sequential
     low = math.log10(max(top, 1e-300)) - 8  # eight decades below the largest change
     level = (math.log10(value) - low) / 8 if value > 0 else 0.0
-    index = 1 + int(round(min(max(level, 0.0), 1.0) * (len(SEQUENTIAL) - 2)))
-    return SEQUENTIAL[index]
+    index = 1 + int(round(min(max(level, 0.0), 1.0) * (len(palette) - 2)))
+    return palette[index]
 
 
-def delta_data(state: LabState) -> dict:
+def delta_axis_label(colours: ChartColours) -> str:
+    """What the colours say, in the theme's words (white is exactly 0 only on the light theme)."""
+    if colours.zero_cell == "#ffffff":
+        return "feature (white = 0, darker = larger, log scale)"
+    return "feature (blank = 0, brighter = larger, log)"
+
+
+def delta_data(state: LabState, colours: ChartColours | None = None) -> dict:
+    colours = colours or session_colours()
     delta = state.delta  # [T, d]
     finite = delta[np.isfinite(delta)]
     top = float(np.max(finite)) if finite.size else 0.0
@@ -163,24 +170,25 @@ def delta_data(state: LabState) -> dict:
             data["pos"].append(i)
             data["feature"].append(j)
             data["value"].append(v)
-            data["colour"].append(_delta_colour(v, top))
+            data["colour"].append(_delta_colour(v, top, colours))
             data["word"].append(state.words[i])
     return data
 
 
 def delta_figure(state: LabState) -> tuple[figure, ColumnDataSource, BoxAnnotation]:
-    src = ColumnDataSource(delta_data(state))
+    colours = session_colours()
+    src = ColumnDataSource(delta_data(state, colours))
     T, d = state.delta.shape
     fig = base_figure("|Δ output| per position × feature",
                       height=90 + 34 * T, x_range=Range1d(-0.5, d - 0.5), y_range=Range1d(T - 0.5, -0.5))
-    fig.rect("feature", "pos", width=1, height=1, source=src, fill_color="colour", line_color="#dddddd")
+    fig.rect("feature", "pos", width=1, height=1, source=src, fill_color="colour", line_color=colours.faint,
+             line_alpha=0.5)
     earlier = BoxAnnotation(top=-0.5, bottom=state.corrupt - 0.5, fill_alpha=0.0, line_color="#1a7f37",
                             line_alpha=1.0, line_width=3, line_dash="dashed")
     fig.add_layout(earlier)
-    fig.add_tools(HoverTool(tooltips=[("position", "@pos @word"), ("feature", "@feature"),
-                                      ("|Δ output|", "@value{0.000e}")]))
-    fig.xaxis.axis_label = "feature (white: exactly 0; darker blue: larger, log scale)"
-    fig.yaxis.axis_label = "position (dashed box: must stay 0)"
+    add_hover(fig, [("position", "@pos @word"), ("feature", "@feature"), ("|Δ output|", "@value{0.000e}")])
+    fig.xaxis.axis_label = delta_axis_label(colours)
+    fig.yaxis.axis_label = "position (box: stays 0)"
     set_delta_axes(fig, state)
     fig.grid.visible = False
     return fig, src, earlier
@@ -200,7 +208,7 @@ def set_delta_axes(fig: figure, state: LabState) -> None:
 
 # --- 6. depth ------------------------------------------------------------------------------------------
 
-DEPTH_COLOURS = dict(zip(VARIANTS, (SERIES[0], SERIES[5], SERIES[2], SERIES[3]), strict=True))
+DEPTH_SERIES = dict(zip(VARIANTS, (0, 5, 2, 3), strict=True))  # ChartColours.series index of each variant
 DEPTH_DASH = dict(zip(VARIANTS, ("solid", "dashed", "dotted", "dotdash"), strict=True))
 
 
@@ -220,24 +228,23 @@ def depth_data(state: LabState) -> dict[tuple[str, str], dict]:
 
 def depth_figures(state: LabState) -> tuple[figure, figure, dict, dict]:
     """Residual RMS and gradient norm against depth, four variants on each, log y-axes."""
+    colours = session_colours()
     data = depth_data(state)
     sources = {v: ColumnDataSource(data[v]) for v in VARIANTS}
     renderers: dict = {}
     figs = []
     for column, title, label in (
         ("rms", "Residual stream RMS entering each block", "RMS of the stream (log scale)"),
-        ("grad", "‖∂L/∂stream‖ reaching each block's input", "gradient norm (log scale)"),
+        ("grad", "‖∂L/∂stream‖ at each block's input", "gradient norm (log scale)"),
     ):
-        fig = base_figure(title, height=340, y_axis_type="log", x_range=Range1d(0.5, MAX_BLOCKS + 1.5))
+        fig = base_figure(title, height=400, y_axis_type="log", x_range=Range1d(0.5, MAX_BLOCKS + 1.5))
         for v in VARIANTS:
-            r = fig.line("block", column, source=sources[v], color=DEPTH_COLOURS[v], line_width=2,
+            r = fig.line("block", column, source=sources[v], color=colours.series[DEPTH_SERIES[v]], line_width=2,
                          line_dash=DEPTH_DASH[v], legend_label=VARIANT_NAMES[v])
             renderers.setdefault(v, []).append(r)
-        fig.add_tools(HoverTool(tooltips=[("block", "@block"), ("value", f"@{column}{{0.000e}}")]))
-        fig.legend.label_text_font_size = "11px"
-        fig.legend.ncols = 2
-        fig.add_layout(fig.legend[0], "below")  # four lines fill the plot area; the legend goes under it
-        fig.xaxis.axis_label = "block (its input); the last point is the stack's output"
+        add_hover(fig, [("block", "@block"), ("value", f"@{column}{{0.000e}}")])
+        legend_outside(fig, "below", ncols=1)  # four lines fill the plot area; one name under another fits a phone
+        fig.xaxis.axis_label = "block's input (the last point: the output)"
         fig.yaxis.axis_label = label
         figs.append(fig)
     set_depth_range(figs, state)

@@ -20,7 +20,7 @@ from blocktrace.explorables.components.url_state import (
 from blocktrace.explorables.decoder_block_lab import budget, checks
 from blocktrace.explorables.decoder_block_lab.shapes import Sizes
 from blocktrace.explorables.decoder_block_lab.worked import WorkedExample, worked_example
-from blocktrace.explorables.engine import BlockConfig, ConfigError, Trace, forward, get_preset, ops
+from blocktrace.explorables.engine import BLOCK_KEYS, BlockConfig, ConfigError, Trace, forward, get_preset, ops
 from blocktrace.explorables.engine.backward import depth_profile
 from blocktrace.explorables.engine.config import MAX_ABS_VALUE
 from blocktrace.explorables.engine.parsing import parse_vector
@@ -77,6 +77,7 @@ QUERY_KEYS = {
     "corrupt": QueryKey("corrupt", read_int(0, MAX_T - 1)),
     "corrupt_value": QueryKey("corrupt_value", read_number(-MAX_ABS_VALUE, MAX_ABS_VALUE), write_number),
     "blocks": QueryKey("blocks", read_int(1, MAX_BLOCKS)),
+    "inspect": QueryKey("inspect", read_choice(*BLOCK_KEYS)),
 }
 
 
@@ -113,6 +114,9 @@ class LabState(param.Parameterized):
     norm_eps = param.Selector(default=1e-6, objects=EPS_CHOICES, doc="eps of both norms in the side-by-side panel.")
     # worked example
     worked_name = param.Selector(default="X2", objects=["X2"], doc="The lesson intermediate shown in full.")
+    # the stage picked in the floor diagram (marked in the stage table)
+    inspect = param.Selector(default="resid_post", objects=list(BLOCK_KEYS),
+                             doc="The block stage inspected: the diagram's selection, the stage table's marked row.")
 
     # derived
     x = param.Array(default=None, doc="The lab's input [B, T, d].")
@@ -254,6 +258,11 @@ class LabState(param.Parameterized):
             delta = np.abs(corrupted.output[0] - trace.output[0])
         return corrupted, delta
 
+    @param.depends("mlp", watch=True)
+    def _inspect_a_stage_the_block_has(self) -> None:
+        if self.inspect == "mlp.value" and self.mlp != "swiglu":  # only SwiGLU has a value projection
+            self.inspect = "mlp.hidden"
+
     @param.depends("corrupt", "corrupt_value", watch=True)
     def _run_corrupted(self) -> None:
         if self._paused or self.trace is None:
@@ -328,6 +337,6 @@ class LabState(param.Parameterized):
         """Every control back to its default (the prediction stays committed)."""
         defaults = {name: self.param[name].default for name in (
             "B", "T", "d", "expansion", "norm", "mlp", "placement", "causal", "heads", "residual", "zero_eps",
-            "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps")}
+            "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps", "inspect")}
         with param.parameterized.batch_call_watchers(self):
             self.param.update(**defaults)

@@ -115,6 +115,9 @@ def stage_table_html(state: LabState) -> str:
         opts = {"plain": (2,)}
         if np.any(np.isnan(stage.values)):
             opts.update(note="NaN", **{"class": "lost"})
+        if local == state.inspect:  # the stage picked in the floor diagram
+            opts["current"] = True
+            opts["class"] = (opts.get("class", "") + " current").strip()
         body.append((stage.label, [local, shape_text(stage.values.shape), _rms(stage.values), *shown, more], opts))
     header = ["Stage", "Key", "Shape", "RMS", *[f"[{i}]" for i in range(N_SHOWN)], ""]
     last = state.T - 1

@@ -13,14 +13,17 @@ from blocktrace.explorables.components.downloads import Downloads, worksheet_htm
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
+from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.heatmap import set_factors
 from blocktrace.explorables.components.html import alt_text
 from blocktrace.explorables.components.locked_controls import LockedControls
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.decoder_block_lab import describe, plots, tables
+from blocktrace.explorables.decoder_block_lab.diagram import diagram_view
 from blocktrace.explorables.decoder_block_lab.shapes import exercise_answer
 from blocktrace.explorables.decoder_block_lab.state import (
     CONSTANT_NORM_TEXT,
@@ -58,7 +61,8 @@ BUILDING_CSS = (f":host(.{DrawnAfterLoad.PENDING})::before {{ content: 'Building
                 "font-size: 0.9rem; color: var(--panel-on-background-color, #212529); opacity: 0.75; }")
 # The state's parameters the controls set: held by the server while the prediction is not committed.
 CONTROL_PARAMS = ("B", "T", "d", "expansion", "norm", "mlp", "placement", "causal", "heads", "residual", "zero_eps",
-                  "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps", "worked_name")
+                  "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps", "worked_name",
+                  "inspect")
 
 
 def in_served_page() -> bool:
@@ -76,6 +80,17 @@ def _section(number: int, title: str, lead: str, *items) -> pn.Column:
                  f'<p class="bt-lead">{lead}</p>')
     return pn.Column(head, *items, css_classes=["bt-card", "dl-panel"], sizing_mode="stretch_width",
                      margin=(0, 0, 12, 0), **styled())
+
+
+def _beside(first: list, second: list, basis: tuple[str, str] = ("24rem", "28rem")) -> pn.Row:
+    """Two groups side by side when the panel is wide (controls and numbers, then the chart they drive),
+    one above the other when it is not: at 1440 px a single column left half the width empty.
+
+    A wrapping Row, not a FlexBox: figures in a FlexBox added after the page loaded kept the width
+    they were first laid out at (0 px), since Bokeh does not lay out what a FlexBox (ReactiveHTML) holds."""
+    return pn.Row(*(pn.Column(*items, margin=0, styles={"flex": f"1 1 {b}", "min-width": "0"})
+                    for items, b in ((first, basis[0]), (second, basis[1]))),
+                  styles={"flex-wrap": "wrap", "gap": "0.5rem 1.5rem"}, sizing_mode="stretch_width")
 
 
 def _controls(*widgets) -> pn.FlexBox:
@@ -117,6 +132,7 @@ class DecoderLabExplorable(ExplorableView):
         self._build_widgets()
         self._build_views()
         state.param.watch(self._refresh_trace, ["trace", "split"])
+        state.param.watch(self._refresh_stage, ["inspect"])
         state.param.watch(self._refresh_causal, ["corrupted"])
         state.param.watch(self._refresh_depth, ["depth", "placement", "residual"])
         state.param.watch(self._refresh_norms, ["norm_vector", "norm_eps"])
@@ -156,7 +172,7 @@ class DecoderLabExplorable(ExplorableView):
         self.w_eps = pn.widgets.Select.from_param(s.param.norm_eps, label="eps", options=EPS_OPTIONS, **w)
         self.w_constant = pn.widgets.Button(label=f"Constant {CONSTANT_NORM_TEXT}")
         self.w_zero = pn.widgets.Button(label="Zero vector")
-        self.w_vector_reset = pn.widgets.Button(label="Default vector", color="light")
+        self.w_vector_reset = pn.widgets.Button(label="Default vector")  # "light" glared on the dark theme
         self.w_constant.on_click(lambda _: setattr(s, "norm_text", CONSTANT_NORM_TEXT))
         self.w_zero.on_click(lambda _: setattr(s, "norm_text", ZERO_NORM_TEXT))
         self.w_vector_reset.on_click(lambda _: setattr(s, "norm_text", DEFAULT_NORM_TEXT))
@@ -188,6 +204,7 @@ class DecoderLabExplorable(ExplorableView):
             self.w_break_residual, self.w_break_post, self.w_break_eps, self.w_break_split, self.w_break_mask,
         ]
         self.respond_quickly(self.controls)
+        readable(self.controls)
 
     def _mirror(self, label: str, name: str, on_value, off_value) -> pn.widgets.Checkbox:
         """A Break-it checkbox that shows and sets one of the design choices (both stay in step)."""
@@ -209,6 +226,7 @@ class DecoderLabExplorable(ExplorableView):
         # 2
         self.invariants = _html()
         self.stage_table = _html()
+        self.diagram = DiagramPlace(lambda key: setattr(s, "inspect", key.removeprefix("blocks.0.")))
         self.heads = plots.head_figures(s)
         self.head_panes, self.head_alts = [], []  # one column per head: its heatmap and its text alternative
         for fig, _ in self.heads:
@@ -246,8 +264,10 @@ class DecoderLabExplorable(ExplorableView):
         self.depth_alt = _html()
         # 7
         self.causal_results = pn.Column(
-            self.badge, self.prediction_result, pn.pane.Bokeh(self.delta_fig, sizing_mode="stretch_width"),
-            self.delta_alt, self.causal_table, sizing_mode="stretch_width")
+            _beside([self.badge, self.prediction_result, self.causal_table],
+                    [pn.pane.Bokeh(self.delta_fig, sizing_mode="stretch_width"), self.delta_alt],
+                    ("30rem", "26rem")),
+            sizing_mode="stretch_width")
         self.worked_summary = _html()
         self.worked_detail = _html()
         # 8
@@ -271,7 +291,7 @@ class DecoderLabExplorable(ExplorableView):
         self.param_table.object = tables.param_table_html(s)
         self.exercise.object = f'<p class="dl-answer">{escape(exercise_answer(s.d, s.expansion))}</p>'
         self.invariants.object = tables.invariants_html(s.invariants())
-        self.stage_table.object = tables.stage_table_html(s)
+        self._refresh_stage()
         labels = plots.position_labels(s)
         if len(self.head_box.objects) != s.heads:  # the figures stay; only which of them are laid out changes
             self.head_box.objects = self.head_panes[: s.heads]
@@ -287,6 +307,12 @@ class DecoderLabExplorable(ExplorableView):
         self.act_alt.object = alt_text("Activation curves", describe.activation_sentences(s))
         self._refresh_break()
         self._refresh_live()
+
+    @batched
+    def _refresh_stage(self, *_events) -> None:
+        """The inspected stage: the diagram's selection and the stage table's marked row."""
+        self.stage_table.object = tables.stage_table_html(self.state)
+        self.diagram.show(lambda: diagram_view(self.state))
 
     @batched
     def _refresh_causal(self, *_events) -> None:
@@ -386,6 +412,7 @@ class DecoderLabExplorable(ExplorableView):
         self._refresh_causal()  # filled only once unlocked
         self._refresh_break()
         self._refresh_live()
+        self.diagram.show(lambda: diagram_view(self.state))  # its values come with the unlock
         if not self.state.worked.rows:
             self.w_worked.disabled = True
         self.prediction_result.object = self._prediction_html()
@@ -483,7 +510,7 @@ class DecoderLabExplorable(ExplorableView):
             "Swap the choices that tell model families apart. The invariants are recomputed from the numbers after "
             "every change; the stage table and the attention heatmaps (batch item 0, one per head) update with them.",
             _controls(self.w_norm, self.w_mlp, self.w_placement, self.w_heads, self.w_causal),
-            self.invariants, self.stage_table,
+            self.invariants, *self.diagram.panes, self.stage_table,
             self.head_box, self.head_alt_box,
             self.downloads,
         )
@@ -491,10 +518,11 @@ class DecoderLabExplorable(ExplorableView):
             3, "Norms side by side",
             "Type a vector and compare what the two norms do to it (unit gain, zero bias). RMSNorm divides by the "
             "root mean square; LayerNorm subtracts the mean first, then divides by the standard deviation.",
-            _controls(self.w_vector, self.w_eps), self.vector_error,
-            _controls(self.w_constant, self.w_zero, self.w_vector_reset),
-            self.norms_verdict, self.norms_table, pn.pane.Bokeh(self.norms_fig, sizing_mode="stretch_width"),
-            self.norms_alt,
+            _beside([_controls(self.w_vector, self.w_eps), self.vector_error,
+                     _controls(self.w_constant, self.w_zero, self.w_vector_reset), self.norms_verdict,
+                     self.norms_table],
+                    [pn.pane.Bokeh(self.norms_fig, sizing_mode="stretch_width"), self.norms_alt],
+                    ("36rem", "24rem")),  # the table's width: side by side only where it need not scroll
         )
         activations = _section(
             4, "Activations",
@@ -517,8 +545,8 @@ class DecoderLabExplorable(ExplorableView):
             "gradient straight down; in post-norm it crosses two norms per block; with replace there is no "
             "straight line at all.",
             self.depth_setup, _controls(self.w_blocks), self.depth_budget_note, self.depth_status, self.depth_note,
-            pn.pane.Bokeh(self.rms_fig, sizing_mode="stretch_width"),
-            pn.pane.Bokeh(self.grad_fig, sizing_mode="stretch_width"),
+            _beside([pn.pane.Bokeh(self.rms_fig, sizing_mode="stretch_width")],
+                    [pn.pane.Bokeh(self.grad_fig, sizing_mode="stretch_width")], ("26rem", "26rem")),
             self.depth_alt, self.depth_table,
         )
         worked = _section(
@@ -544,4 +572,5 @@ class DecoderLabExplorable(ExplorableView):
     def __panel__(self):
         head = [] if self.embed else [_html(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>')]
         gate = [self.gate] if self.show_gate else []
-        return pn.Column(*head, *self.notice_panes(), *gate, self.body, sizing_mode="stretch_width")
+        return pn.Column(*head, *self.notice_panes(), *gate, self.body, sizing_mode="stretch_width",
+                         stylesheets=[READABLE_CONTROLS])

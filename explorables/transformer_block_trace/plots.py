@@ -7,34 +7,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
+from bokeh.models import ColumnDataSource, FactorRange, Range1d, Span
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
-from blocktrace.explorables.components.figures import base_figure
-from blocktrace.explorables.components.palette import SERIES
+from blocktrace.explorables.components.figures import add_hover, base_figure, legend_outside, session_colours
+from blocktrace.explorables.components.palette import ChartColours
 from blocktrace.explorables.transformer_block_trace.quantities import STAGE_FACTORS, SWIGLU_SERIES
 from blocktrace.explorables.transformer_block_trace.renderings import Rendered
 
-HEIGHTS = {"norm": 260, "comp": 260, "swiglu": 280}  # px; the page keeps this room for each until it is drawn
+HEIGHTS = {"norm": 290, "comp": 260, "swiglu": 320}  # px; the page keeps this room for each until it is drawn
+LABEL_GAP = 4  # px between a bar's end and its value label
+LABEL_ROOM = 0.22  # of the bars' span, added beyond the longest bar on each side that has one, for its label
 
 
 # --- norm per stage ------------------------------------------------------------------------
 
-def norm_figure(r: Rendered) -> tuple[figure, ColumnDataSource, ColumnDataSource, Span]:
+def norm_figure(r: Rendered, colours: ChartColours) -> tuple[figure, ColumnDataSource, ColumnDataSource, Span]:
     src, base = ColumnDataSource(r.source_data("norm")), ColumnDataSource(r.source_data("norm_base"))
     fig = base_figure("Norm ‖·‖ at each stage", height=HEIGHTS["norm"], x_range=FactorRange(*STAGE_FACTORS))
-    fig.line("stage", "norm", source=base, line_dash="dashed", color=SERIES[1], line_width=2,
+    fig.line("stage", "norm", source=base, line_dash="dashed", color=colours.series[1], line_width=2,
              legend_label="default block, same input")
-    fig.scatter("stage", "norm", source=base, marker="square", size=7, color=SERIES[1])
-    fig.line("stage", "norm", source=src, color=SERIES[0], line_width=3, legend_label="this run")
-    fig.scatter("stage", "norm", source=src, size=9, color=SERIES[0])
-    ref = Span(location=r.input_norm, dimension="width", line_color="#444444", line_dash="dotted", line_width=2)
+    fig.scatter("stage", "norm", source=base, marker="square", size=7, color=colours.series[1])
+    fig.line("stage", "norm", source=src, color=colours.series[0], line_width=3, legend_label="this run")
+    fig.scatter("stage", "norm", source=src, size=9, color=colours.series[0])
+    ref = Span(location=r.input_norm, dimension="width", line_color=colours.reference, line_dash="dotted",
+               line_width=2)
     fig.add_layout(ref)
-    fig.add_tools(HoverTool(tooltips=[("stage", "@stage"), ("‖·‖", "@norm{0.000}")], mode="mouse"))
-    fig.legend.location = "bottom_right"
-    fig.legend.label_text_font_size = "11px"
-    fig.legend.background_fill_alpha = 0.7
+    add_hover(fig, [("stage", "@stage"), ("‖·‖", "@norm{0.000}")], mode="mouse")
+    legend_outside(fig)
     fig.yaxis.axis_label = "‖·‖ (dotted: input's norm)"
     fig.xaxis.major_label_orientation = 0.6
     fig.y_range.start = 0
@@ -43,23 +44,42 @@ def norm_figure(r: Rendered) -> tuple[figure, ColumnDataSource, ColumnDataSource
 
 # --- one stage, component by component -------------------------------------------------------
 
-def component_figure(r: Rendered) -> tuple[figure, ColumnDataSource]:
+def component_data(r: Rendered, colours: ChartColours) -> dict[str, list]:
+    """The rendering's bars in this theme's colours, each label just beyond its bar's end: above a bar
+    that rises, below one that falls (the rendering's `baseline`), LABEL_GAP px clear of it."""
     data = r.source_data("comp")
+    data["colour"] = [colours.sign(v) for v in data["value"]]
+    data["label_offset"] = [-LABEL_GAP if b == "bottom" else LABEL_GAP for b in data["baseline"]]
+    return data
+
+
+def value_range(values: list[float]) -> tuple[float, float]:
+    """The y extent: zero, every bar, and room beyond the longest bar on each side for its label."""
+    if not values:
+        return 0.0, 1.0
+    low, high = min(0.0, min(values)), max(0.0, max(values))
+    span = (high - low) or 1.0
+    return (low - LABEL_ROOM * span if low < 0 else 0.0), (high + LABEL_ROOM * span if high > 0 else 0.0)
+
+
+def component_figure(r: Rendered, colours: ChartColours) -> tuple[figure, ColumnDataSource]:
+    data = component_data(r, colours)
     src = ColumnDataSource(data)
     fig = base_figure("Components of the selected stage", height=HEIGHTS["comp"],
-                      x_range=FactorRange(*data["component"]))
+                      x_range=FactorRange(*data["component"]), y_range=Range1d(*value_range(data["value"])))
     fig.vbar(x="component", top="value", width=0.7, color="colour", source=src)
     fig.text(x="component", y="label_y", text="label", source=src, text_align="center",
-             text_baseline="baseline", text_font_size="11px", text_color="#777777")
-    fig.add_layout(Span(location=0, dimension="width", line_color="#444444", line_width=1))
-    fig.add_tools(HoverTool(tooltips=[("component", "@component"), ("value", "@label")]))
+             text_baseline={"field": "baseline"}, y_offset="label_offset", text_font_size="12px",
+             text_color=colours.ink)
+    fig.add_layout(Span(location=0, dimension="width", line_color=colours.reference, line_width=1))
+    add_hover(fig, [("component", "@component"), ("value", "@label")])
     fig.yaxis.axis_label = "value (orange > 0, blue < 0)"
     return fig, src
 
 
 # --- the SwiGLU detail -----------------------------------------------------------------------
 
-def swiglu_figure(r: Rendered) -> tuple[figure, ColumnDataSource]:
+def swiglu_figure(r: Rendered, colours: ChartColours) -> tuple[figure, ColumnDataSource]:
     data = r.source_data("swiglu")
     src = ColumnDataSource(data)
     fig = base_figure("SwiGLU, hidden unit by hidden unit", height=HEIGHTS["swiglu"],
@@ -67,13 +87,11 @@ def swiglu_figure(r: Rendered) -> tuple[figure, ColumnDataSource]:
     width = 0.2
     for n, name in enumerate(SWIGLU_SERIES):
         fig.vbar(x=dodge("unit", (n - 1.5) * width, range=fig.x_range), top=f"s{n}", width=width * 0.95,
-                 source=src, color=SERIES[n], legend_label=name)
-    fig.add_layout(Span(location=0, dimension="width", line_color="#444444", line_width=1))
-    fig.add_tools(HoverTool(tooltips=[("unit", "@unit"), ("gate", "@s0{+0.000}"), ("SiLU(gate)", "@s1{+0.000}"),
-                                      ("value", "@s2{+0.000}"), ("product", "@s3{+0.000}")]))
-    fig.legend.orientation = "horizontal"
-    fig.legend.location = "top_left"
-    fig.legend.label_text_font_size = "11px"
+                 source=src, color=colours.series[n], legend_label=name)
+    fig.add_layout(Span(location=0, dimension="width", line_color=colours.reference, line_width=1))
+    add_hover(fig, [("unit", "@unit"), ("gate", "@s0{+0.000}"), ("SiLU(gate)", "@s1{+0.000}"),
+                    ("value", "@s2{+0.000}"), ("product", "@s3{+0.000}")])
+    legend_outside(fig, ncols=2)  # four names do not fit one row of a phone's plot
     return fig, src
 
 
@@ -91,14 +109,16 @@ class TraceFigures:
     comp_src: ColumnDataSource
     swiglu_fig: figure
     swiglu_src: ColumnDataSource
+    colours: ChartColours
 
 
 def trace_figures(r: Rendered) -> TraceFigures:
     """The three figures, drawn from a rendering (of the state, or the locked one: no data)."""
-    norm = norm_figure(r)
-    comp = component_figure(r)
-    swiglu = swiglu_figure(r)
-    return TraceFigures(*norm, *comp, *swiglu)
+    colours = session_colours()
+    norm = norm_figure(r, colours)
+    comp = component_figure(r, colours)
+    swiglu = swiglu_figure(r, colours)
+    return TraceFigures(*norm, *comp, *swiglu, colours)
 
 
 def update_figures(figs: TraceFigures, r: Rendered, before: Rendered | None = None) -> None:
@@ -116,9 +136,12 @@ def update_figures(figs: TraceFigures, r: Rendered, before: Rendered | None = No
         figs.norm_base.data = r.source_data("norm_base")
     figs.norm_ref.location = r.input_norm  # None (not drawn) while the gate is locked
     if changed("comp"):
-        comp = r.source_data("comp")
+        comp = component_data(r, figs.colours)
         if list(figs.comp_fig.x_range.factors) != comp["component"]:
             figs.comp_fig.x_range.factors = comp["component"]
+        low, high = value_range(comp["value"])
+        if (figs.comp_fig.y_range.start, figs.comp_fig.y_range.end) != (low, high):
+            figs.comp_fig.y_range.update(start=low, end=high)
         figs.comp_src.data = comp
     if changed("swiglu"):
         sw = r.source_data("swiglu")

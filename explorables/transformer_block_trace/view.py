@@ -12,12 +12,15 @@ from blocktrace.explorables.components.downloads import Downloads, worksheet_htm
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
+from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, readable
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.transformer_block_trace import plots
+from blocktrace.explorables.transformer_block_trace.diagram import diagram_view
 from blocktrace.explorables.transformer_block_trace.renderings import shown
 from blocktrace.explorables.transformer_block_trace.state import (
     CONSTANT_INPUT,
@@ -94,16 +97,17 @@ class TraceExplorable(ExplorableView):
                                                  sizing_mode="stretch_width")
         self.inspect = pn.widgets.Select.from_param(
             s.param.inspect, label="Stage to inspect",
-            options={s.trace.stage(k).label: k for k in ROW_KEYS}, sizing_mode="stretch_width")
+            options={s.trace.stage(k).label: k for k in ROW_KEYS}, sizing_mode="stretch_width", max_width=360)
         self.constant = pn.widgets.Button(label="Constant 2, 2, 2, 2")
         self.zero = pn.widgets.Button(label="Zero updates")
-        self.reset = pn.widgets.Button(label="Reset", color="light")
+        self.reset = pn.widgets.Button(label="Reset")  # "light" read as plain text on white and glared on dark
         self.constant.on_click(lambda _: setattr(s, "input_text", CONSTANT_INPUT))
         self.zero.on_click(lambda _: s.zero_updates())
         self.reset.on_click(lambda _: s.reset())
         self.controls = [self.vector, self.scale, self.mlp_scale, self.replace, self.norm, self.inspect,
                          self.constant, self.zero, self.reset]
         self.respond_quickly(self.controls)
+        readable(self.controls)
 
     def _build_views(self) -> None:
         s = self.state
@@ -117,6 +121,8 @@ class TraceExplorable(ExplorableView):
         self.swiglu_table = LiveHTML(r.swiglu_table, **wide)
         self.baseline_table = LiveHTML(r.baseline_table, **wide)
         self.live = LiveHTML(self._live_html(r.announcement), **wide)
+        self.diagram = DiagramPlace(lambda key: setattr(s, "inspect", key))  # a stage picked in it is inspected
+        self.diagram.show(lambda: diagram_view(s))
         self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet)
         self.files = OnceUnlocked(s.prediction, self.downloads, FILES_NOTE)
 
@@ -154,6 +160,7 @@ class TraceExplorable(ExplorableView):
         if "figures" in self.__dict__:  # not built yet: they will be built from the state as it is then
             plots.update_figures(self.figures, r, self._figures_show)
             self._figures_show = r
+        self.diagram.show(lambda: diagram_view(self.state))
         set_object(self.stage_table, r.stage_table)
         set_object(self.baseline_table, r.baseline_table)
         set_object(self.swiglu_table, r.swiglu_table)
@@ -180,12 +187,11 @@ class TraceExplorable(ExplorableView):
     # --- layout -----------------------------------------------------------------------------
 
     def __panel__(self):
-        controls = pn.Column(
+        controls = self.control_card(
             LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()),
-            self.vector, self.vector_error,
-            pn.Row(self.constant, self.zero, self.reset, sizing_mode="stretch_width"),
-            self.scale, self.mlp_scale, self.replace, self.norm, self.inspect,
-            css_classes=["bt-card"], sizing_mode="stretch_width",
+            (self.vector, self.vector_error, self.constant),  # each button beside what it sets
+            (self.scale, self.mlp_scale, self.zero),
+            self.replace, self.norm, self.reset,
         )
         gate = [self.gate] if self.show_gate else []
         share = pn.Column(
@@ -193,26 +199,28 @@ class TraceExplorable(ExplorableView):
             *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE, self.state.prediction)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
-        left = pn.Column(*gate, controls, share, styles={"flex": "0 1 22rem", "min-width": "18rem"})
+        left = pn.Column(*gate, controls, styles=self.side_styles(),
+                         stylesheets=[] if self.embed else [STICKY_SIDE])  # in view while the results scroll
         after_load = DrawnAfterLoad()
 
         def plot(name: str) -> pn.Column:
             return after_load.place(lambda: getattr(self.figures, f"{name}_fig"), plots.HEIGHTS[name])
 
         right = pn.Column(
-            self.live, self.stage_table,
+            self.live, *self.diagram.panes, self.stage_table,
             plot("norm"), self.norm_alt,
-            plot("comp"), self.comp_alt,
+            self.inspect, plot("comp"), self.comp_alt,  # the stage picker above the chart it drives
             LiveHTML('<h2 class="bt-h2">Inside SwiGLU</h2><p class="bt-lead">Each hidden unit multiplies '
                          "SiLU(gate) by its value. A gate near 0 (or well below it) lets almost nothing through; for a "
                          "large positive gate SiLU is close to the gate itself, so the unit can pass more than its "
                          "whole value.</p>", **styled(sizing_mode="stretch_width")),
             plot("swiglu"), self.swiglu_alt, self.swiglu_table,
             self.baseline_table,
-            styles={"flex": "1 1 36rem", "min-width": "0"},
+            styles=self.main_styles("36rem"),
         )
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
-        body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width")
+        share.styles = {"flex": "1 1 100%"}  # after the results: between the controls and the plots it kept them apart
+        body = pn.FlexBox(left, right, share, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
+        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS])

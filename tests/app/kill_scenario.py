@@ -24,7 +24,7 @@ from pathlib import Path
 from blocktrace.app.classroom.identity import COOKIE_NAME, load_or_create_secret, new_learner_id, sign
 from blocktrace.app.classroom.store import EventStore, default_url
 from blocktrace.explorables.block_floor.state import FloorState
-from blocktrace.explorables.components.prediction import NOT_CHOSEN
+from blocktrace.explorables.components.prediction import CHOICES_CLASS
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
 from tests.app.bokeh_ws_client import Session, fetch_token, models
 from tests.conftest import Server, start_server, stop_server
@@ -113,7 +113,7 @@ async def attach(student: Student, base: str, class_code: str) -> None:
     student.changed = asyncio.Event()  # of this event loop (each phase of a kill runs its own)
     for model in models(student.session.document):
         attrs, name = _attrs(model), model.get("name", "")
-        if name == "RadioGroup" and NOT_CHOSEN in (attrs.get("labels") or []):
+        if name == "RadioGroup" and CHOICES_CLASS in (attrs.get("css_classes") or []):
             student.radio = model["id"]
         elif name.endswith("Button") and attrs.get("label") == COMMIT:
             student.button = model["id"]
@@ -132,7 +132,7 @@ async def click(session: Session, button: str) -> None:
 
 
 async def commit(student: Student) -> None:
-    index = 1 + list(PREDICTION_CHOICES).index(student.choice)
+    index = list(PREDICTION_CHOICES).index(student.choice)
     await student.session.set(student.radio, "active", index)
     await click(student.session, student.button)
 
@@ -171,7 +171,7 @@ async def flood_check_answer(base: str, class_code: str, secret: bytes, presses:
     found = _checkpoint_controls(session.document, labels)
     if found is None:
         bet = next(m["id"] for m in models(session.document) if m.get("name") == "RadioGroup"
-                   and NOT_CHOSEN in (_attrs(m).get("labels") or []))
+                   and CHOICES_CLASS in (_attrs(m).get("css_classes") or []))
         commit_bet = next(m["id"] for m in models(session.document) if m.get("name", "").endswith("Button")
                           and _attrs(m).get("label") == "Commit bet")
         await session.set(bet, "active", 1)
