@@ -95,7 +95,8 @@ def diagram_view(state: FloorState) -> Shown:
                 same = "the same in both orders" if agree(mine, theirs) else "the orders differ here"
                 said += f"; reversed order {words_of_number(vector_text(theirs))}, {same}"
             values[key] = (text, said)
-        split = state.divergence() if state.reverse else None
+        # Where the orders split is the question the claim asks: told only once the student has claimed.
+        split = state.divergence() if state.reverse and state.claim_result is not None else None
         if split is not None and keys[split - 1] in spec.keys:
             alerts[keys[split - 1]] = SPLIT_TAG
     return shown(spec, selected, values, locked, alerts, caption(state, floor, split), LOCKED_NAME)

@@ -184,6 +184,7 @@ class FloorExplorable(ExplorableView):
         super().__init__(state, state.bet, QUERY_KEYS, query, embed, predict)
         self._build()
         state.param.watch(self._refresh, ["original", "reversed_", "stage", "tracked", "reverse"])
+        state.param.watch(lambda *_: self.diagram.show(lambda: diagram_view(state)), ["claim_result"])
         state.param.watch(self._show_claim, ["claim_result"])
         state.param.watch(self._show_phrase_error, ["phrase_error"])
         state.param.watch(self._sync_tracked_options, ["words", "tracked"])

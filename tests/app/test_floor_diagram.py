@@ -93,6 +93,8 @@ def test_floor_diagram_draws_the_floor_of_the_stage_on_view() -> None:
     assert in_layout(view) == [diagram]
     assert node_keys(diagram) == FLOOR_ONE and diagram.selected == "embed"
     assert "+ position vectors" in [t["text"] for t in layout(diagram)["shapes"] if t["tag"] == "text"]
+    assert diagram.alerts == {}, "where the orders split is what the claim asks: not told before it"
+    view.claim.clicks += 1  # a claim (wrong: stage 1), and then the diagram says where they really split
     assert diagram.alerts == {"blocks.0.resid_pre": "orders split here"}  # the middle word's slot stamp differs
     diagram.selected = "blocks.0.attn_out"
     assert s.stage == 4
