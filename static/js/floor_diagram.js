@@ -84,7 +84,7 @@ state.choose = (key) => {
 
 function node(n, svg) {
   const [x, y, w, h] = n.box;
-  const g = el("g", {"class": "fd-node k-" + n.kind.split(" ").join(" k-"), tabindex: 0, role: "button",
+  const g = el("g", {"class": "fd-node k-" + n.kind.split(" ").join(" k-"), tabindex: -1, role: "button",
                      "data-key": n.key, "aria-pressed": "false"}, svg);
   el("rect", {x: x - 3.5, y: y - 3.5, width: w + 7, height: h + 7, rx: n.kind === "part" ? 7 : 9,
               "class": "fd-ring"}, g);
@@ -101,9 +101,18 @@ function node(n, svg) {
     if (event.key === "Enter" || event.key === " " || event.key === "Spacebar") {
       event.preventDefault();
       state.choose(n.key);
+      return;
     }
+    // One Tab stop for the whole diagram: the arrow keys, Home and End move between its stages.
+    const keys = Array.from(state.nodes.keys()), at = keys.indexOf(n.key);
+    const to = {ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1,
+                Home: 0, End: keys.length - 1}[event.key];
+    if (to === undefined) return;
+    event.preventDefault();
+    const next = keys[Math.max(0, Math.min(keys.length - 1, to))];
+    state.nodes.get(next).g.focus();
   });
-  g.addEventListener("focus", () => { state.focused = n.key; state.say(n.key); });
+  g.addEventListener("focus", () => { state.focused = n.key; state.stop(n.key); state.say(n.key); });
   g.addEventListener("blur", () => { state.focused = null; state.say(null); });
   g.addEventListener("mouseenter", () => state.say(n.key));
   g.addEventListener("mouseleave", () => state.say(state.focused));
@@ -120,7 +129,7 @@ state.draw = () => {
   if (which === null) return;
   const layout = parsed()[which];
   const svg = el("svg", {viewBox: "0 0 " + layout.width + " " + layout.height, "class": "fd-svg fd-" + which,
-                         role: "group", "aria-label": "Stages of the floor"});
+                         role: "toolbar", "aria-label": "Stages of the floor (arrow keys move between stages)"});
   const most = which === "wide" ? layout.width : layout.width * TALL_MAX_SCALE;
   svg.style.maxWidth = most + "px";
   // The frame hugs the drawing (its caption and detail line wrap to it) rather than the whole column.
@@ -152,8 +161,17 @@ state.fill = () => {
   state.say(state.focused);
 };
 
+state.stop = (key) => {  // the stage Tab lands on: the one last focused, else the selected one, else the first
+  if (!state.nodes || state.nodes.size === 0) return;
+  const stop = state.nodes.has(key) ? key : state.nodes.has(data.selected) ? data.selected
+    : state.nodes.keys().next().value;
+  for (const [k, parts] of state.nodes) parts.g.setAttribute("tabindex", k === stop ? "0" : "-1");
+  state.tabStop = stop;
+};
+
 state.mark = () => {
   if (!state.nodes) return;
+  state.stop(state.focused || data.selected);
   const alerts = data.alerts || {};
   for (const [key, parts] of state.nodes) {
     const on = key === data.selected;

@@ -188,7 +188,7 @@ class Keyboard:
 
     # --- moving focus -------------------------------------------------------------------------
 
-    def tab_to(self, target: Locator, *, back: bool = False, group: bool = False, limit: int = 60) -> Stop:
+    def tab_to(self, target: Locator, *, back: bool = False, group: bool = False, limit: int = 40) -> Stop:
         """Press Tab (Shift+Tab if `back`) until `target` has focus; at most `limit` presses.
 
         group=True: stop at any radio button of `target`'s group (Tab enters a group at its checked one).

@@ -41,8 +41,8 @@ def test_floor_diagram_by_keyboard_following_the_controls_and_hiding_values_unti
     page = opened.page
     nodes = page.locator(".fd-node")
     expect(nodes).to_have_count(len(STAGES))
-    for key in STAGES:
-        expect(node(page, key)).to_have_attribute("tabindex", "0")
+    for key in STAGES:  # one Tab stop, the selected stage; the arrow keys move between the others
+        expect(node(page, key)).to_have_attribute("tabindex", "0" if key == "blocks.0.resid_post" else "-1")
         expect(node(page, key)).to_have_attribute("aria-disabled", "true")
 
     # Locked: the structure and the names are there, the values are not (nor in any name or tooltip).
@@ -51,7 +51,19 @@ def test_floor_diagram_by_keyboard_following_the_controls_and_hiding_values_unti
     assert not NUMBER.search(texts) and not any(NUMBER.search(t) for t in labels)
     expect(page.locator(".fd-value").first).to_have_text("—")
     node(page, "blocks.0.ln1.normalized").focus()
-    page.keyboard.press("Tab")
+    page.keyboard.press("ArrowRight")
+    expect(node(page, "blocks.0.attn_out")).to_be_focused()
+    page.keyboard.press("End")
+    expect(node(page, "blocks.0.resid_post")).to_be_focused()
+    page.keyboard.press("Home")
+    expect(node(page, "blocks.0.resid_pre")).to_be_focused()
+    page.keyboard.press("ArrowDown")
+    expect(node(page, "blocks.0.ln1.normalized")).to_be_focused()
+    page.keyboard.press("Tab")  # out of the diagram in one step
+    assert page.evaluate("!document.activeElement.closest('.fd-node')")
+    page.keyboard.press("Shift+Tab")  # back in, on the stage last focused
+    expect(node(page, "blocks.0.ln1.normalized")).to_be_focused()
+    page.keyboard.press("ArrowRight")
     expect(node(page, "blocks.0.attn_out")).to_be_focused()
     page.keyboard.press("Enter")  # refused while locked: the selection stays
     expect(node(page, "blocks.0.resid_post")).to_have_attribute("aria-pressed", "true")
