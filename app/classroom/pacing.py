@@ -61,14 +61,6 @@ def pushed_values(explorable: str, pushed: Mapping[str, Any] | None) -> dict[str
     return values
 
 
-def apply_pushed(state: Any, explorable: str, pushed: Mapping[str, Any]) -> bool:
-    """Set the pushed controls on one student's state; False when the push is for another explorable."""
-    values = pushed_values(explorable, pushed)
-    if values:
-        state.param.update(**values)
-    return bool(values)
-
-
 class PushedView:
     """One student's screen under the teacher's pushes: each push sets the controls it names, and when the
     teacher stops showing, the student's own settings come back (each control the student has not moved

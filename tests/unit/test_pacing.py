@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from blocktrace.app.classroom.pacing import PushedView, apply_pushed, closed_steps, read_pushed_state
+from blocktrace.app.classroom.pacing import PushedView, closed_steps, read_pushed_state
 from blocktrace.app.classroom.store import EventStore
 from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.transformer_block_trace.state import TraceState
@@ -35,9 +35,9 @@ def test_a_pushed_state_keeps_only_valid_keys_of_the_explorable():
     with pytest.raises(ValueError, match="no control of this explorable"):
         read_pushed_state(TRACE, "embed=1&theme=dark")
     state = TraceState()
-    assert apply_pushed(state, TRACE, {"explorable": TRACE, "state": {"attention_scale": "0", "x": "1"}})
+    assert PushedView(state, TRACE).show({"explorable": TRACE, "state": {"attention_scale": "0", "x": "1"}})
     assert state.attention_scale == 0.0
-    assert not apply_pushed(state, "block-floor", {"explorable": TRACE, "state": {"attention_scale": "1"}})
+    assert not PushedView(state, "block-floor").show({"explorable": TRACE, "state": {"attention_scale": "1"}})
 
 
 def test_stopping_a_push_gives_each_student_their_own_settings_back():
