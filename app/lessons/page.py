@@ -20,7 +20,7 @@ from blocktrace.app.server.pages import apply_theme, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import attach_explorable, learner_bar, put_back, start_session
 from blocktrace.explorables.components.checkpoint import Checkpoint, CheckpointView, Option
-from blocktrace.explorables.components.page_layout import beside
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, beside, readable
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import session_query
@@ -305,6 +305,7 @@ class LessonView(pn.viewable.Viewer):
         text = pn.widgets.TextAreaInput(label="Your explanation", max_length=MAX_EXPLANATION, rows=4,
                                         sizing_mode="stretch_width", placeholder="A few sentences")
         submit = pn.widgets.Button(label="Submit explanation", color="primary")
+        readable([text])
         echo = LiveHTML("", **styled(sizing_mode="stretch_width"))
 
         def show(words: str, status: str = "Saved.") -> None:
@@ -349,7 +350,8 @@ class LessonView(pn.viewable.Viewer):
         bar = learner_bar(self.recorder) if self.recorder is not None else None
         parts = steps_beside(lesson.blocks, self.parts)
         return pn.Column(*([bar] if bar is not None else []), head, self.strip, *parts,
-                         sizing_mode="stretch_width", styles={"max-width": "80rem"})
+                         sizing_mode="stretch_width", styles={"max-width": "80rem"},
+                         stylesheets=[READABLE_CONTROLS])  # the prose, the learner bar and the boxes at 1rem
 
 
 def steps_beside(blocks: list, parts: list) -> list:

@@ -14,6 +14,7 @@ from blocktrace.app.classroom.identity import DEFAULT_CLASS, clean_display_name
 from blocktrace.app.classroom.learner import Learner, SessionRecorder, newest_per_slot
 from blocktrace.app.classroom.pacing import PUSH_ENDED, PUSH_NOTE, PushedView, pace_of
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 
@@ -195,6 +196,7 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
     name = pn.widgets.TextInput(label="Your name (optional)", max_length=40, placeholder="Shown to your teacher",
                                 width=220)
     save = pn.widgets.Button(label="Save name")
+    readable([name])
     message = LiveHTML("", **styled())
 
     stored_name: list[str] = []  # the name the store has confirmed, once it has
@@ -220,4 +222,5 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
     save.on_click(saved)
     info = LiveHTML(class_line(learner.class_code), **styled())
     return pn.FlexBox(info, name, save, message, recorder.notice, flex_wrap="wrap", align_items="end",
-                      sizing_mode="stretch_width", css_classes=["bt-learner-bar"])
+                      sizing_mode="stretch_width", css_classes=["bt-learner-bar"],
+                      stylesheets=[READABLE_CONTROLS])  # its own root on an explorable's page

@@ -20,7 +20,7 @@ from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors
 from blocktrace.explorables.components.html import alt_text, table
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
-from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, readable
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, TIGHT_LINES, readable
 from blocktrace.explorables.components.palette import text_on
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled, stylesheet
@@ -58,13 +58,14 @@ FLOOR_CSS = """
 """
 
 
-def order_heading_html(tag: str, title: str, colour: str) -> str:
-    """An order card's heading: its pair letter on the order's colour (its arrow's), then its name and what
-    it is compared with, so two cards stacked on a phone still read as a pair."""
+def order_heading_html(tag: str, title: str, colour: str, pair_note: bool = True) -> str:
+    """An order card's heading: its pair letter on the order's colour (its arrow's), then its name and (with
+    `pair_note`) what it is compared with, so two cards stacked on a phone still read as a pair."""
     other = {"A": "B, the reversed order", "B": "A, the original order"}[tag]
+    note = (f'<p class="bt-muted bt-order-pair">Read beside {escape(other)}: the same word, stage by stage.</p>'
+            if pair_note else "")
     return (f'<h2 class="bt-h2 bt-order-head"><span class="bt-order-tag" style="background:{colour};'
-            f'color:{text_on(colour)}">{tag}</span> {escape(title)}</h2>'
-            f'<p class="bt-muted bt-order-pair">Read beside {escape(other)}: the same word, stage by stage.</p>')
+            f'color:{text_on(colour)}">{tag}</span> {escape(title)}</h2>{note}')
 
 
 def floor_styled(**params) -> dict:
@@ -126,15 +127,23 @@ class OrderColumn:
         self.heat_alt = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.heat_sums = LiveHTML("", **styled(sizing_mode="stretch_width"))
         colour = plots.order_colour(order)
-        self.layout = pn.Column(
-            LiveHTML(order_heading_html(self.tag, title, colour), **floor_styled(sizing_mode="stretch_width")),
-            self.phrase, *(  # embedded, the table first: it is what the first screen must show
-                [self.table, pn.pane.Bokeh(self.arrow_fig), self.arrow_alt] if table_first
-                else [pn.pane.Bokeh(self.arrow_fig), self.arrow_alt, self.table]),
-            pn.pane.Bokeh(self.heat_fig, sizing_mode="stretch_width"), self.heat_sums, self.heat_alt,
-            styles={"flex": "1 1 22rem", "min-width": "0", "border-top": f"4px solid {colour}"},
-            css_classes=["bt-card", "bt-order"],
-        )
+        # Embedded, the two cards stay side by side in a course column (the note is for cards stacked on a
+        # phone) and the phrase's lines are packed, so the first screen reaches the tables' rows.
+        heading = LiveHTML(order_heading_html(self.tag, title, colour, pair_note=not table_first),
+                           **floor_styled(sizing_mode="stretch_width"))
+        if table_first:
+            self.phrase.stylesheets = [*self.phrase.stylesheets, TIGHT_LINES]
+            self.phrase.margin = (0, 10)
+        heat = [pn.pane.Bokeh(self.heat_fig, sizing_mode="stretch_width"), self.heat_sums, self.heat_alt]
+        card = {"styles": {"flex": "1 1 22rem", "min-width": "0", "border-top": f"4px solid {colour}"},
+                "css_classes": ["bt-card", "bt-order"]}
+        if table_first:  # embedded: the two tables side by side in the first screen, the plots in a later row
+            self.layout = pn.Column(heading, self.phrase, self.table, **card)
+            self.plots = pn.Column(pn.pane.Bokeh(self.arrow_fig), self.arrow_alt, *heat, **card)
+        else:
+            self.layout = pn.Column(heading, self.phrase, pn.pane.Bokeh(self.arrow_fig), self.arrow_alt,
+                                    self.table, *heat, **card)
+            self.plots = None
 
     def _heat_title(self, floor: int) -> str:
         return f"{self.tag} · attention weights, floor {floor}"
@@ -218,7 +227,7 @@ class FloorExplorable(ExplorableView):
         self.never.on_click(lambda _: self._claim(None))
         self.claim_pane = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self.banner = LiveHTML("", **styled(sizing_mode="stretch_width"))
-        self.settle = LiveHTML("", **styled(sizing_mode="stretch_width"))
+        self.settle = LiveHTML("", **styled(sizing_mode="stretch_width", margin=(0, 10)))  # empty until stage 8
         self.diagram = DiagramPlace(lambda key: setattr(s, "stage", stage_of(s, key)))  # a stage picked: stepped to
         limit = plots.plane_limit(s)
         self.columns = [OrderColumn(s, title, trace, pos, limit, table_first=self.embed, order=n)
@@ -295,7 +304,9 @@ class FloorExplorable(ExplorableView):
             for n, (column, (_, trace, pos)) in enumerate(zip(self.columns, orders, strict=True)):
                 other = (orders[1 - n][1], orders[1 - n][2]) if s.reverse else None
                 column.update(s, trace, pos, other, limit)
-        self.columns[1].layout.visible = s.reverse
+        for part in (self.columns[1].layout, self.columns[1].plots):
+            if part is not None:
+                part.visible = s.reverse
         self.claim.disabled = self.never.disabled = not s.reverse or not s.bet.unlocked
         set_object(self.banner, self._banner_html())
         self.diagram.show(lambda: diagram_view(s))
@@ -361,10 +372,12 @@ class FloorExplorable(ExplorableView):
         self._refresh()
 
     def __panel__(self):
-        controls = self.control_card(
-            LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()),
-            (self.phrase, self.phrase_error), self.positions, self.tracked, self.reverse, self.causal, self.floors,
-        )
+        # Embedded, the three switches share a cell: four cells make one short row of controls.
+        cells = ([(self.phrase, self.phrase_error), self.tracked, self.floors, (self.positions, self.reverse,
+                                                                              self.causal)] if self.embed else
+                 [(self.phrase, self.phrase_error), self.positions, self.tracked, self.reverse, self.causal,
+                  self.floors])
+        controls = self.control_card(LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()), *cells)
         # The stepper and the claim it makes, with the stage it is at: one card, right before the orders.
         mission = pn.Column(
             LiveHTML(f'<h2 class="bt-h2">Step and claim</h2><p>{escape(MISSION)}</p>', **styled()),
@@ -378,15 +391,23 @@ class FloorExplorable(ExplorableView):
             *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE, self.state.bet)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
-        left = pn.Column(*gate, controls, mission, styles=self.side_styles(),
-                         stylesheets=[] if self.embed else [STICKY_SIDE])  # in view while the results scroll
-        orders = pn.FlexBox(*(c.layout for c in self.columns), flex_wrap="wrap", gap="0.75rem",
-                            sizing_mode="stretch_width")
-        right = pn.Column(*self.diagram.panes, self.settle, orders, self.checkpoints_place,
-                          styles=self.main_styles("40rem"))
+        def pair(cards) -> pn.FlexBox:
+            return pn.FlexBox(*cards, flex_wrap="wrap", gap="0.75rem", sizing_mode="stretch_width")
+
+        orders = pair(c.layout for c in self.columns)
+        if self.embed:  # a course column's first screen: the controls, the diagram and the two tables
+            left = pn.Column(*gate, controls, styles=self.side_styles())
+            right = pn.Column(*self.diagram.panes, self.settle, orders, mission, pair(c.plots for c in self.columns),
+                              self.checkpoints_place, styles=self.main_styles("40rem"))
+        else:
+            left = pn.Column(*gate, controls, mission, styles=self.side_styles(),
+                             stylesheets=[STICKY_SIDE])  # in view while the results scroll
+            right = pn.Column(*self.diagram.panes, self.settle, orders, self.checkpoints_place,
+                              styles=self.main_styles("40rem"))
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
         share.styles = {"flex": "1 1 100%"}  # after the results: between the controls and the plots it kept them apart
-        body = pn.FlexBox(left, right, share, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
+        body = pn.FlexBox(left, right, share, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
+                          sizing_mode="stretch_width")
         return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS])

@@ -27,6 +27,11 @@ STICKY_SIDE = (f"@media (min-width: {BESIDE_MIN_WIDTH}) {{ :host {{ position: st
 READABLE_INPUT = ".bk-input { font: inherit; }"
 
 
+# Embedded, a one-line summary above the results keeps a line's margins, not a paragraph's: a course column's
+# first screen has room for the controls, the diagram and the first table only without the spare space.
+TIGHT_LINES = "p { margin: 0.25rem 0; }"
+
+
 def readable(widgets) -> None:
     """Give these widgets' text fields and selects the page's text size (see READABLE_INPUT)."""
     for widget in widgets:

@@ -14,7 +14,7 @@ from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
-from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, readable
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, TIGHT_LINES, readable
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
@@ -121,6 +121,8 @@ class TraceExplorable(ExplorableView):
         self.swiglu_table = LiveHTML(r.swiglu_table, **wide)
         self.baseline_table = LiveHTML(r.baseline_table, **wide)
         self.live = LiveHTML(self._live_html(r.announcement), **wide)
+        if self.embed:
+            self.live.stylesheets = [*self.live.stylesheets, TIGHT_LINES]
         self.diagram = DiagramPlace(lambda key: setattr(s, "inspect", key))  # a stage picked in it is inspected
         self.diagram.show(lambda: diagram_view(s))
         self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet)
@@ -187,12 +189,13 @@ class TraceExplorable(ExplorableView):
     # --- layout -----------------------------------------------------------------------------
 
     def __panel__(self):
-        controls = self.control_card(
-            LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()),
-            (self.vector, self.vector_error, self.constant),  # each button beside what it sets
-            (self.scale, self.mlp_scale, self.zero),
-            self.replace, self.norm, self.reset,
-        )
+        # Each button beside what it sets. Embedded, four cells of two rows each make one short row of them
+        # (the two buttons that put values back share a cell), so the first table is in the first screen.
+        cells = ([(self.vector, self.vector_error, self.constant), (self.scale, self.mlp_scale),
+                  (self.norm, self.replace), (self.zero, self.reset)] if self.embed else
+                 [(self.vector, self.vector_error, self.constant), (self.scale, self.mlp_scale, self.zero),
+                  self.replace, self.norm, self.reset])
+        controls = self.control_card(LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()), *cells)
         gate = [self.gate] if self.show_gate else []
         share = pn.Column(
             LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.files,
@@ -222,5 +225,6 @@ class TraceExplorable(ExplorableView):
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
         share.styles = {"flex": "1 1 100%"}  # after the results: between the controls and the plots it kept them apart
-        body = pn.FlexBox(left, right, share, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
+        body = pn.FlexBox(left, right, share, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
+                          sizing_mode="stretch_width")
         return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS])

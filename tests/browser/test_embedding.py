@@ -21,6 +21,9 @@ from tests.conftest import free_port, start_server, stop_server
 
 pytestmark = pytest.mark.browser
 ROUTE = "/explorables/transformer-block-trace"
+# The explorables whose first screen, embedded, holds the controls, the floor diagram and the first table.
+# (The decoder lab's diagram belongs to its second panel, with that panel's own controls and table.)
+FIRST_SCREEN = ("/explorables/transformer-block-trace", "/explorables/block-floor")
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +52,9 @@ def host_page(tmp_path_factory, host_port: int, embed_server) -> Iterator[str]:
         "gated.html": iframe_snippet(base, ROUTE, typed, "Block trace"),
         "script.html": f'<div id="embedded">{script_snippet(base, ROUTE, state)}</div>',
         "both.html": script_snippet(base, ROUTE, state) + iframe_snippet(base, ROUTE, state, "Block trace"),
+        **{f"first-screen-{route.rsplit('/', 1)[1]}.html": iframe_snippet(base, route, embed_server.predict_off(route),
+                                                                          "Explorable")
+           for route in FIRST_SCREEN},
     }
     for name, body in pages.items():  # a course page: its text in a 900 px column
         (folder / name).write_text(
@@ -220,3 +226,28 @@ def test_the_embed_dialog_copies_each_snippet(browser: Browser, embed_server) ->
     expect(dialog).to_be_hidden()
     assert errors == [] and outside == []
     context.close()
+
+
+@pytest.mark.parametrize("route", FIRST_SCREEN)
+def test_an_embed_shows_the_controls_the_diagram_and_the_first_table_in_its_first_screen(
+        browser: Browser, host_page: str, route: str) -> None:
+    """In a 900 px course column seen 700 px at a time, the iframe scrolled to the top of the screen shows
+    the whole Controls card, the whole floor diagram and the first table's heading and first two rows."""
+    page = browser.new_page(viewport={"width": 900, "height": 700})
+    errors, outside = _watch(page)
+    page.goto(f"{host_page}/first-screen-{route.rsplit('/', 1)[1]}.html")
+    frame = page.frame_locator("iframe")
+    rows = frame.locator("table.bt-table").first.locator("tbody tr")
+    expect(rows.first).to_be_visible()
+    page.locator("iframe").evaluate("f => f.scrollIntoView({block: 'start'})")
+    top = page.locator("iframe").bounding_box()["y"]
+    controls = frame.locator(".bt-card").filter(has=frame.get_by_role("heading", name="Controls", exact=True))
+    shown = {"controls": controls, "diagram": frame.locator("svg.fd-svg"),
+             "table heading": frame.locator("table.bt-table").first.locator("caption"),
+             "first row": rows.nth(0), "second row": rows.nth(1)}
+    for name, locator in shown.items():
+        expect(locator).to_have_count(1)
+        box = locator.bounding_box()
+        assert top <= box["y"] and box["y"] + box["height"] <= top + 700, (name, box, top)
+    assert errors == [] and outside == []
+    page.close()
