@@ -31,7 +31,7 @@ def test_acknowledged_predictions_survive_kill_9(browser: Browser, tmp_path) -> 
     acknowledged = []
     pages = []
     try:
-        for n in range(8):
+        for n in range(len(ANSWERS)):  # a student per answer
             page = browser.new_context().new_page()
             pages.append(page)
             page.goto(server.url(TRACE))

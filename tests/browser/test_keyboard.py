@@ -220,7 +220,7 @@ def test_block_floor_lesson_by_keyboard(open_page) -> None:
         expect(slider(page, "Floors")).to_have_attribute("aria-valuenow", re.compile(r"^2(\.0+)?$"))
         expect(page.get_by_role("row", name=re.compile("^Floor 2 · ")).first).to_be_visible()
     with kb.step("Position vectors (Space), then They never diverge (Enter)"):
-        kb.tab_to(checkbox(page, "Position vectors"), back=True)
+        kb.tab_to(checkbox(page, "Position vectors"))  # the switches' cell comes after Floors in the row
         kb.press("Space")
         expect(checkbox(page, "Position vectors")).not_to_be_checked()
         expect(page.get_by_text("positions off: nothing added").first).to_be_visible()

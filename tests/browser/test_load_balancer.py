@@ -45,7 +45,7 @@ CLASS = "lb"
 TRACE = f"/explorables/transformer-block-trace?class={CLASS}"
 QUESTION = "transformer-block-trace/prediction"
 PASSWORD = "balanced teacher"
-STUDENTS = 12
+STUDENTS = 6  # three per backend under round robin
 LAND_TIMEOUT = 30.0  # seconds for the coalesced parameter events to reach the database
 ANSWERS = list(PREDICTION_CHOICES)  # choice keys, in the page's order
 
@@ -133,7 +133,7 @@ def _rows(store: EventStore) -> list[dict[str, str]]:
 
 
 def test_a_class_through_the_balancer_lands_once(browser: Browser, balanced: Balanced) -> None:
-    """12 students via HAProxy: both backends used, page and websocket on one backend, every event stored once."""
+    """A class via HAProxy: both backends used, page and websocket on one backend, every event stored once."""
     pages = []
     try:
         for _ in range(STUDENTS):  # the whole class opens the link first, as in a lesson
