@@ -30,6 +30,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-classroom", action="store_true", help="record nothing (no database, no /teacher)")
     parser.add_argument("--no-tuning", action="store_true",
                         help="run on stock Panel, Bokeh and Tornado: apply none of app/tuning's patches")
+    parser.add_argument("--unused-session-lifetime", type=int, default=UNUSED_LIFETIME_MS, metavar="MS",
+                        help="how long the page of a closed tab (or of a request no browser followed) is kept "
+                             f"before its memory is freed, in milliseconds (default {UNUSED_LIFETIME_MS}, Bokeh's)")
     parser.add_argument("--use-xheaders", action="store_true",
                         help="trust X-Forwarded-For from a load balancer in front (for the teacher-login limit)")
 
@@ -42,6 +45,16 @@ def websocket_origins(args: argparse.Namespace) -> list[str]:
     return origins + list(args.allow_websocket_origin)
 
 
+def session_expiry(args: argparse.Namespace) -> dict[str, int]:
+    """Bokeh's settings for discarding sessions no browser holds: the lifetime given, checked at least as often."""
+    lifetime = args.unused_session_lifetime
+    return {"unused_session_lifetime_milliseconds": lifetime,
+            "check_unused_sessions_milliseconds": min(CHECK_UNUSED_MS, max(MIN_CHECK_MS, lifetime))}
+
+
+UNUSED_LIFETIME_MS = 15_000  # Bokeh's defaults
+CHECK_UNUSED_MS = 17_000
+MIN_CHECK_MS = 250
 DATA_DIR_NAME = "blocktrace-data"
 PASSWORD_ENV = "BLOCKTRACE_TEACHER_PASSWORD"
 SECRET_ENV = "BLOCKTRACE_SECRET"  # the same value on every machine behind one load balancer
@@ -130,6 +143,9 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.num_procs < 1:
         sys.stderr.write("error: --num-procs must be at least 1\n")
         return 2
+    if args.unused_session_lifetime < 1:
+        sys.stderr.write("error: --unused-session-lifetime must be at least 1 millisecond\n")
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_logs.install()
     teacher_routes, generated, secret = classroom_setup(args)
@@ -146,6 +162,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # every page request tidied: no session chosen by the client, the learner cookie set by the server.
     kwargs.update(session_signing(secret or secrets.token_bytes(32)))
     kwargs["transforms"] = kwargs["transforms"] + [page_requests(secret, pages)]
+    kwargs.update(session_expiry(args))
     pn.serve(
         paced_applications(pages, page_titles(pages)),  # each session built in its turn (build_pacing.py)
         port=args.port,

@@ -15,6 +15,9 @@ destroy callbacks, Panel's clean-up among them, then `Document.destroy`, which r
   objects are in none of the generations they walk, so nothing comes back;
 - full: `gc.unfreeze(); gc.collect(); gc.freeze()` (what session_memory's Reclaimer does once the
   class is quiet): everything comes back; the pause is the walk of the whole heap.
+- own (--own): as the server does now, each closed session's own cycles taken apart as it closes
+  (app/server/session_reclaim.py, from its Document and root models): the longest step and all K;
+  then the full collection above shows what that left (its "found" is the objects it still freed).
 
 Figures are medians over --repeat runs, in milliseconds of wall time and of this thread's CPU time
 (the CPU figure is the one least disturbed by other work on the machine). "back" is how many of the
@@ -39,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from bokeh.document import Document  # noqa: E402
 
+from blocktrace.app.server import session_memory, session_reclaim  # noqa: E402
 from blocktrace.app.server.routes import routes  # noqa: E402
 
 ROUTE = "/explorables/transformer-block-trace"
@@ -55,9 +59,14 @@ class Connection:
 def open_page(page) -> tuple[Document, Connection]:
     """A page as the server builds it (Panel's server_doc), with a subscriber as a session has."""
     doc, connection = Document(), Connection()
-    page().server_doc(doc)
+    viewable = page()
+    viewable.server_doc(doc)
     doc.on_change_dispatch_to(connection)
+    OPEN[id(doc)] = session_memory.OpenPage(doc, viewable)  # what the server notes for each page
     return doc, connection
+
+
+OPEN: dict[int, session_memory.OpenPage] = {}
 
 
 def close_page(doc: Document, connection: Connection) -> None:
@@ -81,14 +90,31 @@ def timed(step) -> tuple[float, float]:
     return 1000 * (time.perf_counter() - wall), 1000 * (time.thread_time() - cpu)
 
 
-def one_run(sessions: int, closed: int) -> dict[str, tuple]:
+def close_and_take_apart(pages: list, index: int) -> tuple[session_reclaim.Reclaimed, float]:
+    """Close pages[index] as Bokeh discards a session, then take its own cycles apart as the server does:
+    what that step returned, and its CPU milliseconds."""
+    doc, connection = pages[index]
+    pages[index] = None
+    page = OPEN.pop(id(doc))
+    close_page(doc, connection)
+    page.closed()
+    del doc, connection
+    cpu = time.thread_time()
+    roots = page.take()
+    outcome = session_reclaim.reclaim(roots, shared=session_memory.shared_types())
+    return outcome, 1000 * (time.thread_time() - cpu)
+
+
+def one_run(sessions: int, closed: int, own: bool = False) -> dict[str, tuple]:
     """{way: (wall ms, CPU ms, closed sessions freed so far)} for one set of pages."""
     gc.unfreeze()
     gc.collect()
     page = routes()[ROUTE]
     empty = rss_mb()
     pages = [open_page(page) for _ in range(sessions)]
-    gc.collect(1)
+    for open_ in OPEN.values():
+        open_.note()
+    gc.collect()
     gc.freeze()
     built = rss_mb()
     out: dict[str, tuple] = {"(frozen objects)": (gc.get_freeze_count(), 0, 0)}
@@ -97,6 +123,24 @@ def one_run(sessions: int, closed: int) -> dict[str, tuple]:
     def back() -> int:
         return sum(ref() is None for ref in gone)
 
+    if own:
+        steps = [close_and_take_apart(pages, i) for i in range(closed)]
+        del pages[:closed]
+        out["own: one closed session"] = (max(s.ms for s, _ in steps), max(c for _, c in steps), back())
+        out[f"own: all {closed}, one at a time"] = (sum(s.ms for s, _ in steps), sum(c for _, c in steps), back())
+        out["(objects freed by own, per session)"] = (statistics.median(s.freed for s, _ in steps), 0, 0)
+        reclaimed = rss_mb()
+        pages += [open_page(page) for _ in range(closed)]  # the closed students open the page again
+        gc.collect()
+        gc.freeze()
+        out["(RSS MB: empty, N pages, reclaimed, reopened)"] = (empty, built, reclaimed, rss_mb())
+        gc.unfreeze()
+        out["(objects a full collection still found)"] = (gc.collect(), 0, 0)
+        del pages
+        OPEN.clear()
+        gc.unfreeze()
+        gc.collect()
+        return out
     closes = [timed(lambda p=p: close_page(*p)) for p in pages[:closed]]
     del pages[:closed]
     out["discard one session, frozen heap"] = (max(w for w, _ in closes), max(c for _, c in closes), back())
@@ -127,8 +171,9 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--closed", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--own", action="store_true", help="each closed session taken apart as it closes")
     a = parser.parse_args()
-    runs = [one_run(a.sessions, a.closed) for _ in range(a.repeat)]
+    runs = [one_run(a.sessions, a.closed, a.own) for _ in range(a.repeat)]
     print(f"{a.sessions} block-trace pages, {a.closed} closed; medians of {a.repeat} runs")
     print(f"{'way':<34} {'wall ms':>8} {'CPU ms':>8} {'back':>9}")
     for way in runs[0]:

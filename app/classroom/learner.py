@@ -10,6 +10,7 @@ when the database cannot be reached, events wait in the process's outbox and a n
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ from blocktrace.app.classroom.store import EventStore, StoreUnavailable, check_p
 from blocktrace.app.classroom.store_thread import StoreThread
 from blocktrace.explorables.components.build_turns import running_loop
 from blocktrace.explorables.components.updates import LiveHTML
+from blocktrace.explorables.components.weak_callbacks import weakly
 
 log = logging.getLogger("blocktrace.classroom")
 COALESCE_MS = 1000  # parameter changes closer together than this are one event
@@ -158,6 +160,7 @@ class SessionRecorder:
         self._waiting: dict[Slot, Callable[[], None]] = {}  # slot -> the submission of its newest event
         self._last: dict[Slot, str] = {}  # slot -> what it last sent (or has waiting)
         self._stored: dict[Slot, str] = {}  # slot -> what the store last confirmed for it (read on the loop)
+        self._timers: set[Callable[[], None]] = set()  # what waits on a timeout of the document (see _later)
 
     @property
     def active(self) -> bool:
@@ -242,10 +245,16 @@ class SessionRecorder:
         """Run `callback` in this session after `ms` (nothing outside a session)."""
         if self._doc is None:
             return
+
+        def fire() -> None:
+            self._timers.discard(fire)
+            callback()
+
+        self._timers.add(fire)  # held here while it waits: the document's timeout calls it weakly
         try:
-            self._doc.add_timeout_callback(callback, ms)
+            self._doc.add_timeout_callback(weakly(fire), ms)
         except (RuntimeError, AttributeError):  # the page is gone
-            pass
+            self._timers.discard(fire)
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -434,8 +443,11 @@ class SessionRecorder:
         if doc is None or doc.session_context is None:
             self.flush_parameters()
             return
-        doc.add_timeout_callback(lambda: self.flush_parameters() if generation == self._generation else None,
-                                 COALESCE_MS)
+        doc.add_timeout_callback(functools.partial(weakly(self._flush_if_latest), generation), COALESCE_MS)
+
+    def _flush_if_latest(self, generation: int) -> None:
+        if generation == self._generation:  # no change came after the one that scheduled this
+            self.flush_parameters()
 
     def flush_parameters(self) -> None:
         pending, self._pending_params = self._pending_params, {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -70,9 +71,9 @@ class ReportHandler(RequestHandler):
     def initialize(self, secret: bytes) -> None:
         self.secret = secret
 
-    def refuse(self, status: int, why: str) -> None:
+    def refuse(self, status: int, why: str, **extra: Any) -> None:
         self.set_status(status)
-        self.finish({"recorded": False, "error": why})
+        self.finish({"recorded": False, "error": why, **extra})
 
     async def post(self) -> None:
         classroom = current_classroom()
@@ -95,8 +96,11 @@ class ReportHandler(RequestHandler):
             return self.refuse(400, "the report's tests or numbers are malformed")
         learner, code = ticket["learner"], ticket["class"]
         now = time.monotonic()
-        if now - _last_report.get((learner, exercise.id), -MIN_GAP_S) < MIN_GAP_S:
-            return self.refuse(429, "one report a second; run the check again in a moment")
+        wait = MIN_GAP_S - (now - _last_report.get((learner, exercise.id), -MIN_GAP_S))
+        if wait > 0:  # the check waits this long and sends again by itself (check_command.send)
+            self.set_header("Retry-After", str(math.ceil(wait)))
+            return self.refuse(429, "one report a second; run the check again in a moment",
+                               retry_after=round(wait, 3))
         _last_report.pop((learner, exercise.id), None)
         _last_report[(learner, exercise.id)] = now
         while len(_last_report) > REPORTS_KEPT:

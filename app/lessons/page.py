@@ -24,6 +24,7 @@ from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, bes
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import session_query
+from blocktrace.explorables.components.weak_callbacks import weakly
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class LessonView(pn.viewable.Viewer):
             self._follow_pace()
             doc = pn.state.curdoc
             if doc is not None and doc.session_context is not None:
-                pn.state.add_periodic_callback(self._follow_pace, period=PACE_POLL_MS)
+                pn.state.add_periodic_callback(weakly(self._follow_pace), period=PACE_POLL_MS)
 
     @property
     def _stores(self) -> bool:
@@ -262,7 +263,8 @@ class LessonView(pn.viewable.Viewer):
                 shown["result"] = found
                 show(found)
 
-        pn.state.add_periodic_callback(poll, period=EXERCISE_POLL_MS)
+        self._exercise_poll = poll  # held by the page: the periodic callback calls it weakly
+        pn.state.add_periodic_callback(weakly(poll), period=EXERCISE_POLL_MS)
 
     def _directive_answer(self, attrs: dict) -> pn.viewable.Viewable:
         """An explanation of a result: only a note until the student has committed what it explains.

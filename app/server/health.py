@@ -1,6 +1,10 @@
-"""GET /health, for load balancers and start-up checks."""
+"""GET /health, for load balancers and start-up checks; GET /health/memory, what the server holds for its
+pages (benchmarks/classroom.py and the tests read it)."""
 
 from __future__ import annotations
+
+import gc
+import json
 
 from tornado.web import RequestHandler
 
@@ -12,3 +16,20 @@ class HealthHandler(RequestHandler):
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.write("ok\n")
+
+
+class MemoryHandler(RequestHandler):
+    """This process's pages and the memory of closed ones (session_memory.py), as JSON: no student's data."""
+
+    def get(self) -> None:
+        from blocktrace.app.server.session_memory import reclaimer
+
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.write(json.dumps({
+            "pages_open": reclaimer.open_sessions,
+            "frozen_objects": gc.get_freeze_count(),
+            "closed_taken_apart": reclaimer.taken_apart_count,
+            "closed_left_for_full_reclaim": reclaimer.closed_since,
+            "full_reclaims": len(reclaimer.reclaims),
+        }) + "\n")

@@ -59,14 +59,13 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
         pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = page_title(title)
-    session_memory.track_page()  # frozen once built; its memory reclaimed once it closes and the class is quiet
     if embed:  # as tall as its content: the page framing it sizes the iframe to the height it reports
         from blocktrace.explorables.components.embed import frame_height_script, is_script_tag_session
 
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None \
                 and not is_script_tag_session():
             pn.state.curdoc.js_on_event("document_ready", frame_height_script())
-        return pn.Column(body, sizing_mode="stretch_width", styles={"padding": "0.25rem"})
+        return tracked(pn.Column(body, sizing_mode="stretch_width", styles={"padding": "0.25rem"}))
     from blocktrace.explorables.components.url_state import session_query
 
     header = pn.pane.HTML(
@@ -77,7 +76,13 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
     styles = {"max-width": "1400px", "margin": "0 auto", "padding": "0 0.75rem"}
     if dark():
         styles.update({"background": "#0d1117", "color": "#e6edf3"})
-    return pn.Column(header, body, sizing_mode="stretch_width", styles=styles)
+    return tracked(pn.Column(header, body, sizing_mode="stretch_width", styles=styles))
+
+
+def tracked(page: pn.viewable.Viewable) -> pn.viewable.Viewable:
+    """The page, its memory looked after (session_memory.py): frozen once built, given back once it closes."""
+    session_memory.track_page(page)
+    return page
 
 
 def lesson_cards(flat: bool = False, class_code: str | None = None) -> str:

@@ -10,7 +10,7 @@ from blocktrace.app import tuning
 from blocktrace.app.lessons.loading import lesson_for_explorable
 from blocktrace.app.server import build_limits, predict_links
 from blocktrace.app.server.embed_check import EmbedCheckHandler
-from blocktrace.app.server.health import HealthHandler
+from blocktrace.app.server.health import HealthHandler, MemoryHandler
 from blocktrace.app.server.pages import apply_theme, index_page, page_title, query_flag, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS, ExplorableSpec
 from blocktrace.app.server.session_setup import attach_explorable, learner_bar, restore_explorable, start_session
@@ -71,7 +71,8 @@ def server_kwargs() -> dict:
     """What `pn.serve` needs besides the routes: our static files, /health and /embed-check (asked by a page
     that embeds an explorable), plus what the tuning layer serves."""
     static_dirs = {"assets": str(STATIC_DIR)}
-    patterns: list[tuple] = [(r"/health", HealthHandler), (r"/embed-check", EmbedCheckHandler)]
+    patterns: list[tuple] = [(r"/health", HealthHandler), (r"/health/memory", MemoryHandler),
+                             (r"/embed-check", EmbedCheckHandler)]
     if tuning.is_applied("panel_fixes"):
         static_dirs[tuning.panel_fixes.PANEL_DIST_ALIAS] = tuning.panel_fixes.PANEL_DIST_DIR
     if tuning.is_applied("compressed_static"):

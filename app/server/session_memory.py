@@ -1,41 +1,59 @@
 """Memory of closed sessions comes back without the event loop stopping while students work.
 
-Every student's session holds about 15,000 objects the cycle collector tracks (Panel widgets, Bokeh
+Every student's page holds about 15,000 objects the cycle collector tracks (Panel widgets, Bokeh
 models, param watchers, all in reference cycles). Python's full collection walks every tracked
 object: 117 ms for the start-up heap alone, 1.4 s with 100 block-trace pages (benchmarks/session_gc.py),
 2.3-2.6 s in a server with 100 students (benchmarks/classroom.py --reopen 30). So:
 
-- **Live sessions are kept out of the collector's walk.** Once a page is built, and again once it
-  has loaded in the browser (its figures are built then), the young generations are collected and
-  every surviving object is frozen (`gc.freeze()`); a collection after that walks only what was
-  made since. Everything is frozen again every FREEZE_SECONDS too, so the walk stays short: Bokeh
-  runs a full `gc.collect()` for each session it discards (`Document.destroy`), and on a heap
-  left unfrozen that is a whole-heap walk per closed tab (1.4 s each with 100 pages, all of one
-  Bokeh clean-up pass in one go; 2 ms each on the frozen heap).
-- **Closed sessions' memory is reclaimed when the class is quiet.** Frozen objects are never
-  collected, and CPython (3.11-3.13) cannot collect part of the frozen heap: the only way is to
-  thaw everything, run one full collection and freeze again (`Reclaimer.reclaim`), a pause as
-  long as the whole heap's walk. That cannot be cut into steps, so it is put where no student
-  waits on it: once no browser has changed anything in any session for QUIET_SECONDS. Only if the
-  class is never quiet and closed sessions pile up (as many as are open, and at least
-  FORCE_AFTER_CLOSED) does it run anyway, and says so.
+- **Live pages are kept out of the collector's walk.** Once a page is built, and again once it has
+  loaded in the browser (its figures are built then), what was made since the last freeze is
+  collected and every surviving object is frozen (`gc.freeze()`); a collection after that walks only
+  what was made since. Everything is frozen again every FREEZE_SECONDS too, so the walk stays short:
+  Bokeh runs a full `gc.collect()` for each session it discards, and on a heap left unfrozen that is
+  a whole-heap walk per closed tab (1.4 s each with 100 pages; 2 ms each on the frozen heap). A freeze
+  waits (a little) for pages' next-tick callbacks to have run: one frozen while waiting would stay.
+- **A closed page's own cycles are taken apart as it closes** (session_reclaim.py): a walk of what the
+  page reaches, about 15,000 objects in 30-60 ms, as one step of the process's build queue
+  (build_turns.py), instead of a walk of every student's objects. It starts from the page's outermost
+  Panel object, its Document and every model and session callback it had when anything was frozen
+  (`OpenPage`), and does not go into what every session shares (`shared_types`). For the walk to find
+  a page unreferenced, nothing the server keeps after the page has closed may refer to it: the
+  callbacks a page schedules on its Document call it weakly (weak_callbacks.py).
+- **What that leaves is reclaimed when the class is quiet.** Frozen objects are never collected, and
+  CPython (3.11-3.13) cannot collect part of the frozen heap: the only way is to thaw everything, run
+  one full collection and freeze again (`Reclaimer.reclaim`), a pause as long as the whole heap's
+  walk. It runs once no browser has changed anything in any session for QUIET_SECONDS, for pages the
+  step above could not free (still held after TAKE_APART_TRIES tries), or once HOUSEKEEPING_AFTER pages
+  were freed by it (each leaves a few hundred objects: its emptied Document, which what Bokeh's server
+  keeps of a session's callbacks still holds). If the class is never quiet and unfreed pages pile up
+  (as many as are open, and at least FORCE_AFTER_CLOSED) it runs anyway, and says so.
 - The young generation is collected every YOUNG_THRESHOLD allocations instead of 700, so the
   short-lived cycles of one update die young instead of being promoted.
 - Any collection that holds the server longer than LONG_COLLECTION_MS is logged, so a pause the
   collector causes can be told from other work (`benchmarks/classroom.py --reopen` lists them).
+  GET /health/memory reports the open pages, the frozen objects and what was reclaimed each way.
 
-Nothing here touches Panel's, Bokeh's or Tornado's internals (the `gc` module, `Document.on_change`,
-`Document.on_session_destroyed`, Panel's `onload` and Tornado's `PeriodicCallback`), so it runs with
-and without `--no-tuning`. It starts in the serving process with its first served page.
+Nothing here touches Panel's, Bokeh's or Tornado's internals (the `gc` module, public Document methods,
+Panel's `onload` and Tornado's `PeriodicCallback`), so it runs with and without `--no-tuning`. It starts
+in the serving process with its first served page.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import gc
 import logging
 import time
+import weakref
 from collections.abc import Callable
+from contextvars import Context
 from dataclasses import dataclass, field
+from typing import Any
+
+from bokeh.server.callbacks import NextTickCallback
+
+from blocktrace.app.server import session_reclaim
 
 log = logging.getLogger("blocktrace.gc")
 
@@ -47,6 +65,12 @@ LONG_COLLECTION_MS = 100.0  # any collection longer than this is logged (the rec
 MIN_GAP_SECONDS = 60.0  # at most one reclaim per this long, even in a quiet class
 FORCE_AFTER_CLOSED = 50  # reclaim even in a busy class once this many sessions closed ...
 FORCE_SHARE = 1.0  # ... and at least this share of the sessions still open
+HOUSEKEEPING_AFTER = 100  # a quiet class's full reclaim also runs once this many closed pages were taken apart
+TAKEN_APART_KEPT = 1000  # the last closed sessions' own reclaim figures, for benchmarks and logs
+TAKE_APART_TRIES = 3  # a closed page still held (a store call in flight for it) is tried again ...
+RETRY_SECONDS = 2.0  # ... this long after
+SETTLE_TRIES = 50  # a freeze waits at most this many rounds for pages' next-tick callbacks to run ...
+SETTLE_S = 0.01  # ... this long each
 
 
 @dataclass
@@ -59,6 +83,9 @@ class Reclaimer:
     last_change: float = float("-inf")  # when a browser last changed something, on `clock`
     last_reclaim: float = float("-inf")
     reclaims: list[tuple[str, float]] = field(default_factory=list)  # (why, milliseconds)
+    taken_apart: list[session_reclaim.Reclaimed] = field(default_factory=list)  # each closed session's own step
+    taken_apart_count: int = 0
+    taken_apart_since: int = 0  # ... since the last full reclaim
 
     def session_opened(self) -> None:
         self.open_sessions += 1
@@ -67,17 +94,25 @@ class Reclaimer:
         self.open_sessions = max(0, self.open_sessions - 1)
         self.closed_since += 1
 
+    def session_taken_apart(self, outcome: session_reclaim.Reclaimed) -> None:
+        """A closed session's memory came back in its own step: nothing left for the full reclaim."""
+        self.closed_since = max(0, self.closed_since - 1)
+        self.taken_apart_count += 1
+        self.taken_apart_since += 1
+        self.taken_apart.append(outcome)
+        del self.taken_apart[:-TAKEN_APART_KEPT]
+
     def browser_changed(self) -> None:
         self.last_change = self.clock()
 
     def due(self) -> str | None:
-        """Why a reclaim should run now ("quiet", "closed sessions piling up"), or None."""
-        if self.closed_since == 0:
-            return None
+        """Why a reclaim should run now ("quiet", "closed sessions piling up"), or None: for sessions whose own
+        step could not free them, or, in a quiet class, for what every freed one leaves (see the module)."""
         now = self.clock()
-        if self.closed_since >= max(FORCE_AFTER_CLOSED, FORCE_SHARE * self.open_sessions):
+        if self.closed_since and self.closed_since >= max(FORCE_AFTER_CLOSED, FORCE_SHARE * self.open_sessions):
             return "closed sessions piling up"
-        if now - self.last_change >= QUIET_SECONDS and now - self.last_reclaim >= MIN_GAP_SECONDS:
+        quiet = now - self.last_change >= QUIET_SECONDS and now - self.last_reclaim >= MIN_GAP_SECONDS
+        if quiet and (self.closed_since or self.taken_apart_since >= HOUSEKEEPING_AFTER):
             return "quiet"
         return None
 
@@ -97,7 +132,7 @@ class Reclaimer:
         gc.freeze()
         took, took_cpu = 1000 * (time.perf_counter() - started), 1000 * (time.thread_time() - cpu)
         self.reclaims.append((why, took))
-        self.closed_since, self.last_reclaim = 0, self.clock()
+        self.closed_since, self.taken_apart_since, self.last_reclaim = 0, 0, self.clock()
         log.info("memory of %d closed sessions reclaimed in %.0f ms (%.0f ms of CPU; %s, %d open)",
                  closed, took, took_cpu, why, self.open_sessions)
 
@@ -121,21 +156,118 @@ class CollectionTimer:
 
 
 def freeze_young() -> None:
-    """Collect the young generations, then move every surviving object out of the collector's sight."""
-    gc.collect(1)
+    """Collect what was made since the last freeze, then move every surviving object out of the collector's
+    sight (each open page first notes what its reclaim will start from, as that is frozen now too).
+
+    All three generations: a page's build makes enough objects that some of its garbage reaches the oldest
+    before the build ends, and garbage frozen is garbage kept. Since the last freeze emptied them, that is
+    still only what was made since (the frozen heap is not walked)."""
+    gc.collect()
+    for page in list(_open_pages):
+        page.note()
     gc.freeze()
+
+
+def freeze_when_settled(tries: int = 0) -> None:
+    """freeze_young, once no open page has a next-tick callback waiting (for at most SETTLE_TRIES rounds).
+
+    A callback frozen while it waits stays, after it has run, in its cycle with Bokeh's wrapper and the
+    page's Document, and keeps what it refers to (Panel's change handlers refer to the page's widgets).
+    Called from the event loop itself, never from inside a session's callback, which would be frozen too.
+    """
+    global _freeze_waiting
+    if tries < SETTLE_TRIES and any(page.waiting() for page in list(_open_pages)):
+        _freeze_waiting = True
+        asyncio.get_running_loop().call_later(SETTLE_S, freeze_when_settled, tries + 1, context=Context())
+        return
+    _freeze_waiting = False
+    freeze_young()
+
+
+def freeze_soon() -> None:
+    """freeze_when_settled on the loop's next round, outside the callback this is called from (one at a time)."""
+    if _freeze_waiting:
+        return
+    try:
+        asyncio.get_running_loop().call_soon(freeze_when_settled, context=Context())
+    except RuntimeError:  # no loop running (a test's page built by hand)
+        freeze_young()
 
 
 reclaimer = Reclaimer()
 _started = False
+_freeze_waiting = False
 
 
-def track_page() -> None:
-    """Call while building each page: in a session of the running server, take part in the above.
+class OpenPage:
+    """A served session's Document and, weakly, what else its reclaim must start from.
 
-    The page is frozen on the next tick (after it is built) and again after everything its onload
-    builds: onload callbacks run in the order they were registered and each schedules its work on
-    the next tick, so the last one registered runs after the page's own (the figures).
+    Panel's and Bokeh's clean-up of a closed session cut its Document off from the rest of it: the roots
+    are deleted, each model forgets its document, and the session's callbacks are dropped from it, each
+    still holding the Document in the closure Bokeh wraps it in. Whatever of that was frozen would count
+    as a reference from outside the walk and keep the page alive, so the walk starts from all of it:
+    the models, the page's outermost Panel object (which reaches its widgets, param watchers and our
+    views) and every session callback it had when anything was frozen (a callback made since is young,
+    and the collector sees to it). Held weakly, so nothing the page dropped while open is kept for it.
+    The page counts as freed once its outermost Panel object is gone.
+    """
+
+    def __init__(self, doc: Any, body: Any = None) -> None:
+        self.doc: Any = doc  # strong while the page is open
+        self.doc_ref: weakref.ref | None = None  # weak once it has closed
+        self.reach: weakref.WeakSet = weakref.WeakSet()
+        self.page_ref = weakref.ref(body if body is not None else doc)
+        if body is not None:
+            self.reach.add(body)
+        self.tries = 0
+
+    def note(self) -> None:
+        """Note the page's models and session callbacks as they are now (before anything is frozen)."""
+        if self.doc is None:
+            return
+        try:
+            self.reach.update(self.doc.models)
+            self.reach.update(self.doc.session_callbacks)
+        except AttributeError:  # closed meanwhile: Bokeh's destroy deletes its tables
+            pass
+
+    def waiting(self) -> bool:
+        """A next-tick callback of this page is scheduled and has not run yet."""
+        try:
+            return self.doc is not None and any(isinstance(c, NextTickCallback) for c in self.doc.session_callbacks)
+        except AttributeError:
+            return False
+
+    def closed(self) -> None:
+        """The session has closed: hold the Document weakly from now on (the walk must see no hold of ours)."""
+        _open_pages.discard(self)
+        if self.doc is not None:
+            self.doc_ref, self.doc = weakref.ref(self.doc), None
+
+    def take(self) -> list[Any]:
+        """The reclaim's starting points, for one attempt (this record keeps only weak references)."""
+        doc = self.doc_ref() if self.doc_ref is not None else None
+        return [obj for obj in (doc, *self.reach) if obj is not None]
+
+    @property
+    def freed(self) -> bool:
+        """Its outermost Panel object is gone, and with it what it held: its widgets, views and models. (The
+        emptied Document may outlive it a while, held by what Bokeh's server kept of the session's
+        callbacks; a few hundred objects, left for the quiet-time reclaim.)"""
+        return self.page_ref() is None
+
+
+_open_pages: set[OpenPage] = set()
+
+
+def track_page(body: Any = None) -> None:
+    """Call while building each page (`body`, its outermost Panel object): in a session of the running
+    server, take part in the above.
+
+    The page is frozen after the tick it is built on, and again after everything its onload builds:
+    onload callbacks run in the order they were registered and each schedules its work on the next
+    tick, so the last one registered runs after the page's own (the figures). When the session
+    closes, its own cycles are taken apart in a turn of the build queue.
     """
     import panel as pn
 
@@ -146,10 +278,70 @@ def track_page() -> None:
         return  # Panel's start-up warm-up, a test's document, a notebook
     start()
     reclaimer.session_opened()
-    doc.on_session_destroyed(lambda _context: reclaimer.session_closed())
+    page = OpenPage(doc, body)
+    _open_pages.add(page)
+    doc.on_session_destroyed(lambda _context: _closed(page))
     doc.on_change(_browser_changed)
-    doc.add_next_tick_callback(freeze_young)
-    pn.state.onload(lambda: pn.state.execute(freeze_young, schedule=True))
+    doc.add_next_tick_callback(freeze_soon)
+    pn.state.onload(lambda: pn.state.execute(freeze_soon, schedule=True))
+
+
+def _closed(page: OpenPage) -> None:
+    reclaimer.session_closed()
+    page.closed()
+    try:
+        asyncio.get_running_loop().create_task(take_apart_in_turn(page))
+    except RuntimeError:  # no loop (a test closing a page by hand): the full reclaim will see to it
+        pass
+
+
+async def take_apart_in_turn(page: OpenPage) -> None:
+    """Once Bokeh has finished discarding the session, in a turn of the build queue: its own cycles taken
+    apart. Something still at work for it (a store call in flight, a callback about to run) may hold it a
+    moment longer: then again RETRY_SECONDS later, up to TAKE_APART_TRIES times; after that, the
+    quiet-time reclaim is left to free it."""
+    from blocktrace.explorables.components.build_turns import PACER
+
+    for attempt in range(1, TAKE_APART_TRIES + 1):
+        if attempt > 1:
+            await asyncio.sleep(RETRY_SECONDS)
+        await PACER.turn()
+        roots = page.take()
+        outcome = session_reclaim.reclaim(roots, shared=shared_types())
+        if page.freed:
+            reclaimer.session_taken_apart(outcome)
+            log.info("a closed session's memory came back in %.0f ms: %d of the %d objects it reached freed",
+                     outcome.ms, outcome.freed, outcome.walked)
+            return
+    log.info("a closed session's page is still held elsewhere (%d of %d objects walked freed%s): left for the "
+             "quiet-time reclaim", outcome.freed, outcome.walked, ", past the limit" if outcome.aborted else "")
+
+
+@functools.cache
+def shared_types() -> tuple[type, ...]:
+    """Objects every session uses, which a closed session's walk does not go into: Panel's designs (one per
+    theme, holding every session's models), its per-process state, the server's and Bokeh's application
+    contexts (which hold every session), the event loop's handles, futures and contexts, loggers, the store,
+    Bokeh's property descriptors (each model's property containers name them), templates and patterns."""
+    import asyncio
+    import contextvars
+    import re
+
+    import jinja2
+    import tornado.web
+    from bokeh.application import Application
+    from bokeh.core.property.bases import Property
+    from bokeh.core.property.descriptors import PropertyDescriptor
+    from bokeh.server.contexts import ApplicationContext, BokehServerContext
+    from panel.io.state import state
+    from panel.theme.base import Design
+    from sqlalchemy.engine import Engine
+
+    from blocktrace.app.classroom.learner import Classroom
+
+    return (Design, type(state), Application, ApplicationContext, BokehServerContext, tornado.web.Application,
+            logging.Logger, Engine, Classroom, PropertyDescriptor, Property, re.Pattern, jinja2.Template,
+            jinja2.Environment, contextvars.Context, asyncio.Handle, asyncio.Future)
 
 
 def _browser_changed(event) -> None:
@@ -169,4 +361,4 @@ def start() -> None:
     gc.callbacks.append(CollectionTimer())
     freeze_young()  # the start-up heap: imports and Panel's warm-up, never garbage
     PeriodicCallback(reclaimer.reclaim_if_due, CHECK_SECONDS * 1000).start()
-    PeriodicCallback(freeze_young, FREEZE_SECONDS * 1000).start()
+    PeriodicCallback(freeze_soon, FREEZE_SECONDS * 1000).start()

@@ -17,6 +17,7 @@ from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
+from blocktrace.explorables.components.weak_callbacks import weakly
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,8 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
 
     follow_pace()  # a class already held: locked from the first frame
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
-        pn.state.add_periodic_callback(poll, period=REVEAL_POLL_MS)
+        explorable._class_poll = poll  # held by the page: the periodic callback calls it weakly
+        pn.state.add_periodic_callback(weakly(poll), period=REVEAL_POLL_MS)
 
 
 def put_back(explorable: Any, event: Any, fixed: frozenset[str] = frozenset()) -> None:

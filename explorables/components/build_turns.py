@@ -25,10 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from blocktrace.explorables.components.weak_callbacks import weakly
 
 log = logging.getLogger("blocktrace.builds")
 
@@ -53,6 +56,8 @@ class Pacer:
         self._turn = 0  # the turn running (>0), resting after it (<0), or none (0)
         self._turns = 0
         self.steps = 0  # steps begun, for tests and logs
+        self._steps: dict[int, Callable[[], None]] = {}  # steps handed to a document, not run yet
+        self._keys = itertools.count()
 
     @property
     def waiting(self) -> int:
@@ -77,15 +82,23 @@ class Pacer:
         """Run `work()` in `doc`'s session (a next-tick callback, under its lock) when its turn comes."""
 
         def start(done: Callable[[], None]) -> None:
+            key = next(self._keys)
+
             def run() -> None:
+                self._steps.pop(key, None)
                 try:
                     work()
                 finally:
                     done()
 
+            # Held here, not by the document's callback (weak_callbacks.py): a step whose session closes
+            # first is let go with the stuck-step timer instead of staying with the closed page's callbacks.
+            self._steps[key] = run
+            asyncio.get_running_loop().call_later(self.stuck_s, self._steps.pop, key, None)
             try:
-                doc.add_next_tick_callback(run)
+                doc.add_next_tick_callback(weakly(run))
             except (RuntimeError, AttributeError):  # the session is gone
+                self._steps.pop(key, None)
                 done()
 
         self._enqueue(start)

@@ -190,3 +190,41 @@ def test_while_the_loop_is_behind_with_other_work_the_next_step_waits_for_it() -
 
     asyncio.run(asyncio.wait_for(main(), 20))
     assert log == ["step 1", *(f"message {n}" for n in range(1, 11)), "step 2"]
+
+
+def test_a_step_whose_page_closes_before_it_runs_is_let_go():
+    """The document's callback calls a step weakly: if the page closes first (Bokeh drops its callbacks,
+    which may have been frozen meanwhile), the stuck-step timer lets the step go, and what it would have
+    built with (a page's view) is not kept by the queue."""
+    import gc
+    import weakref
+
+    class Dropping:
+        """A document whose session closes before its next-tick callbacks run: it keeps them, never runs them."""
+
+        def __init__(self) -> None:
+            self.kept: list[Callable[[], None]] = []
+
+        def add_next_tick_callback(self, callback: Callable[[], None]) -> None:
+            self.kept.append(callback)
+
+    class View:
+        def build(self) -> None:
+            raise AssertionError("a closed page's step ran")
+
+    pacer = Pacer(gap_s=GAP_S, stuck_s=0.02)
+    doc, views = Dropping(), [View()]
+    gone = weakref.ref(views[0])
+
+    async def main() -> None:
+        pacer.step(doc, views[0].build)
+        await asyncio.sleep(0)
+        assert len(doc.kept) == 1
+        while pacer._steps:  # the stuck-step timer ends the turn and lets the step go
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    views.clear()
+    gc.collect()
+    assert gone() is None, "the queue kept the closed page's view"
+    assert doc.kept[0]() is None  # the document's callback, run late, does nothing

@@ -86,3 +86,21 @@ def test_check_without_a_ticket_runs_the_tests_and_sends_nothing(tmp_path):
     (tmp_path / "residual.py").write_bytes((SOLUTIONS / "transformer_block.py").read_bytes())
     assert run_check(str(tmp_path), io.StringIO()) == 0
     assert run_check(str(tmp_path / "nothing"), io.StringIO()) == 2
+
+
+def test_a_report_refused_as_too_soon_is_sent_again_once_after_the_wait(monkeypatch):
+    """A student who checks again within the server's one-report-a-second limit still reaches the teacher;
+    a refusal with no wait, or a wait too long to sit through, is not retried."""
+    from blocktrace.app.exercises import check_command
+
+    answers, waits = [], []
+    monkeypatch.setattr(check_command, "_post", lambda *_: answers.pop(0))
+    monkeypatch.setattr(check_command.time, "sleep", waits.append)
+    too_soon = {"recorded": False, "error": "one report a second", "retry_after": 0.4}
+    answers[:] = [too_soon, {"recorded": True, "passed": True}]
+    assert check_command.send({}, [], {}) == {"recorded": True, "passed": True} and waits == [0.4]
+    answers[:] = [too_soon, too_soon]
+    assert check_command.send({}, [], {}) == too_soon and waits == [0.4, 0.4], "sent again once, not forever"
+    for refusal in ({"recorded": False, "error": "forged"}, {**too_soon, "retry_after": 60}):
+        answers[:] = [refusal]
+        assert check_command.send({}, [], {}) == refusal and waits == [0.4, 0.4]

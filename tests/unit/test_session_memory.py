@@ -3,6 +3,7 @@ comes back, but only once the class is quiet (or closed sessions pile up)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from types import SimpleNamespace
@@ -164,6 +165,9 @@ class ServedPage:
 
 @pytest.fixture
 def fresh_reclaimer(monkeypatch):
+    from blocktrace.explorables.components import build_turns
+
+    monkeypatch.setattr(build_turns, "PACER", build_turns.Pacer())  # a queue of this test's own event loop
     clock = Clock()
     reclaimer = Reclaimer(clock=clock)
     monkeypatch.setattr(session_memory, "reclaimer", reclaimer)
@@ -270,3 +274,124 @@ def test_a_long_collection_is_logged_and_a_short_one_is_not(caplog):
         timer("stop", {"generation": 2})
     assert [r.getMessage() for r in caplog.records] == ["a generation-2 collection paused the server 150 ms"]
     assert timer.longest_ms == pytest.approx(150.0)
+
+
+def a_closed_page() -> tuple[session_memory.OpenPage, weakref.ref, weakref.ref]:
+    """A page (its outermost object and Document in cycles with its models and view), frozen as served, then
+    destroyed as Bokeh discards it; only the OpenPage record (weakly) still knows it."""
+    from bokeh.document import Document
+    from bokeh.models import Column, Slider
+
+    doc = Document()
+    body = Cycle()  # the page's outermost Panel object, in a cycle with its document as Panel's objects are
+    body.doc, doc.view = doc, body
+    slider = Slider(start=0, end=1, value=0)
+    slider.on_change("value", body.changed)
+    doc.add_root(Column(children=[slider]))
+    page = session_memory.OpenPage(doc, body)
+    session_memory.freeze_young()
+    page.note()
+    session = Connection()
+    doc.on_change_dispatch_to(session)
+    doc.destroy(session)
+    page.closed()
+    return page, weakref.ref(body), weakref.ref(doc)
+
+
+def test_a_closed_page_is_taken_apart_in_its_turn_without_a_full_collection(fresh_reclaimer, thawed):
+    """Its own step frees the frozen page and Document at once; the quiet-time reclaim has nothing left to do."""
+    reclaimer, clock = fresh_reclaimer
+    reclaimer.session_opened()
+    page, body, doc = a_closed_page()
+    reclaimer.session_closed()
+    gc.collect()
+    assert body() is not None and doc() is not None  # frozen: no collection sees them
+    asyncio.run(session_memory.take_apart_in_turn(page))
+    assert page.freed and body() is None and doc() is None
+    assert reclaimer.closed_since == 0 and reclaimer.taken_apart[-1].freed > 100
+    clock.now += 10 * QUIET_SECONDS
+    assert not reclaimer.reclaim_if_due()
+
+
+def test_a_closed_page_still_held_elsewhere_is_left_for_the_quiet_reclaim(fresh_reclaimer, thawed, caplog,
+                                                                          monkeypatch):
+    """If something still refers to the page after every try, nothing of it is taken apart and the full
+    reclaim stays due."""
+    monkeypatch.setattr(session_memory, "RETRY_SECONDS", 0)
+    reclaimer, clock = fresh_reclaimer
+    reclaimer.session_opened()
+    page, body, _doc = a_closed_page()
+    held = [body()]  # a lingering reference (a store call in flight)
+    reclaimer.session_closed()
+    with caplog.at_level("INFO", logger="blocktrace.gc"):
+        asyncio.run(session_memory.take_apart_in_turn(page))
+    assert held[0].doc.view is held[0], "untouched"
+    assert caplog.text.count("still held elsewhere") == 1
+    assert reclaimer.closed_since == 1
+    clock.now += QUIET_SECONDS
+    del held
+    assert reclaimer.reclaim_if_due() and body() is None
+
+
+def test_a_served_page_s_close_schedules_its_own_reclaim(monkeypatch, fresh_reclaimer, thawed):
+    """Closing a served session (with the event loop running) takes its cycles apart in a build turn."""
+    taken = []
+    monkeypatch.setattr(session_memory, "take_apart_in_turn", lambda page: _noted(taken, page))
+    page = ServedPage(monkeypatch)
+
+    async def close() -> None:
+        session_memory.track_page(Cycle())
+        page.load()
+        page.close()
+        await asyncio.sleep(0)  # the task created on close runs on the loop's next round
+
+    asyncio.run(close())
+    assert len(taken) == 1 and taken[0].doc_ref() is page.doc and taken[0].doc is None
+
+
+async def _noted(taken: list, page) -> None:
+    taken.append(page)
+
+
+def test_a_quiet_class_also_reclaims_what_freed_pages_leave_once_enough_closed():
+    """Each page freed by its own step leaves its emptied Document: a quiet class sweeps those up once
+    HOUSEKEEPING_AFTER pages were freed, and not before."""
+    from blocktrace.app.server.session_memory import HOUSEKEEPING_AFTER
+    from blocktrace.app.server.session_reclaim import Reclaimed
+
+    clock = Clock()
+    reclaimer = class_of(50, 0, clock)
+    clock.now += 10 * QUIET_SECONDS
+    for _ in range(HOUSEKEEPING_AFTER - 1):
+        reclaimer.session_closed()
+        reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0))
+    assert reclaimer.due() is None
+    reclaimer.session_closed()
+    reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0))
+    assert reclaimer.due() == "quiet"
+    reclaimer.browser_changed()
+    assert reclaimer.due() is None, "never while students work"
+
+
+def test_a_freeze_waits_for_pages_next_tick_callbacks(monkeypatch, thawed):
+    """While an open page has a next-tick callback waiting, the freeze waits (at most SETTLE_TRIES rounds)."""
+    from bokeh.document import Document
+
+    doc = Document()
+    page = session_memory.OpenPage(doc)
+    monkeypatch.setattr(session_memory, "_open_pages", {page})
+    frozen_at = []
+    monkeypatch.setattr(session_memory, "freeze_young", lambda: frozen_at.append(len(doc.session_callbacks)))
+
+    async def scenario() -> None:
+        waiting = doc.add_next_tick_callback(lambda: None)
+        session_memory.freeze_soon()
+        for _ in range(3):
+            await asyncio.sleep(session_memory.SETTLE_S)
+        assert frozen_at == []  # still waiting for the callback
+        doc.remove_next_tick_callback(waiting)  # it has run
+        while not frozen_at:
+            await asyncio.sleep(session_memory.SETTLE_S)
+
+    asyncio.run(scenario())
+    assert frozen_at == [0]

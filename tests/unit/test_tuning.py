@@ -79,7 +79,8 @@ print(json.dumps({"applied": applied, "lines": lines, "pages": sorted(pages), "d
         assert line.startswith(f"tuning: {name} stands down: panel 1.11.0 (verified 1.9.0 to 1.10.x)")
     assert "/explorables/transformer-block-trace" in result["pages"] and "/" in result["pages"]
     assert result["dirs"] == ["assets"]  # panel_fixes stood down: no alias of Panel's dist folder
-    assert result["patterns"] == ["/health", "/embed-check", "/static/extensions/(.*)"]  # compressed_static: no Panel
+    # compressed_static stood down: no Panel routes of its own
+    assert result["patterns"] == ["/health", "/health/memory", "/embed-check", "/static/extensions/(.*)"]
 
 
 def test_no_tuning_leaves_panel_bokeh_and_tornado_as_shipped() -> None:
@@ -114,7 +115,8 @@ changed = sorted(k for k, get in watched.items() if get() is not before[k] and g
 print(json.dumps({"changed": changed, "applied": tuning.applied(), "hooks": len(CONTROL_HOOKS),
                   "patterns": [p[0] for p in kwargs["extra_patterns"]], "pages": len(pages)}))
 """)
-    assert result == {"changed": [], "applied": [], "hooks": 0, "patterns": ["/health", "/embed-check"],
+    assert result == {"changed": [], "applied": [], "hooks": 0,
+                      "patterns": ["/health", "/health/memory", "/embed-check"],
                       "pages": result["pages"]}
     assert result["pages"] >= 7
 

@@ -1,0 +1,31 @@
+"""Callbacks that do not keep a closed page alive.
+
+Bokeh wraps each callback a session schedules (periodic, timeout, next tick) in a closure over its
+Document, in a reference cycle with the callback object. When the session closes, Bokeh drops them;
+if they were frozen meanwhile (session_memory.py freezes every live object), that cycle stays in
+memory until a full collection, and whatever the callback refers to stays with it: with a bound
+method of a page's view, the whole page. Called through a weak reference instead, a left-over
+callback keeps nothing of the page, and session_reclaim.py can free the page as it closes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+
+def weakly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, called through a weak reference (nothing happens once it is gone). A bound method lives as long
+    as its object; any other function must be held by its page (an attribute of a view) for as long as the
+    page is open."""
+    ref: Callable[[], Callable[..., Any] | None] = (
+        weakref.WeakMethod(fn) if inspect.ismethod(fn) else weakref.ref(fn))
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        target = ref()
+        return None if target is None else target(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = f"weakly({getattr(fn, '__qualname__', type(fn).__name__)})"
+    return call
