@@ -105,11 +105,11 @@ def close_and_take_apart(pages: list, index: int) -> tuple[session_reclaim.Recla
     return outcome, 1000 * (time.thread_time() - cpu)
 
 
-def one_run(sessions: int, closed: int, own: bool = False) -> dict[str, tuple]:
+def one_run(sessions: int, closed: int, own: bool = False, route: str = ROUTE) -> dict[str, tuple]:
     """{way: (wall ms, CPU ms, closed sessions freed so far)} for one set of pages."""
     gc.unfreeze()
     gc.collect()
-    page = routes()[ROUTE]
+    page = routes()[route]
     empty = rss_mb()
     pages = [open_page(page) for _ in range(sessions)]
     for open_ in OPEN.values():
@@ -172,9 +172,10 @@ def main() -> int:
     parser.add_argument("--closed", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--own", action="store_true", help="each closed session taken apart as it closes")
+    parser.add_argument("--route", default=ROUTE, help=f"the page to build (default {ROUTE})")
     a = parser.parse_args()
-    runs = [one_run(a.sessions, a.closed, a.own) for _ in range(a.repeat)]
-    print(f"{a.sessions} block-trace pages, {a.closed} closed; medians of {a.repeat} runs")
+    runs = [one_run(a.sessions, a.closed, a.own, a.route) for _ in range(a.repeat)]
+    print(f"{a.sessions} pages of {a.route}, {a.closed} closed; medians of {a.repeat} runs")
     print(f"{'way':<34} {'wall ms':>8} {'CPU ms':>8} {'back':>9}")
     for way in runs[0]:
         wall = statistics.median(r[way][0] for r in runs)

@@ -13,8 +13,9 @@ object: 117 ms for the start-up heap alone, 1.4 s with 100 block-trace pages (be
   a whole-heap walk per closed tab (1.4 s each with 100 pages; 2 ms each on the frozen heap). A freeze
   waits (a little) for pages' next-tick callbacks to have run: one frozen while waiting would stay.
 - **A closed page's own cycles are taken apart as it closes** (session_reclaim.py): a walk of what the
-  page reaches, about 15,000 objects in 30-60 ms, as one step of the process's build queue
-  (build_turns.py), instead of a walk of every student's objects. It starts from the page's outermost
+  page reaches (15,000 objects for the block trace, 40,000 for the decoder lab), in steps of the
+  process's build queue (build_turns.py) of at most 10,000 objects (20-30 ms), then one step that
+  decides and takes apart (15-40 ms), instead of a walk of every student's objects. It starts from the page's outermost
   Panel object, its Document and every model and session callback it had when anything was frozen
   (`OpenPage`), and does not go into what every session shares (`shared_types`). For the walk to find
   a page unreferenced, nothing the server keeps after the page has closed may refer to it: the
@@ -79,7 +80,7 @@ class Reclaimer:
 
     clock: Callable[[], float] = time.monotonic
     open_sessions: int = 0
-    closed_since: int = 0  # sessions closed since the last reclaim
+    closed_since: int = 0  # closed sessions left behind (not freed by their own step) since the last reclaim
     last_change: float = float("-inf")  # when a browser last changed something, on `clock`
     last_reclaim: float = float("-inf")
     reclaims: list[tuple[str, float]] = field(default_factory=list)  # (why, milliseconds)
@@ -92,11 +93,13 @@ class Reclaimer:
 
     def session_closed(self) -> None:
         self.open_sessions = max(0, self.open_sessions - 1)
+
+    def left_behind(self) -> None:
+        """A closed session its own step could not free: the full reclaim is for it."""
         self.closed_since += 1
 
     def session_taken_apart(self, outcome: session_reclaim.Reclaimed) -> None:
-        """A closed session's memory came back in its own step: nothing left for the full reclaim."""
-        self.closed_since = max(0, self.closed_since - 1)
+        """A closed session's memory came back in its own step."""
         self.taken_apart_count += 1
         self.taken_apart_since += 1
         self.taken_apart.append(outcome)
@@ -292,7 +295,7 @@ def _closed(page: OpenPage) -> None:
     try:
         asyncio.get_running_loop().create_task(take_apart_in_turn(page))
     except RuntimeError:  # no loop (a test closing a page by hand): the full reclaim will see to it
-        pass
+        reclaimer.left_behind()
 
 
 async def take_apart_in_turn(page: OpenPage) -> None:
@@ -307,12 +310,13 @@ async def take_apart_in_turn(page: OpenPage) -> None:
             await asyncio.sleep(RETRY_SECONDS)
         await PACER.turn()
         roots = page.take()
-        outcome = session_reclaim.reclaim(roots, shared=shared_types())
+        outcome = await session_reclaim.reclaim_in_steps(roots, PACER.turn, shared=shared_types())
         if page.freed:
             reclaimer.session_taken_apart(outcome)
-            log.info("a closed session's memory came back in %.0f ms: %d of the %d objects it reached freed",
-                     outcome.ms, outcome.freed, outcome.walked)
+            log.info("a closed session's memory came back in %.0f ms (the longest step %.0f ms): %d of the %d "
+                     "objects it reached freed", outcome.ms, outcome.longest_ms, outcome.freed, outcome.walked)
             return
+    reclaimer.left_behind()
     log.info("a closed session's page is still held elsewhere (%d of %d objects walked freed%s): left for the "
              "quiet-time reclaim", outcome.freed, outcome.walked, ", past the limit" if outcome.aborted else "")
 

@@ -33,6 +33,7 @@ import sys
 import time
 import types
 from collections import Counter, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -41,6 +42,7 @@ WALK_LIMIT = 200_000  # objects; a block-trace page is about 16,000, a lesson pa
 NOT_WALKED = (types.ModuleType, type, types.CodeType, types.FrameType, types.CoroutineType,
               types.GeneratorType, types.AsyncGeneratorType)
 EMPTIED = (dict, list, set, deque)
+STEP_OBJECTS = 10_000  # objects walked per step of reclaim_in_steps (about 15-25 ms)
 HOLD_GIL_S = 10.0  # the switch interval while the references are counted (no other thread runs)
 
 
@@ -49,63 +51,137 @@ class Reclaimed:
     walked: int  # objects walked from the session's roots
     freed: int  # of them, found unreachable from anything else and taken apart
     aborted: bool  # the walk passed WALK_LIMIT: nothing was taken apart
-    ms: float  # wall time of the whole step
+    ms: float  # time spent, all steps together (not counting the waits between them)
+    longest_ms: float  # the longest step: how long the event loop was held at once
 
 
 def reclaim(roots: list[Any], limit: int = WALK_LIMIT, shared: tuple[type, ...] = ()) -> Reclaimed:
-    """Take apart whatever `roots` reach that nothing else refers to. `roots` is emptied (its references
-    would otherwise count as references from outside); the caller must hold no other reference to them.
-    Instances of `shared` types (objects every session uses) are not walked into: what they refer to
-    counts as referred to from outside, which keeps the walk to the session's own objects."""
-    started = time.perf_counter()
+    """Take apart whatever `roots` reach that nothing else refers to, in one go. `roots` is emptied (its
+    references would otherwise count as references from outside); the caller must hold no other reference
+    to them. Instances of `shared` types (objects every session uses) are not walked into: what they refer
+    to counts as referred to from outside, which keeps the walk to the session's own objects."""
+    timer = StepTimer()
+    with timer:
+        walk = Walk(roots, shared, limit)
+        while not walk.done:
+            walk.step(limit + 1)
+        return finish(walk, timer)
+
+
+async def reclaim_in_steps(roots: list[Any], pause: Callable[[], Awaitable[None]], step_objects: int = STEP_OBJECTS,
+                           limit: int = WALK_LIMIT, shared: tuple[type, ...] = ()) -> Reclaimed:
+    """reclaim(), with the walk cut into steps of `step_objects` and `await pause()` between them (and before
+    the last step), so other work runs in between; only the decision and the taking apart run in one go."""
+    timer = StepTimer()
+    with timer:
+        walk = Walk(roots, shared, limit)
+        walk.step(step_objects)
+    while not walk.done:
+        await pause()
+        with timer:
+            walk.step(step_objects)
+    await pause()
+    with timer:
+        return finish(walk, timer)
+
+
+def finish(walk: Walk, timer: StepTimer) -> Reclaimed:
+    """Decide (with the interpreter's thread switching held off) and take the garbage apart."""
+    walked, aborted = len(walk.order), walk.aborted
     interval = sys.getswitchinterval()
     sys.setswitchinterval(HOLD_GIL_S)
     try:
-        walked, garbage = _unreachable(roots, limit, NOT_WALKED + shared)
+        garbage = walk.unreachable()
     finally:
         sys.setswitchinterval(interval)
     freed = len(garbage)
     _take_apart(garbage)
-    return Reclaimed(walked, freed, walked > limit, 1000 * (time.perf_counter() - started))
+    return Reclaimed(walked, freed, aborted, *timer.so_far())
 
 
-def _unreachable(roots: list[Any], limit: int, not_walked: tuple[type, ...]) -> tuple[int, list[Any]]:
-    """(objects walked, those of them nothing outside the walk reaches)."""
-    shared = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
-    order: list[Any] = []  # every walked object, once: the one reference the counts below allow for
-    index: dict[int, int] = {}  # id -> position in order (ids are stable: order keeps each alive)
-    stack = roots
-    while stack:
-        obj = stack.pop()
-        key = id(obj)
-        if key in index or key in shared or isinstance(obj, not_walked) or not gc.is_tracked(obj):
-            continue
-        index[key] = len(order)
-        order.append(obj)
-        if len(order) > limit:
+class StepTimer:
+    """Times each `with` block: the total and the longest."""
+
+    def __init__(self) -> None:
+        self.total = self.longest = 0.0
+        self._began = 0.0
+
+    def __enter__(self) -> StepTimer:
+        self._began = time.perf_counter()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        took = time.perf_counter() - self._began
+        self.total += took
+        self.longest = max(self.longest, took)
+
+    def so_far(self) -> tuple[float, float]:
+        """(total, longest) in milliseconds, counting the block still running."""
+        running = time.perf_counter() - self._began
+        return 1000 * (self.total + running), 1000 * max(self.longest, running)
+
+
+class Walk:
+    """Every object the collector tracks that `roots` reach, not going into `not_walked` types, modules'
+    globals or what NOT_WALKED names; resumable (`step`), as long as nothing is decided from it in between."""
+
+    def __init__(self, roots: list[Any], not_walked: tuple[type, ...], limit: int = WALK_LIMIT) -> None:
+        self.shared = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
+        self.not_walked, self.limit = NOT_WALKED + not_walked, limit
+        self.order: list[Any] = []  # every walked object, once: the one reference the counts allow for
+        self.index: dict[int, int] = {}  # id -> position in order (ids are stable: order keeps each alive)
+        self.stack = roots  # emptied as the walk goes (its references would count as from outside)
+
+    @property
+    def done(self) -> bool:
+        return not self.stack
+
+    @property
+    def aborted(self) -> bool:
+        return len(self.order) > self.limit
+
+    def step(self, budget: int) -> None:
+        """Walk on, at most `budget` more objects."""
+        order, index, stack, shared, not_walked = self.order, self.index, self.stack, self.shared, self.not_walked
+        stop = len(order) + budget
+        while stack and len(order) < stop:
+            obj = stack.pop()
+            key = id(obj)
+            if key in index or key in shared or isinstance(obj, not_walked) or not gc.is_tracked(obj):
+                continue
+            index[key] = len(order)
+            order.append(obj)
+            stack.extend(gc.get_referents(obj))
+        obj = None  # noqa: F841 - the loop variable's reference would count as one from outside
+        if self.aborted:
             stack.clear()
-            return len(order), []
-        stack.extend(gc.get_referents(obj))
-    obj = None  # noqa: F841 - the loop variable's reference would count as one from outside
-    # References from walked objects, counted per target in one pass (the list of every edge goes before
-    # any count is read: it holds a reference to each target too).
-    edges = gc.get_referents(*order)
-    inside = Counter(map(id, edges))
-    del edges
-    # What getrefcount reads, in this very expression, for an object referred to by its list alone (the
-    # list, the loop's variable, the argument: interpreters differ), is subtracted from each count.
-    count = sys.getrefcount
-    base = [count(probe) for probe in [object()]][0]
-    alive = [count(obj) - base > inside[id(obj)] for obj in order]
-    reached = [i for i, live in enumerate(alive) if live]
-    while reached:
-        for target in gc.get_referents(order[reached.pop()]):
-            position = index.get(id(target))
-            if position is not None and not alive[position]:
-                alive[position] = True
-                reached.append(position)
-        target = None  # noqa: F841
-    return len(order), [obj for obj, live in zip(order, alive, strict=True) if not live]
+
+    def unreachable(self) -> list[Any]:
+        """Those walked objects nothing outside the walk reaches, directly or through a walked object something
+        outside does reach. In one go, from the references as they are now; the walk is spent after it."""
+        order, index = self.order, self.index
+        self.order, self.index, self.stack = [], {}, []
+        if not order or len(order) > self.limit:
+            return []
+        # References from walked objects, counted per target in one pass (the list of every edge goes before
+        # any count is read: it holds a reference to each target too).
+        edges = gc.get_referents(*order)
+        inside = Counter(map(id, edges))
+        del edges
+        # What getrefcount reads, in this very expression, for an object referred to by its list alone (the
+        # list, the loop's variable, the argument: interpreters differ), is subtracted from each count.
+        count = sys.getrefcount
+        base = [count(probe) for probe in [object()]][0]
+        alive = [count(obj) - base > inside[id(obj)] for obj in order]
+        reached = [i for i, live in enumerate(alive) if live]
+        while reached:
+            for target in gc.get_referents(order[reached.pop()]):
+                position = index.get(id(target))
+                if position is not None and not alive[position]:
+                    alive[position] = True
+                    reached.append(position)
+            target = None  # noqa: F841
+        return [obj for obj, live in zip(order, alive, strict=True) if not live]
 
 
 def _take_apart(garbage: list[Any]) -> None:

@@ -49,8 +49,14 @@ def class_of(open_n: int, closed_n: int, clock: Clock) -> Reclaimer:
     for _ in range(open_n + closed_n):
         reclaimer.session_opened()
     for _ in range(closed_n):
-        reclaimer.session_closed()
+        leave(reclaimer)
     return reclaimer
+
+
+def leave(reclaimer: Reclaimer) -> None:
+    """A session closes and its own step cannot free it: left for the full reclaim."""
+    reclaimer.session_closed()
+    reclaimer.left_behind()
 
 
 def test_a_frozen_cycle_survives_collection_until_a_quiet_reclaim(thawed):
@@ -107,7 +113,7 @@ def test_a_busy_class_reclaims_once_closed_sessions_pile_up():
     reclaimer.browser_changed()
     assert reclaimer.due() is None  # 50 closed, 60 open
     for _ in range(10):
-        reclaimer.session_closed()
+        leave(reclaimer)
     assert reclaimer.due() == "closed sessions piling up"  # 60 closed, 50 open
     small = class_of(5, FORCE_AFTER_CLOSED - 1, clock)
     small.browser_changed()
@@ -120,7 +126,7 @@ def test_a_quiet_class_reclaims_at_most_once_per_gap(thawed):
     reclaimer = class_of(50, 1, clock)
     clock.now += QUIET_SECONDS
     assert reclaimer.reclaim_if_due()
-    reclaimer.session_closed()
+    leave(reclaimer)
     clock.now += MIN_GAP_SECONDS - 1
     assert not reclaimer.reclaim_if_due()
     clock.now += 1
@@ -251,7 +257,7 @@ def test_a_closed_sessions_document_comes_back_only_with_the_quiet_reclaim(fresh
     session_memory.freeze_young()
     ref = weakref.ref(doc)
     doc.destroy(session)  # Bokeh's discard of the session, with its gc.collect()
-    reclaimer.session_closed()
+    leave(reclaimer)  # as if its own step could not free it
     del doc, slider, view
     gc.collect(0)
     gc.collect(1)
@@ -364,10 +370,10 @@ def test_a_quiet_class_also_reclaims_what_freed_pages_leave_once_enough_closed()
     clock.now += 10 * QUIET_SECONDS
     for _ in range(HOUSEKEEPING_AFTER - 1):
         reclaimer.session_closed()
-        reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0))
+        reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0, 1.0))
     assert reclaimer.due() is None
     reclaimer.session_closed()
-    reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0))
+    reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0, 1.0))
     assert reclaimer.due() == "quiet"
     reclaimer.browser_changed()
     assert reclaimer.due() is None, "never while students work"

@@ -186,3 +186,46 @@ def test_it_frees_what_the_collector_would_and_leaves_the_rest_whole(data):
     reclaim(roots)
     assert [ref() for ref in doomed] == [None] * len(doomed)
     assert [shape(n) for n in reachable(outside)] == before
+
+
+def test_in_steps_it_frees_the_same_and_lets_other_work_run_between_steps():
+    """Cut into steps, with the event loop's other work in between (which may change what is walked), it
+    frees what reclaim() would, and never what that other work still holds."""
+    import asyncio
+
+    def a_page(size: int) -> tuple[list[Node], list[weakref.ref]]:
+        nodes = [Node(str(i)) for i in range(size)]
+        for first, second in zip(nodes, nodes[1:] + nodes[:1], strict=True):
+            first.links.append(second)
+        return nodes, [weakref.ref(n) for n in nodes]
+
+    page, refs = a_page(200)
+    roots = [page[0]]
+    del page
+    kept = []
+    pauses = []
+
+    async def pause() -> None:
+        pauses.append(1)
+        if len(pauses) == 2:  # another session's work takes hold of a node already walked
+            kept.append(refs[5]())
+        await asyncio.sleep(0)
+
+    done = asyncio.run(session_reclaim_in_steps(roots, pause, step_objects=50))
+    assert len(pauses) >= 4 and done.longest_ms <= done.ms
+    assert kept[0].name == "5" and kept[0].links[0].name == "6", "what another step took hold of is whole"
+    alive = [r() for r in refs]
+    assert all(n is not None for n in alive), "a ring held at one node is held whole"
+    del alive
+    kept.clear()
+    page, refs = a_page(200)
+    roots = [page[0]]
+    del page
+    done = asyncio.run(session_reclaim_in_steps(roots, pause, step_objects=50))
+    assert done.freed >= 400 and [r() for r in refs] == [None] * 200
+
+
+def session_reclaim_in_steps(*args, **kwargs):
+    from blocktrace.app.server.session_reclaim import reclaim_in_steps
+
+    return reclaim_in_steps(*args, **kwargs)
