@@ -1,17 +1,21 @@
 """Whether a page opens with the predict-first gate: on, unless the teacher's signed link says off.
 
 `?predict=off` alone is something any student can type, so the server ignores it (the gate shows, with a
-short note). A link from the teacher's page carries `predict_sig`, an HMAC-SHA256 with the server's secret
-over the explorable's route: it switches the gate off for that explorable only. The signature does not
-cover the rest of the query, on purpose: with the gate off every control is unlocked anyway, and the page
-rewrites its query as the controls change (url_state.sync_to_url), so a reload keeps working.
+short note). A link from the teacher's page carries `predict_until` (when it stops working, in Unix
+seconds) and `predict_sig`, an HMAC-SHA256 with the server's secret over the explorable's route and that
+time: it switches the gate off for that explorable only, until then. A link for a demonstration works for
+DEMO_HOURS, so one passed round the class is spent by the next lesson; the embed snippet for a course's
+own page (whose readers all have it anyway) for EMBED_DAYS. The signature does not cover the rest of the
+query, on purpose: with the gate off every control is unlocked anyway, and the page rewrites its query as
+the controls change (url_state.sync_to_url, which keeps these two), so a reload keeps working.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from html import escape
 from urllib.parse import urlencode
@@ -19,28 +23,52 @@ from urllib.parse import urlencode
 from blocktrace.app.classroom import learner as learners
 
 SIGNATURE_KEY = "predict_sig"
+UNTIL_KEY = "predict_until"
+DEMO_HOURS = 12
+EMBED_DAYS = 365
+LONGEST_S = (EMBED_DAYS + 1) * 86400  # a link said to last longer than any this server makes is refused
 _DOMAIN = b"blocktrace predict off\x00"  # keeps these signatures apart from every other use of the secret
 _HEX_DIGITS = 32  # 128 bits of the HMAC: plenty against guessing, short enough for a link
 UNSIGNED_NOTICE = ("This link asks to skip the prediction step, which only a link from the teacher's page can "
                    "do: predict first, then the controls unlock.")
+EXPIRED_NOTICE = ("This link from the teacher's page has expired, so the prediction step is back: predict first, "
+                  "then the controls unlock (or ask your teacher for today's link).")
 
 
-def signature(route: str, secret: bytes) -> str:
-    """The `predict_sig` value that switches the gate off on `route` (e.g. /explorables/block-floor)."""
-    return hmac.new(secret, _DOMAIN + route.encode("utf-8"), hashlib.sha256).hexdigest()[:_HEX_DIGITS]
+def signature(route: str, secret: bytes, until: int) -> str:
+    """The `predict_sig` value that switches the gate off on `route` (e.g. /explorables/block-floor) until
+    `until` (Unix seconds)."""
+    message = _DOMAIN + route.encode("utf-8") + b"\x00" + str(until).encode("ascii")
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:_HEX_DIGITS]
 
 
-def teacher_arguments(route: str, secret: bytes) -> dict[str, str]:
-    """The query arguments of a teacher's link without the prediction step."""
-    return {"predict": "off", SIGNATURE_KEY: signature(route, secret)}
+def teacher_arguments(route: str, secret: bytes, valid_s: float = DEMO_HOURS * 3600,
+                      now: Callable[[], float] = time.time) -> dict[str, str]:
+    """The query arguments of a teacher's link without the prediction step, working for `valid_s`."""
+    until = int(now() + valid_s)
+    return {"predict": "off", UNTIL_KEY: str(until), SIGNATURE_KEY: signature(route, secret, until)}
 
 
-def signed_off(route: str, query: Mapping[str, str], secret: bytes | None) -> bool:
-    """True when the query asks for predict=off with this server's signature for this route."""
+def link_state(route: str, query: Mapping[str, str], secret: bytes | None,
+               now: Callable[[], float] = time.time) -> str:
+    """"valid", "expired" (signed by this server, past its time) or "unsigned" (anything else)."""
     if secret is None or query.get("predict") != "off":
-        return False
+        return "unsigned"
+    text = query.get(UNTIL_KEY, "")
+    if not (text.isascii() and text.isdigit() and len(text) <= 12):
+        return "unsigned"
+    until = int(text)
     given = query.get(SIGNATURE_KEY, "")
-    return hmac.compare_digest(given.encode("utf-8", "replace"), signature(route, secret).encode("ascii"))
+    if not hmac.compare_digest(given.encode("utf-8", "replace"), signature(route, secret, until).encode("ascii")):
+        return "unsigned"
+    moment = now()
+    return "valid" if moment < until <= moment + LONGEST_S else "expired"
+
+
+def signed_off(route: str, query: Mapping[str, str], secret: bytes | None,
+               now: Callable[[], float] = time.time) -> bool:
+    """True when the query asks for predict=off with this server's signature for this route, still valid."""
+    return link_state(route, query, secret, now) == "valid"
 
 
 def server_secret() -> bytes | None:
@@ -59,9 +87,10 @@ def decide(route: str, query: Mapping[str, str]) -> GateDecision:
     """The gate for a page request: off only for the teacher's signed link."""
     if query.get("predict") != "off":
         return GateDecision(True, [])
-    if signed_off(route, query, server_secret()):
+    state = link_state(route, query, server_secret())
+    if state == "valid":
         return GateDecision(False, [])
-    return GateDecision(True, [UNSIGNED_NOTICE])
+    return GateDecision(True, [EXPIRED_NOTICE if state == "expired" else UNSIGNED_NOTICE])
 
 
 def teacher_section(base: str, explorables: Iterable[tuple[str, str]], secret: bytes) -> str:
@@ -70,13 +99,14 @@ def teacher_section(base: str, explorables: Iterable[tuple[str, str]], secret: b
 
     rows = []
     for route, title in explorables:
-        args = teacher_arguments(route, secret)
-        link = f"{route}?{urlencode(args)}"  # on this server, whichever address the teacher used
-        frame = iframe_snippet(base, route, args, title)
+        link = f"{route}?{urlencode(teacher_arguments(route, secret))}"  # on this server, whichever address
+        frame = iframe_snippet(base, route, teacher_arguments(route, secret, EMBED_DAYS * 86400), title)
         rows.append(f'<li><a class="bt-predict-off" href="{escape(link)}">{escape(title)}</a>'
                     f'<pre class="bt-command"><code>{escape(frame)}</code></pre></li>')
     return ('<section class="bt-card"><h2 class="bt-h2">Links without the prediction step</h2>'
-            "<p>For a demonstration, or for a page of your own that embeds an explorable: these links open it "
-            "with every control unlocked. Students who type <code>?predict=off</code> still get the prediction "
-            "step; only these signed links skip it. Anyone who has one can pass it on.</p>"
+            f"<p>For a demonstration: each link opens its explorable with every control unlocked, for the next "
+            f"{DEMO_HOURS} hours (anyone who has it can pass it on; by the next lesson it has run out). Below each, "
+            f"the snippet for a page of your own that embeds the explorable without the prediction step, which "
+            f"works for {EMBED_DAYS} days. Students who type <code>?predict=off</code> still get the prediction "
+            "step; only these signed links skip it.</p>"
             f'<ul class="bt-predict-links">{"".join(rows)}</ul></section>')

@@ -60,7 +60,7 @@ log = logging.getLogger("blocktrace.gc")
 
 YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
 CHECK_SECONDS = 1.0  # how often the reclaimer looks at closed sessions and the class's activity
-FREEZE_SECONDS = 5.0  # everything made since is frozen this often (a young collection first)
+FREEZE_SECONDS = 5.0  # everything made since is frozen this often (what of it is garbage collected first)
 QUIET_SECONDS = 10.0  # no browser changed anything for this long: the class is quiet
 LONG_COLLECTION_MS = 100.0  # any collection longer than this is logged (the reclaim logs itself)
 MIN_GAP_SECONDS = 60.0  # at most one reclaim per this long, even in a quiet class
@@ -128,16 +128,15 @@ class Reclaimer:
 
     def reclaim(self, why: str) -> None:
         """Thaw everything, collect it once, freeze the survivors again: the one long pause, logged."""
-        closed = self.closed_since
+        closed, freed = self.closed_since, self.taken_apart_since
         started, cpu = time.perf_counter(), time.thread_time()
         gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        freeze_young()  # one collection of everything, then the survivors frozen again
         took, took_cpu = 1000 * (time.perf_counter() - started), 1000 * (time.thread_time() - cpu)
         self.reclaims.append((why, took))
         self.closed_since, self.taken_apart_since, self.last_reclaim = 0, 0, self.clock()
-        log.info("memory of %d closed sessions reclaimed in %.0f ms (%.0f ms of CPU; %s, %d open)",
-                 closed, took, took_cpu, why, self.open_sessions)
+        log.info("full reclaim in %.0f ms (%.0f ms of CPU): %d closed pages left behind, and what %d pages freed "
+                 "by their own step left (%s, %d open)", took, took_cpu, closed, freed, why, self.open_sessions)
 
 
 @dataclass

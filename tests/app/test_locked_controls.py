@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import panel as pn
 
-from blocktrace.app.server.predict_links import SIGNATURE_KEY, signature, signed_off, teacher_arguments
+from blocktrace.app.server.predict_links import (
+    DEMO_HOURS,
+    SIGNATURE_KEY,
+    UNTIL_KEY,
+    link_state,
+    signature,
+    signed_off,
+    teacher_arguments,
+)
 from blocktrace.explorables.block_floor.view import FloorExplorable
 from blocktrace.explorables.components.downloads import Downloads
 from blocktrace.explorables.components.embed import EmbedButton, gate_arguments
@@ -103,7 +111,25 @@ def test_a_signature_opens_one_route_of_one_server() -> None:
     assert not signed_off(TRACE, {"predict": "off"}, SECRET)
     assert not signed_off(TRACE, {**args, SIGNATURE_KEY: args[SIGNATURE_KEY][:-1]}, SECRET)
     assert not signed_off(TRACE, {**args, "predict": "on"}, SECRET)
-    assert signature(TRACE, SECRET) == args[SIGNATURE_KEY]
+    assert signature(TRACE, SECRET, int(args[UNTIL_KEY])) == args[SIGNATURE_KEY]
+    later = {**args, UNTIL_KEY: str(int(args[UNTIL_KEY]) + 86400)}
+    assert not signed_off(TRACE, later, SECRET), "the time is signed: a link cannot be stretched"
+
+
+def test_a_teacher_link_works_until_its_time_and_no_longer() -> None:
+    """A demonstration link opens the page for DEMO_HOURS, then keeps the gate; a time from far beyond any
+    link this server makes is refused too."""
+    clock = [1_000_000.0]
+    args = teacher_arguments(TRACE, SECRET, now=lambda: clock[0])
+    assert link_state(TRACE, args, SECRET, now=lambda: clock[0]) == "valid"
+    clock[0] += DEMO_HOURS * 3600 - 1
+    assert signed_off(TRACE, args, SECRET, now=lambda: clock[0])
+    clock[0] += 1
+    assert link_state(TRACE, args, SECRET, now=lambda: clock[0]) == "expired"
+    far = teacher_arguments(TRACE, SECRET, valid_s=10 * 365 * 86400, now=lambda: clock[0])
+    assert link_state(TRACE, far, SECRET, now=lambda: clock[0]) == "expired"
+    for bad in ("", "-5", "1e9", "٣٣", "9" * 40):
+        assert link_state(TRACE, {**args, UNTIL_KEY: bad}, SECRET) == "unsigned", bad
 
 
 def test_a_gated_pages_embed_snippet_keeps_the_gate() -> None:

@@ -18,7 +18,14 @@ from urllib.parse import urlencode
 
 import pytest
 
-from blocktrace.app.server.predict_links import SIGNATURE_KEY, UNSIGNED_NOTICE, signature
+from blocktrace.app.server.predict_links import (
+    DEMO_HOURS,
+    SIGNATURE_KEY,
+    UNSIGNED_NOTICE,
+    UNTIL_KEY,
+    signature,
+    teacher_arguments,
+)
 from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
 from tests.app.bokeh_ws_client import Session, fetch_token, models
@@ -222,8 +229,9 @@ def test_a_change_to_a_locked_control_is_set_back_and_shows_nothing(either_serve
 def test_a_typed_predict_off_shows_the_gate_and_says_why(server) -> None:
     """predict=off without the teacher's signature (or with a wrong one, or another route's) keeps the gate."""
     forged = {"predict": "off", SIGNATURE_KEY: "0" * 32}
-    other_route = {"predict": "off", SIGNATURE_KEY: signature(FLOOR, server.secret())}
-    for query in ({"predict": "off"}, forged, other_route):
+    other_route = teacher_arguments(FLOOR, server.secret())
+    longer = {**teacher_arguments(TRACE, server.secret()), UNTIL_KEY: str(int(time.time()) + 10**8)}
+    for query in ({"predict": "off"}, forged, other_route, longer):
         sent = collect(server.url(TRACE + "?" + urlencode(query)), "Attention update scale")
         text = text_sent(sent)
         assert the_model(sent, "Slider", title="Attention update scale")["attributes"]["disabled"] is True, query
@@ -267,7 +275,23 @@ def test_the_teacher_page_lists_a_signed_link_per_explorable(server) -> None:
     with urllib.request.urlopen(request, timeout=30) as response:
         page = html.unescape(response.read().decode("utf-8"))
     for route in (TRACE, FLOOR, LAB):
-        assert f'href="{route}?predict=off&{SIGNATURE_KEY}={signature(route, server.secret())}"' in page
+        found = re.search(rf'href="{route}\?predict=off&{UNTIL_KEY}=(\d+)&{SIGNATURE_KEY}=(\w+)"', page)
+        until = int(found.group(1))
+        assert found.group(2) == signature(route, server.secret(), until)
+        assert 0 < until - time.time() <= DEMO_HOURS * 3600, "a demonstration's link runs out"
+        snippet = re.search(rf'{route}\?embed=1[^"]*{UNTIL_KEY}=(\d+)', page)
+        assert int(snippet.group(1)) - time.time() > 300 * 86400, "an embed snippet lasts"
+
+
+def test_an_expired_teacher_link_shows_the_gate_and_says_so(server) -> None:
+    """A signed link past its time keeps the gate, with a note that it expired (not that it was typed)."""
+    from blocktrace.app.server.predict_links import EXPIRED_NOTICE
+
+    expired = teacher_arguments(TRACE, server.secret(), valid_s=-60)
+    sent = collect(server.url(TRACE + "?" + urlencode(expired)), "Attention update scale")
+    text = text_sent(sent)
+    assert the_model(sent, "Slider", title="Attention update scale")["attributes"]["disabled"] is True
+    assert EXPIRED_NOTICE in text and UNSIGNED_NOTICE not in text
 
 
 def collect(page_url: str, shows: str) -> list[dict]:
