@@ -177,28 +177,31 @@ def freeze_when_settled(tries: int = 0) -> None:
     page's Document, and keeps what it refers to (Panel's change handlers refer to the page's widgets).
     Called from the event loop itself, never from inside a session's callback, which would be frozen too.
     """
-    global _freeze_waiting
+    global _freeze_scheduled_on
     if tries < SETTLE_TRIES and any(page.waiting() for page in list(_open_pages)):
-        _freeze_waiting = True
         asyncio.get_running_loop().call_later(SETTLE_S, freeze_when_settled, tries + 1, context=Context())
         return
-    _freeze_waiting = False
+    _freeze_scheduled_on = None
     freeze_young()
 
 
 def freeze_soon() -> None:
     """freeze_when_settled on the loop's next round, outside the callback this is called from (one at a time)."""
-    if _freeze_waiting:
-        return
+    global _freeze_scheduled_on
     try:
-        asyncio.get_running_loop().call_soon(freeze_when_settled, context=Context())
+        loop = asyncio.get_running_loop()
     except RuntimeError:  # no loop running (a test's page built by hand)
         freeze_young()
+        return
+    if _freeze_scheduled_on is loop:
+        return  # one is on its way
+    _freeze_scheduled_on = loop
+    loop.call_soon(freeze_when_settled, context=Context())
 
 
 reclaimer = Reclaimer()
 _started = False
-_freeze_waiting = False
+_freeze_scheduled_on: asyncio.AbstractEventLoop | None = None  # the loop a freeze is waiting on, if any
 
 
 class OpenPage:

@@ -24,7 +24,7 @@ from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.snippet_dialog import SnippetDialog
 from blocktrace.explorables.components.url_state import QueryKey, session_query
 
-GATE_KEYS = ("predict", "predict_until", "predict_sig")  # the teacher's link: switch, time, signature (predict_links.py)
+GATE_KEYS = ("predict", "predict_until", "predict_sig")  # the teacher's signed link (predict_links.py)
 IFRAME_HEIGHT = 700  # px before the explorable reports its own height, and for ever without JavaScript
 HOST_SCRIPT = "/assets/js/embed-host.js"  # what the host page loads from us: sizes iframes, explains refusals
 FRAME_SCRIPT = "/assets/js/embed-frame.js"  # what an embedded page loads: posts its height to its parent

@@ -279,7 +279,8 @@ def test_the_teacher_page_lists_a_signed_link_per_explorable(server) -> None:
         until = int(found.group(1))
         assert found.group(2) == signature(route, server.secret(), until)
         assert 0 < until - time.time() <= DEMO_HOURS * 3600, "a demonstration's link runs out"
-        snippet = re.search(rf'{route}\?embed=1[^"]*{UNTIL_KEY}=(\d+)', page)
+        amp = "(?:&amp;|&)"  # the snippet is shown as code: its own &amp; is escaped once more
+        snippet = re.search(rf'{route}\?predict=off{amp}{UNTIL_KEY}=(\d+){amp}{SIGNATURE_KEY}=\w+{amp}embed=1', page)
         assert int(snippet.group(1)) - time.time() > 300 * 86400, "an embed snippet lasts"
 
 

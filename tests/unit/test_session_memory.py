@@ -399,5 +399,5 @@ def test_a_freeze_waits_for_pages_next_tick_callbacks(monkeypatch, thawed):
         while not frozen_at:
             await asyncio.sleep(session_memory.SETTLE_S)
 
-    asyncio.run(scenario())
+    asyncio.run(asyncio.wait_for(scenario(), 10))
     assert frozen_at == [0]
