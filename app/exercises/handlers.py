@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
-from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,13 +21,13 @@ from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.store import StoreUnavailable, new_event_id
 from blocktrace.app.exercises import challenge
 from blocktrace.app.exercises.bundle import bundle, exercises, new_ticket, ticket_is_genuine
+from blocktrace.app.server.rate_limits import TokenBuckets
 
 log = logging.getLogger(__name__)
 MAX_REPORT_BYTES = 256 * 1024
 MAX_TESTS = 100
-MIN_GAP_S = 1.0  # one report per learner and exercise a second
-_last_report: OrderedDict[tuple[str, str], float] = OrderedDict()
-REPORTS_KEPT = 10_000
+MIN_GAP_S = 1.0  # one report per learner and exercise a second, counted across the worker processes
+_reports = TokenBuckets(capacity=1, per_second=1 / MIN_GAP_S)
 
 
 def latest_result(class_code: str, learner: str, exercise: str) -> dict[str, Any] | None:
@@ -95,16 +93,11 @@ class ReportHandler(RequestHandler):
                            and isinstance(t.get("name"), str) for t in tests):
             return self.refuse(400, "the report's tests or numbers are malformed")
         learner, code = ticket["learner"], ticket["class"]
-        now = time.monotonic()
-        wait = MIN_GAP_S - (now - _last_report.get((learner, exercise.id), -MIN_GAP_S))
+        wait = _reports.wait(f"{learner}\x00{exercise.id}")
         if wait > 0:  # the check waits this long and sends again by itself (check_command.send)
             self.set_header("Retry-After", str(math.ceil(wait)))
             return self.refuse(429, "one report a second; run the check again in a moment",
                                retry_after=round(wait, 3))
-        _last_report.pop((learner, exercise.id), None)
-        _last_report[(learner, exercise.id)] = now
-        while len(_last_report) > REPORTS_KEPT:
-            _last_report.popitem(last=False)
         numbers = challenge.verify(exercise.folder, ticket["nonce"], outputs)
         failed = [t["name"][:100] for t in tests if not t["passed"]][:20]
         passed_tests = sum(t["passed"] for t in tests)

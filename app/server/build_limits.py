@@ -19,7 +19,9 @@ behind a balancer on the same machine the server must be told to trust its forwa
 (`--use-xheaders`), as deploy/ does, or every student would count as loopback.
 
 Bokeh discards sessions whose browser never connects after `unused_session_lifetime` (15 s by default);
-a pending count goes down when its page loads or its session is discarded. One table per process.
+a pending count goes down when its page loads or its session is discarded. Both tables are shared by
+the worker processes of `--num-procs` (rate_limits.SharedTable): a client has one budget, not one per
+worker.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from enum import Enum
 
 import panel as pn
 
-from blocktrace.app.server.rate_limits import TokenBuckets
+from blocktrace.app.server.rate_limits import SharedCounts, TokenBuckets
 from blocktrace.explorables.components.build_turns import in_turn
 from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.style import styled
@@ -57,26 +59,18 @@ class BuildLimits:
     def __init__(self, pending_eager: int = PENDING_EAGER, builds: tuple[float, float] = PAGE_BUILDS):
         self.pending_eager = pending_eager
         self.buckets = TokenBuckets(*builds)
-        self.pending: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self.pending = SharedCounts()  # shared by every worker process, like the buckets
 
     def decide(self, address: str) -> Build:
         """What a page request from `address` gets; counts it as pending unless refused."""
         if not self.buckets.allow(address):
             return Build.REFUSED
-        with self._lock:
-            waiting = self.pending.get(address, 0)
-            self.pending[address] = waiting + 1
+        waiting = self.pending.add(address, 1)
         return Build.NOW if waiting < self.pending_eager else Build.WHEN_LOADED
 
     def loaded(self, address: str) -> None:
         """A page of `address` has loaded, or its session was discarded before it did."""
-        with self._lock:
-            left = self.pending.get(address, 0) - 1
-            if left > 0:
-                self.pending[address] = left
-            else:
-                self.pending.pop(address, None)
+        self.pending.add(address, -1)
 
 
 LIMITS = BuildLimits()

@@ -9,9 +9,11 @@ Here every build step of the process waits for its turn in one queue: a session'
 `on_session_created` hook, which may delay a session's creation), the page content built once the browser
 has loaded it, and each figure drawn after load. One step runs at a time. After each, the loop is left
 to everything else for GAP_S (while more steps wait: for as long as the step took, if longer), and on
-while it is still behind (its own timer fires more than BEHIND_S late), at most MAX_REST_S after the
-step. So students already on their pages go first: a student's change waits for about one build step,
-however many pages are being built, and the pages being built take longer to arrive. A page built on a
+while it is still behind (its own timer fires more than BEHIND_S late while the loop's thread was busy
+for at least BUSY_SHARE of the rest: a timer late only because other programs had the CPU is no reason
+to wait), at most MAX_REST_S after the step. So students already on their pages go first: a student's
+change waits for about one build step, however many pages are being built, and the pages being built
+take longer to arrive. A page built on a
 quiet server waits GAP_S between its steps. (An idle probe, two callbacks in a row, was tried instead of
 the late timer: it took rounds between a message's own awaits for idle, and the staying students'
 longest waits doubled; benchmarks/classroom.py.)
@@ -27,6 +29,7 @@ import contextvars
 import functools
 import itertools
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +40,8 @@ log = logging.getLogger("blocktrace.builds")
 
 GAP_S = 0.02  # after each build step, the loop's own for at least this long ...
 SHARE = 1.0  # ... or, while other steps wait, this share of the time the step took, if longer
-BEHIND_S = 0.01  # a rest whose timer fires this late means the loop still has other work waiting: rest on
+BEHIND_S = 0.01  # a rest whose timer fires this late means the loop still has other work waiting: rest on ...
+BUSY_SHARE = 0.2  # ... if the loop's thread was busy for this share of the rest (else other programs were)
 MAX_REST_S = 0.5  # however busy the loop, the next step starts this long after the last one at the latest
 STUCK_S = 5.0  # a step not reported done after this long (its session went meanwhile) frees the queue
 
@@ -135,16 +139,21 @@ class Pacer:
         self._rest(loop, turn, rest, now + self.max_rest_s)
 
     def _rest(self, loop: asyncio.AbstractEventLoop, turn: int, for_s: float, latest: float) -> None:
-        due = loop.time() + for_s
+        began = loop.time()
         # In a context of its own: the next step must not start inside the context of the session whose
         # step just ended (Panel reads the current document from it first).
-        loop.call_later(for_s, self._rested, loop, turn, due, latest, context=contextvars.Context())
+        loop.call_later(for_s, self._rested, loop, turn, began, began + for_s, latest, time.thread_time(),
+                        context=contextvars.Context())
 
-    def _rested(self, loop: asyncio.AbstractEventLoop, turn: int, due: float, latest: float) -> None:
+    def _rested(self, loop: asyncio.AbstractEventLoop, turn: int, began: float, due: float, latest: float,
+                cpu_began: float) -> None:
         if self._turn != -turn:
             return
         now = loop.time()
-        if now - due > self.behind_s and now < latest:  # the loop is still catching up: others first
+        # Late, and because the loop had work of its own (its thread used the CPU for much of the rest), not
+        # because other programs on the machine had the CPU: it is still catching up, others first.
+        busy = time.thread_time() - cpu_began >= BUSY_SHARE * (now - began)
+        if now - due > self.behind_s and busy and now < latest:
             self._rest(loop, turn, self.gap_s, latest)
             return
         self._turn = 0

@@ -228,3 +228,31 @@ def test_a_step_whose_page_closes_before_it_runs_is_let_go():
     gc.collect()
     assert gone() is None, "the queue kept the closed page's view"
     assert doc.kept[0]() is None  # the document's callback, run late, does nothing
+
+
+def test_a_timer_late_while_the_loop_was_idle_is_no_reason_to_wait() -> None:
+    """When the rest's timer fires late but the loop's thread did no work meanwhile (the machine's CPU went
+    to other programs; here the thread is blocked), the next step starts at once instead of resting on."""
+    import time
+
+    rests: list[float] = []
+
+    class Counting(Pacer):
+        def _rest(self, loop, turn, for_s, latest):  # noqa: ANN001 - the pacer's own signature
+            rests.append(for_s)
+            super()._rest(loop, turn, for_s, latest)
+
+    pacer, log = Counting(gap_s=0.001, behind_s=0.005, max_rest_s=30.0), []
+
+    def first() -> None:
+        log.append("step 1")
+        asyncio.get_running_loop().call_soon(time.sleep, 0.05)  # late timers, no work of the loop's own
+
+    async def main() -> None:
+        pacer.step(LoopDocument("a"), first)
+        pacer.step(LoopDocument("b"), lambda: log.append("step 2"))
+        while "step 2" not in log:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["step 1", "step 2"] and len(rests) == 2, rests  # the one after each step, none more

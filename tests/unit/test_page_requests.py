@@ -133,3 +133,39 @@ def test_buckets_refill_and_the_table_is_bounded() -> None:
 def test_buckets_refuse_nonsense_settings(args) -> None:
     with pytest.raises(ValueError):
         TokenBuckets(*args)
+
+
+def test_buckets_and_counts_are_shared_with_forked_workers() -> None:
+    """With --num-procs the workers are forked after the tables are made: what one worker spends or counts,
+    the others see, so a client has one budget however its requests are spread."""
+    import os
+    import warnings
+
+    from blocktrace.app.server.rate_limits import SharedCounts
+
+    buckets = TokenBuckets(capacity=3, per_second=1e-6)
+    counts = SharedCounts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+ warns about fork with threads
+        child = os.fork()
+    if child == 0:  # the other worker: spends two of the address's three, and counts a page
+        spent = buckets.allow("10.0.0.7") and buckets.allow("10.0.0.7")
+        counts.add("10.0.0.7", 1)
+        os._exit(0 if spent else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [buckets.allow("10.0.0.7") for _ in range(2)] == [True, False]
+    assert buckets.allow("10.0.0.8"), "another address has its own budget"
+    assert counts.add("10.0.0.7", 1) == 1 and counts.get("10.0.0.7") == 2
+    assert counts.add("10.0.0.7", -2) == 2 and counts.get("10.0.0.7") == 0
+
+
+def test_a_refused_spend_says_how_long_to_wait() -> None:
+    now = [0.0]
+    buckets = TokenBuckets(capacity=1, per_second=0.5, clock=lambda: now[0])
+    assert buckets.wait("a") == 0.0
+    assert buckets.wait("a") == pytest.approx(2.0)
+    now[0] = 1.5
+    assert buckets.wait("a") == pytest.approx(0.5)
+    now[0] = 2.0
+    assert buckets.wait("a") == 0.0
