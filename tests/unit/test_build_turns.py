@@ -182,6 +182,13 @@ def test_while_the_loop_is_behind_with_other_work_the_next_step_waits_for_it() -
         log.append("step 1")
         asyncio.get_running_loop().call_soon(message, 1)
 
+    two_steps(pacer, first, log)
+    assert log == ["step 1", *(f"message {n}" for n in range(1, 11)), "step 2"]
+
+
+def two_steps(pacer: Pacer, first: Callable[[], None], log: list[str]) -> None:
+    """Queue `first` (of one page) and a step that logs "step 2" (of another), and run until it has."""
+
     async def main() -> None:
         pacer.step(LoopDocument("a"), first)
         pacer.step(LoopDocument("b"), lambda: log.append("step 2"))
@@ -189,7 +196,6 @@ def test_while_the_loop_is_behind_with_other_work_the_next_step_waits_for_it() -
             await asyncio.sleep(0.001)
 
     asyncio.run(asyncio.wait_for(main(), 20))
-    assert log == ["step 1", *(f"message {n}" for n in range(1, 11)), "step 2"]
 
 
 def test_a_step_whose_page_closes_before_it_runs_is_let_go():
@@ -248,11 +254,5 @@ def test_a_timer_late_while_the_loop_was_idle_is_no_reason_to_wait() -> None:
         log.append("step 1")
         asyncio.get_running_loop().call_soon(time.sleep, 0.05)  # late timers, no work of the loop's own
 
-    async def main() -> None:
-        pacer.step(LoopDocument("a"), first)
-        pacer.step(LoopDocument("b"), lambda: log.append("step 2"))
-        while "step 2" not in log:
-            await asyncio.sleep(0.001)
-
-    asyncio.run(asyncio.wait_for(main(), 20))
+    two_steps(pacer, first, log)
     assert log == ["step 1", "step 2"] and len(rests) == 2, rests  # the one after each step, none more

@@ -241,16 +241,8 @@ def test_nothing_is_tracked_outside_a_served_session(monkeypatch, fresh_reclaime
 def test_a_closed_sessions_document_comes_back_only_with_the_quiet_reclaim(fresh_reclaimer, thawed):
     """A session's Document, frozen as served and destroyed as Bokeh discards it: it survives Bokeh's own
     collection and young ones (frozen), and is freed by the reclaim once the class is quiet."""
-    from bokeh.document import Document
-    from bokeh.models import Column, Slider
-
     reclaimer, clock = fresh_reclaimer
-    doc = Document()
-    view = Cycle()  # a page's view, in a cycle with its document as Panel's objects are
-    view.doc, doc.view = doc, view
-    slider = Slider(start=0, end=1, value=0)
-    slider.on_change("value", view.changed)
-    doc.add_root(Column(children=[slider]))
+    doc, view = a_page_document()
     session = Connection()
     doc.on_change_dispatch_to(session)
     reclaimer.session_opened()
@@ -258,7 +250,7 @@ def test_a_closed_sessions_document_comes_back_only_with_the_quiet_reclaim(fresh
     ref = weakref.ref(doc)
     doc.destroy(session)  # Bokeh's discard of the session, with its gc.collect()
     leave(reclaimer)  # as if its own step could not free it
-    del doc, slider, view
+    del doc, view
     gc.collect(0)
     gc.collect(1)
     assert ref() is not None  # frozen: no collection sees it
@@ -282,18 +274,24 @@ def test_a_long_collection_is_logged_and_a_short_one_is_not(caplog):
     assert timer.longest_ms == pytest.approx(150.0)
 
 
-def a_closed_page() -> tuple[session_memory.OpenPage, weakref.ref, weakref.ref]:
-    """A page (its outermost object and Document in cycles with its models and view), frozen as served, then
-    destroyed as Bokeh discards it; only the OpenPage record (weakly) still knows it."""
+def a_page_document():
+    """A Document with a slider, and the page's outermost object (or view) in a cycle with it, as Panel's are."""
     from bokeh.document import Document
     from bokeh.models import Column, Slider
 
     doc = Document()
-    body = Cycle()  # the page's outermost Panel object, in a cycle with its document as Panel's objects are
+    body = Cycle()
     body.doc, doc.view = doc, body
     slider = Slider(start=0, end=1, value=0)
     slider.on_change("value", body.changed)
     doc.add_root(Column(children=[slider]))
+    return doc, body
+
+
+def a_closed_page() -> tuple[session_memory.OpenPage, weakref.ref, weakref.ref]:
+    """A page (its outermost object and Document in cycles with its models and view), frozen as served, then
+    destroyed as Bokeh discards it; only the OpenPage record (weakly) still knows it."""
+    doc, body = a_page_document()
     page = session_memory.OpenPage(doc, body)
     session_memory.freeze_young()
     page.note()
