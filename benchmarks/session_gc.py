@@ -71,6 +71,7 @@ OPEN: dict[int, session_memory.OpenPage] = {}
 
 def close_page(doc: Document, connection: Connection) -> None:
     """As Bokeh discards a session: its destroy callbacks (Panel's clean-up), then Document.destroy()."""
+    OPEN.pop(id(doc), None)  # (close_and_take_apart has taken it already)
     context = SimpleNamespace(id="closed", _document=doc)
     for callback in list(doc.session_destroyed_callbacks):
         callback(context)
@@ -95,7 +96,7 @@ def close_and_take_apart(pages: list, index: int) -> tuple[session_reclaim.Recla
     what that step returned, and its CPU milliseconds."""
     doc, connection = pages[index]
     pages[index] = None
-    page = OPEN.pop(id(doc))
+    page = OPEN[id(doc)]
     close_page(doc, connection)
     page.closed()
     del doc, connection
