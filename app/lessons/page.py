@@ -107,6 +107,7 @@ class LessonView(pn.viewable.Viewer):
         self._claim_answers: dict[str, list[Callable[[], None]]] = {}  # explorable -> answers opened by a claim
         self._step_parts: dict[str, list[tuple[pn.Column, Any]]] = {}  # step -> (place, part) the pace may close
         self._closed: set[str] = set()
+        self._polls: list[Callable[[], None]] = []  # held here: the periodic callbacks call them weakly
         self.parts = [self._part(block) for block in lesson.blocks]
         if recorder is not None:
             recorder.restore_events(self.resume)  # after the predictions: the store thread answers in order
@@ -263,7 +264,7 @@ class LessonView(pn.viewable.Viewer):
                 shown["result"] = found
                 show(found)
 
-        self._exercise_poll = poll  # held by the page: the periodic callback calls it weakly
+        self._polls.append(poll)
         pn.state.add_periodic_callback(weakly(poll), period=EXERCISE_POLL_MS)
 
     def _directive_answer(self, attrs: dict) -> pn.viewable.Viewable:
