@@ -53,28 +53,28 @@ class SharedTable:
     def _hash(key: str) -> int:
         return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "replace"), digest_size=8).digest(), "little") or 1
 
-    def update(self, key: str, change: Callable[[tuple[float, float] | None], tuple[tuple[float, float] | None, Any]],
-               age: Callable[[tuple[float, float]], float] = lambda values: values[1]) -> Any:
+    def update(self, key: str,
+               change: Callable[[tuple[float, float] | None], tuple[tuple[float, float] | None, Any]]) -> Any:
         """Under the shared lock: `change(the key's numbers, or None)` gives (the new numbers, or None to drop the
         key; a result), and the result is returned. A new key takes a free slot of its PROBES, else the one
-        whose `age` is least (by default the second number: a time)."""
+        whose second number (the time it was last used) is least."""
         wanted = self._hash(key)
         size, memory = self.SLOT.size, self._memory
         first = wanted % self.max_keys
         with self._lock:
             found = free = oldest = None
-            oldest_age = float("inf")
+            oldest_used = float("inf")
             for step in range(min(PROBES, self.max_keys)):
                 slot = (first + step) % self.max_keys
-                stored, a, b = self.SLOT.unpack_from(memory, slot * size)
+                stored, _number, used = self.SLOT.unpack_from(memory, slot * size)
                 if stored == wanted:
                     found = slot
                     break
                 if stored == 0:
                     if free is None:
                         free = slot
-                elif age((a, b)) < oldest_age:
-                    oldest, oldest_age = slot, age((a, b))
+                elif used < oldest_used:
+                    oldest, oldest_used = slot, used
             values, result = change(None if found is None else self.SLOT.unpack_from(memory, found * size)[1:])
             slot = found if found is not None else (free if free is not None else oldest)
             if values is not None:

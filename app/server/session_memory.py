@@ -15,9 +15,9 @@ object: 117 ms for the start-up heap alone, 1.4 s with 100 block-trace pages (be
 - **A closed page's own cycles are taken apart as it closes** (session_reclaim.py): a walk of what the
   page reaches (15,000 objects for the block trace, 40,000 for the decoder lab), in steps of the
   process's build queue (build_turns.py) of at most 10,000 objects (20-30 ms), then one step that
-  decides and takes apart (15-40 ms), instead of a walk of every student's objects. It starts from the page's outermost
-  Panel object, its Document and every model and session callback it had when anything was frozen
-  (`OpenPage`), and does not go into what every session shares (`shared_types`). For the walk to find
+  decides and takes apart (15-40 ms), instead of a walk of every student's objects. It starts from the
+  page's outermost Panel object, its Document and every model and session callback it had when anything
+  was frozen (`OpenPage`), and does not go into what every session shares (`shared_types`). For the walk to find
   a page unreferenced, nothing the server keeps after the page has closed may refer to it: the
   callbacks a page schedules on its Document call it weakly (weak_callbacks.py).
 - **What that leaves is reclaimed when the class is quiet.** Frozen objects are never collected, and
@@ -224,7 +224,6 @@ class OpenPage:
         self.page_ref = weakref.ref(body if body is not None else doc)
         if body is not None:
             self.reach.add(body)
-        self.tries = 0
 
     def note(self) -> None:
         """Note the page's models and session callbacks as they are now (before anything is frozen)."""
@@ -329,7 +328,6 @@ def shared_types() -> tuple[type, ...]:
     theme, holding every session's models), its per-process state, the server's and Bokeh's application
     contexts (which hold every session), the event loop's handles, futures and contexts, loggers, the store,
     Bokeh's property descriptors (each model's property containers name them), templates and patterns."""
-    import asyncio
     import contextvars
     import re
 

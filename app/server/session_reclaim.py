@@ -1,4 +1,4 @@
-"""A closed session's memory back in one short step: its own reference cycles found and taken apart.
+"""A closed session's memory back in short steps: its own reference cycles found and taken apart.
 
 A student's page is about 16,000 objects the cycle collector tracks, nearly all in reference cycles
 (Bokeh models and their documents, Panel widgets and their param watchers). Live pages are frozen out of
@@ -17,9 +17,11 @@ way CPython's own collector decides (Modules/gcmodule.c, `subtract_refs` and `mo
 4. The garbage's containers are emptied (dicts, lists, sets, deques with their built-in `clear`,
    instances' attribute dicts), which breaks its cycles; reference counting frees it as it goes.
 
-Steps 1-3 run in one go with the interpreter's thread switching held off (`sys.setswitchinterval`),
-so no other thread can change a reference between the counts and the decision; step 4 only touches
-objects nothing else can reach. A walk that passes WALK_LIMIT objects (a session reaching into shared
+The walk (step 1) may be cut into steps with other work in between (`reclaim_in_steps`): what changes
+meanwhile only decides what is walked. Steps 2 and 3 run in one go, from the references as they are
+then, with the interpreter's thread switching held off (`sys.setswitchinterval`), so no other thread
+can change a reference between the counts and the decision; step 4 only touches objects nothing else
+can reach. A walk that passes WALK_LIMIT objects (a session reaching into shared
 state) stops and takes nothing apart. What this cannot take apart (cycles through tuples or slots
 only, an instance with `__del__`) is left to the collector, as before.
 

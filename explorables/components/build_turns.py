@@ -13,10 +13,9 @@ while it is still behind (its own timer fires more than BEHIND_S late while the 
 for at least BUSY_SHARE of the rest: a timer late only because other programs had the CPU is no reason
 to wait), at most MAX_REST_S after the step. So students already on their pages go first: a student's
 change waits for about one build step, however many pages are being built, and the pages being built
-take longer to arrive. A page built on a
-quiet server waits GAP_S between its steps. (An idle probe, two callbacks in a row, was tried instead of
-the late timer: it took rounds between a message's own awaits for idle, and the staying students'
-longest waits doubled; benchmarks/classroom.py.)
+take longer to arrive. A page built on a quiet server waits GAP_S between its steps. (An idle probe, two
+callbacks in a row, was tried instead of the late timer: it took rounds between a message's own awaits
+for idle, and the staying students' longest waits doubled; benchmarks/classroom.py.)
 
 Only public hooks are used (a Bokeh lifecycle handler, `Document.add_next_tick_callback`), so this holds
 with and without `--no-tuning`. The session hook is app/server/build_pacing.py.

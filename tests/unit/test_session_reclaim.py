@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blocktrace.app.server.session_reclaim import reclaim
+from blocktrace.app.server.session_reclaim import reclaim, reclaim_in_steps
 
 
 class Node:
@@ -211,7 +211,7 @@ def test_in_steps_it_frees_the_same_and_lets_other_work_run_between_steps():
             kept.append(refs[5]())
         await asyncio.sleep(0)
 
-    done = asyncio.run(session_reclaim_in_steps(roots, pause, step_objects=50))
+    done = asyncio.run(reclaim_in_steps(roots, pause, step_objects=50))
     assert len(pauses) >= 4 and done.longest_ms <= done.ms
     assert kept[0].name == "5" and kept[0].links[0].name == "6", "what another step took hold of is whole"
     alive = [r() for r in refs]
@@ -221,11 +221,5 @@ def test_in_steps_it_frees_the_same_and_lets_other_work_run_between_steps():
     page, refs = a_page(200)
     roots = [page[0]]
     del page
-    done = asyncio.run(session_reclaim_in_steps(roots, pause, step_objects=50))
+    done = asyncio.run(reclaim_in_steps(roots, pause, step_objects=50))
     assert done.freed >= 400 and [r() for r in refs] == [None] * 200
-
-
-def session_reclaim_in_steps(*args, **kwargs):
-    from blocktrace.app.server.session_reclaim import reclaim_in_steps
-
-    return reclaim_in_steps(*args, **kwargs)
