@@ -1,8 +1,8 @@
 """Anonymous learner identity: a random id in a signed cookie, plus checks on names and class codes.
 
-A learner is a uuid4 hex id. The browser keeps it in a cookie whose value is
-``<id>.<HMAC-SHA256(secret, id) in hex>``, so a reload or a dropped connection keeps the
-learner's progress, and a learner cannot pose as another by editing the cookie. The secret
+A learner is a uuid4 hex id. The browser keeps it in a cookie signed with the server's secret
+(app/signing.py, purpose LEARNER), so a reload or a dropped connection keeps the learner's
+progress, and a learner cannot pose as another by editing the cookie. The secret
 lives in a file in the data directory (mode 0600), shared by every app process on that
 directory; several machines behind a balancer need the same file.
 
@@ -11,8 +11,6 @@ Nothing here escapes text for HTML: names are stored as given and escaped where 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import re
 import secrets
@@ -20,6 +18,8 @@ import unicodedata
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+
+from blocktrace.app import signing
 
 COOKIE_NAME = "bt_learner"  # the signed learner id; the server sets it (app/server/page_requests.py)
 CLASS_COOKIE = "bt_class"  # the class code of the last ?class= link
@@ -31,7 +31,6 @@ _LEARNER_ID = re.compile(r"[0-9a-f]{32}")
 _CLASS_CODE = re.compile(r"[A-Za-z0-9_-]{1,24}")
 CLASS_CODE_PATTERN = _CLASS_CODE.pattern  # the same rule for a form field's `pattern` attribute
 DEFAULT_CLASS = "default"  # the class of a student who chose none
-_DOMAIN = b"blocktrace learner id\x00"  # keeps these signatures apart from any other use of the secret
 # Bidirectional formatting characters can make a name display backwards on the teacher's screen.
 _BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -46,30 +45,18 @@ def valid_learner_id(text: object) -> bool:
     return isinstance(text, str) and _LEARNER_ID.fullmatch(text) is not None
 
 
-def _mac(learner_id: str, secret: bytes) -> str:
-    if len(secret) < 16:
-        raise ValueError("the cookie secret must be at least 16 bytes")
-    return hmac.new(secret, _DOMAIN + learner_id.encode("ascii"), hashlib.sha256).hexdigest()
-
-
 def sign(learner_id: str, secret: bytes) -> str:
-    """The cookie value for a learner: ``<id>.<hex HMAC-SHA256 of the id>``."""
+    """The cookie value for a learner: its id, signed for the learner cookie."""
     if not valid_learner_id(learner_id):
         raise ValueError(f"not a learner id: {learner_id!r}")
-    return f"{learner_id}.{_mac(learner_id, secret)}"
+    return signing.sign(secret, signing.LEARNER, learner_id)
 
 
 def verify(cookie_value: object, secret: bytes) -> str | None:
-    """The learner id in a cookie value signed with ``secret``, or None if it is missing, malformed or forged."""
-    if not isinstance(cookie_value, str):
-        return None
-    learner_id, dot, mac = cookie_value.partition(".")
-    if not dot or not valid_learner_id(learner_id):
-        return None
-    # compare_digest on ASCII bytes: its time does not depend on where the first difference is.
-    if not hmac.compare_digest(mac.encode("ascii", "replace"), _mac(learner_id, secret).encode("ascii")):
-        return None
-    return learner_id
+    """The learner id in a cookie value signed with ``secret``, or None if it is missing, malformed, forged or
+    too old."""
+    learner_id = signing.unsign(secret, signing.LEARNER, cookie_value)
+    return learner_id if valid_learner_id(learner_id) else None
 
 
 def load_or_create_secret(data_dir: Path) -> bytes:

@@ -11,10 +11,13 @@ teacher out. Three rules do that:
   headers it should not: see deploy/README.md), and it bounds the failure table too: a refused login is not
   recorded, so at most MAX_GLOBAL_FAILURES addresses enter it per window; MAX_TRACKED caps it regardless,
   evicting the addresses that failed longest ago.
-- **The teacher's browser is not locked out by others**: a correct password sets an HttpOnly cookie signed
-  with the password (TEACHER_COOKIE, DEVICE_LIFETIME). A request carrying a valid one is always checked,
-  whatever the limits say, and its failures are not counted. Only someone who knew the current password
-  can hold that cookie, so exempting it gives a guesser nothing (OWASP's "device cookie" defence).
+- **The teacher's browser is not locked out by others**: a correct password sets an HttpOnly cookie
+  (TEACHER_COOKIE), signed with the server's secret for 30 days (app/signing.py, TEACHER_DEVICE) around a tag
+  of the current password that is itself keyed by the secret. A request carrying a valid one is always
+  checked, whatever the limits say, and its failures are not counted. Only someone who knew the current
+  password can hold that cookie, so exempting it gives a guesser nothing (OWASP's "device cookie" defence);
+  and since the password enters it only under the server's secret, a copied cookie lets nobody test
+  password guesses offline. A new password makes every remembered browser log in again.
 
 Why not simply accept a correct password while an address is limited: the limit would then slow nothing,
 since a 429 for a wrong guess and a 200 for the right one tell the guesser as much as 401 and 200 do. Why not
@@ -28,6 +31,7 @@ its own counts (`--num-procs`, several machines).
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import ipaddress
 import logging
@@ -41,13 +45,14 @@ from enum import Enum
 
 from tornado.web import RequestHandler
 
+from blocktrace.app import signing
+
 MAX_FAILURES = 5  # wrong passwords per address per window
 MAX_GLOBAL_FAILURES = 30  # wrong passwords from all addresses together per window
 FAILURE_WINDOW = 60.0  # seconds
 MAX_TRACKED = 1024  # addresses in the failure table, at most
-TEACHER_COOKIE = "bt_teacher"
-DEVICE_LIFETIME = 30 * 24 * 3600  # seconds a teacher's browser stays recognised after a login
-_DEVICE_MESSAGE = b"blocktrace-teacher-device:"
+TEACHER_COOKIE = signing.TEACHER_DEVICE.name
+DEVICE_LIFETIME = signing.TEACHER_DEVICE.max_age_days * 86400  # seconds a browser stays recognised after a login
 
 log = logging.getLogger("blocktrace.teacher")
 
@@ -83,12 +88,18 @@ def address_key(address: str) -> str:
 
 
 class Guard:
-    """The teacher password, its wrong-guess limits and the teacher's device cookie (one per process)."""
+    """The teacher password, its wrong-guess limits and the teacher's device cookie (one per process).
 
-    def __init__(self, password: str, *, max_failures: int = MAX_FAILURES, max_global: int = MAX_GLOBAL_FAILURES,
-                 window: float = FAILURE_WINDOW, max_tracked: int = MAX_TRACKED,
+    `secret` is the server's (the one every signed value uses); it keys the device cookie, never the password."""
+
+    def __init__(self, password: str, secret: bytes, *, max_failures: int = MAX_FAILURES,
+                 max_global: int = MAX_GLOBAL_FAILURES, window: float = FAILURE_WINDOW, max_tracked: int = MAX_TRACKED,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time):
         self.password = password.encode("utf-8")
+        self._secret = secret
+        # What the device cookie holds: the password as only this server's secret can tell it (a new password
+        # makes every remembered browser log in again; a copied cookie tells nobody anything of the password).
+        self._password_tag = hmac.new(secret, b"teacher password\x00" + self.password, hashlib.sha256).hexdigest()
         self.max_failures, self.max_global, self.window = max_failures, max_global, window
         self.max_tracked = max_tracked
         self._clock, self._wall_clock = clock, wall_clock
@@ -124,23 +135,13 @@ class Guard:
             return len(self._failures)
 
     def device_cookie(self) -> str:
-        """A value for TEACHER_COOKIE: its issue time, signed with the password."""
-        issued = str(int(self._wall_clock()))
-        return f"{issued}:{self._sign(issued)}"
+        """A value for TEACHER_COOKIE: the password's tag, signed now with the server's secret."""
+        return signing.sign(self._secret, signing.TEACHER_DEVICE, self._password_tag, clock=self._wall_clock)
 
     def recognises(self, device: str | None) -> bool:
-        """Whether `device` is a cookie this password signed within DEVICE_LIFETIME."""
-        issued, _, signature = (device or "").partition(":")
-        if not issued.isdigit() or not hmac.compare_digest(signature.encode(), self._sign(issued).encode()):
-            return False
-        return 0 <= self._wall_clock() - int(issued) <= DEVICE_LIFETIME
-
-    def form_token(self) -> str:
-        """A token the teacher's forms carry, so another site cannot make the teacher's browser post."""
-        return hmac.new(self.password, b"blocktrace-teacher-form", "sha256").hexdigest()
-
-    def _sign(self, issued: str) -> str:
-        return hmac.new(self.password, _DEVICE_MESSAGE + issued.encode("ascii"), "sha256").hexdigest()
+        """Whether `device` is a cookie this server signed for the current password within DEVICE_LIFETIME."""
+        tag = signing.unsign(self._secret, signing.TEACHER_DEVICE, device, clock=self._wall_clock)
+        return tag is not None and hmac.compare_digest(tag, self._password_tag)
 
     def _matches(self, authorization: str | None) -> bool:
         given = b""

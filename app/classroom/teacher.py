@@ -3,18 +3,18 @@
 Plain Tornado handlers rendering escaped HTML on the server (no Panel session per refresh), behind
 HTTP Basic authentication checked by login_guard: the password is compared in constant time, and
 guessing is limited per address and in total without locking out the teacher's own browser.
-Students without the password get 401, or 429 when guessing.
+Students without the password get 401, or 429 when guessing. The forms carry Tornado's XSRF token
+(a random value in a cookie and in the form, checked by `check_xsrf_cookie`), as JupyterHub's do.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Sequence
 from html import escape
 from urllib.parse import quote, urlencode
 
 from tornado.ioloop import IOLoop
-from tornado.web import RequestHandler
+from tornado.web import HTTPError, RequestHandler
 
 from blocktrace.app.classroom.identity import DEFAULT_CLASS, valid_class_code
 from blocktrace.app.classroom.join import student_base, teacher_card
@@ -80,8 +80,14 @@ class TeacherHandler(RequestHandler):
             return False
         return True
 
+    def form_token(self) -> str:
+        """The XSRF token this browser's forms carry (Tornado's; its cookie is set with this response)."""
+        return self.xsrf_token.decode("ascii")
+
     def check_form(self) -> bool:
-        if not hmac.compare_digest(self.get_body_argument("token", ""), self.guard.form_token()):
+        try:
+            self.check_xsrf_cookie()
+        except HTTPError:
             self.set_status(403)
             self.finish("This form did not come from the teacher's page.\n")
             return False
@@ -103,7 +109,7 @@ class DashboardHandler(TeacherHandler):
             self.finish(self._page(code, "<p>The classroom store is off for this server.</p>", refresh=False))
             return
         try:
-            body = await off_the_loop(self._body, classroom.store, code)
+            body = await off_the_loop(self._body, classroom.store, code, self.form_token())
         except StoreUnavailable:
             body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
         status = store_status_html(classroom)  # writes waiting, a hung or deleted database: above the counts
@@ -117,8 +123,8 @@ class DashboardHandler(TeacherHandler):
         explorables = [(spec.route(), spec.title()) for spec in EXPLORABLE_SPECS.values()]
         return predict_links.teacher_section(base, explorables, secret)
 
-    def _body(self, store, code: str) -> str:
-        token, theme = self.guard.form_token(), self.theme()
+    def _body(self, store, code: str, token: str) -> str:
+        theme = self.theme()
         codes = sorted(set(store.class_codes()) | {code})
         links = " · ".join(f'<a href="{escape(teacher_href("/teacher", c, theme))}"'
                            f'{" aria-current=page" if c == code else ""}>{escape(c)}</a>' for c in codes)
@@ -292,7 +298,7 @@ class ArchiveHandler(TeacherHandler):
                     joined = await off_the_loop(classroom.store.learner_count, code)
                 except StoreUnavailable:
                     pass
-            body = archive_confirmation(code, joined, self.guard.form_token(), theme)
+            body = archive_confirmation(code, joined, self.form_token(), theme)
             self.finish(teacher_page(f"Archive {code}?", f"teacher view · class {code}", body, theme, False,
                                      teacher_href("/teacher", code, "light" if theme == "dark" else "dark")))
             return

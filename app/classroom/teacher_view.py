@@ -94,7 +94,7 @@ def hidden(**fields: str) -> str:
 
 def reveal_form(code: str, question: str, revealed: bool, token: str, theme: str) -> str:
     """Reveal the class's answers to learners who committed, or hide them again."""
-    fields = hidden(token=token, **{"class": code}, question=question, theme=theme)
+    fields = hidden(_xsrf=token, **{"class": code}, question=question, theme=theme)
     if revealed:
         return ('<form method="post" action="/teacher/unreveal" class="bt-inline-form">'
                 f'{fields}<p class="bt-ok">Revealed: learners who committed see these answers beside their own. '
@@ -136,7 +136,7 @@ def lesson_section(title: str, summary: Summary, questions: dict[str, tuple[str,
 
 def archive_form(code: str, token: str, theme: str) -> str:
     """The first step: it asks the teacher to confirm on the next page."""
-    return (f'<form method="post" action="/teacher/archive">{hidden(token=token, **{"class": code}, theme=theme)}'
+    return (f'<form method="post" action="/teacher/archive">{hidden(_xsrf=token, **{"class": code}, theme=theme)}'
             f'<button type="submit">Archive and reset class “{escape(code)}”…</button> '
             '<span class="bt-muted">(asks you to confirm; the history stays in the CSV export)</span></form>')
 
@@ -147,7 +147,7 @@ def archive_confirmation(code: str, joined: int, token: str, theme: str) -> str:
             "<p>The dashboard and the students' pages start afresh: the answers, predictions and reveals of "
             f"{plural(joined, 'learner')} leave the live view. Nothing is deleted: every event stays in the CSV "
             "export.</p>"
-            f'<form method="post" action="/teacher/archive">{hidden(token=token, **{"class": code}, theme=theme)}'
+            f'<form method="post" action="/teacher/archive">{hidden(_xsrf=token, **{"class": code}, theme=theme)}'
             '<input type="hidden" name="confirm" value="yes">'
             '<button type="submit" class="bt-danger">Yes, archive and reset</button> '
             f'<a class="bt-link" href="{escape(teacher_href("/teacher", code, theme))}">No, keep the class as it is</a>'
@@ -177,7 +177,7 @@ HOLD_LABELS = {"predict": "Predict", "experiment": "Experiment", "implement": "E
 
 def pace_forms(code: str, lesson: str, explorable: str, pace, token: str, theme: str, error: str = "") -> str:
     """Hold the class at a step (or release it), and show every student one state of the explorable."""
-    fields = hidden(token=token, **{"class": code}, lesson=lesson, theme=theme)
+    fields = hidden(_xsrf=token, **{"class": code}, lesson=lesson, theme=theme)
     hold = pace.hold if pace else None
     now = (f"The class is held at <strong>{HOLD_LABELS.get(hold, hold)}</strong>: later steps stay closed."
            if hold else "The class moves at its own pace.")

@@ -1,13 +1,12 @@
 """An exercise as a download: its starter and tests, and a ticket that lets `blocktrace check` report back.
 
 The ticket (blocktrace-exercise.json) names the server, the class, the learner and a nonce, signed with the
-server's secret: a report is taken only for the learner and nonce it was issued for.
+server's secret (app/signing.py, EXERCISE_TICKET): a report is taken only for the learner and nonce it was
+issued for, and only within the purpose's age limit.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import io
 import json
 import secrets
@@ -15,6 +14,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
+from blocktrace.app import signing
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.package_data import ROOT
 
@@ -42,25 +42,24 @@ def exercises() -> dict[str, Exercise]:
     return found
 
 
-def ticket_mac(secret: bytes, exercise: str, learner: str, class_code: str, nonce: str) -> str:
-    message = json.dumps(["exercise-ticket", exercise, learner, class_code, nonce]).encode("utf-8")
-    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+def _ticket_text(exercise: str, learner: str, class_code: str, nonce: str) -> str:
+    return json.dumps([exercise, learner, class_code, nonce])
 
 
 def new_ticket(secret: bytes, exercise: Exercise, learner: str, class_code: str, server: str) -> dict[str, Any]:
     nonce = secrets.token_hex(8)
+    token = signing.sign(secret, signing.EXERCISE_TICKET, _ticket_text(exercise.id, learner, class_code, nonce))
     return {"exercise": exercise.id, "folder": exercise.folder, "file": exercise.file, "server": server,
             "class": class_code, "learner": learner, "nonce": nonce,
-            "token": ticket_mac(secret, exercise.id, learner, class_code, nonce)}
+            "token": token}
 
 
 def ticket_is_genuine(secret: bytes, ticket: dict[str, Any]) -> bool:
     fields = [ticket.get(k) for k in ("exercise", "learner", "class", "nonce", "token")]
-    if not all(isinstance(v, str) and 0 < len(v) <= 200 for v in fields):
+    if not all(isinstance(v, str) and 0 < len(v) <= 400 for v in fields):
         return False
     exercise, learner, class_code, nonce, token = fields
-    return hmac.compare_digest(token.encode("ascii", "replace"),
-                               ticket_mac(secret, exercise, learner, class_code, nonce).encode("ascii"))
+    return signing.unsign(secret, signing.EXERCISE_TICKET, token) == _ticket_text(exercise, learner, class_code, nonce)
 
 
 def bundle(exercise: Exercise, ticket: dict[str, Any]) -> bytes:

@@ -22,7 +22,6 @@ is made for each request before the handler runs, which is where it reads and ti
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Iterable
 from http.cookies import CookieError, SimpleCookie
@@ -40,6 +39,7 @@ from blocktrace.app.classroom.identity import (
     verify,
 )
 from blocktrace.app.server.rate_limits import TokenBuckets
+from blocktrace.app.signing import derived_key
 
 COOKIE_DAYS = 180
 SESSION_ARGUMENTS = ("bokeh-session-id", "bokeh-token")
@@ -47,13 +47,11 @@ SESSION_HEADER = "Bokeh-Session-Id"
 LIMITED_HEADER = "X-Blocktrace-No-Learner"  # set on the request (never by a browser) when none was made
 NEW_HEADER = "X-Blocktrace-New-Learner"  # set on the request (never by a browser) when one was made
 NEW_LEARNERS = (150, 0.5)  # a burst of 150 new learners per address, then one every 2 s
-_SESSION_KEY_DOMAIN = b"blocktrace bokeh sessions\x00"
 
 
 def session_signing(secret: bytes) -> dict:
     """What `pn.serve` passes to Bokeh so that every session id and token is signed by this server."""
-    key = hmac.new(secret, _SESSION_KEY_DOMAIN, hashlib.sha256).hexdigest().encode("ascii")
-    return {"sign_sessions": True, "secret_key": key, "generate_session_ids": True}
+    return {"sign_sessions": True, "secret_key": derived_key(secret, "bokeh sessions"), "generate_session_ids": True}
 
 
 def forget_session_choice(request: HTTPServerRequest) -> None:

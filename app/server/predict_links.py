@@ -2,24 +2,23 @@
 
 `?predict=off` alone is something any student can type, so the server ignores it (the gate shows, with a
 short note). A link from the teacher's page carries `predict_until` (when it stops working, in Unix
-seconds) and `predict_sig`, an HMAC-SHA256 with the server's secret over the explorable's route and that
-time: it switches the gate off for that explorable only, until then. A link for a demonstration works for
-DEMO_HOURS, so one passed round the class is spent by the next lesson; the embed snippet for a course's
-own page (whose readers all have it anyway) for EMBED_DAYS. The signature does not cover the rest of the
-query, on purpose: with the gate off every control is unlocked anyway, and the page rewrites its query as
-the controls change (url_state.sync_to_url, which keeps these two), so a reload keeps working.
+seconds) and `predict_sig`, the explorable's route and that time signed with the server's secret
+(app/signing.py, PREDICT_OFF): it switches the gate off for that explorable only, until then. A link for
+a demonstration works for DEMO_HOURS, so one passed round the class is spent by the next lesson; the embed
+snippet for a course's own page (whose readers all have it anyway) for EMBED_DAYS. The signature does not
+cover the rest of the query, on purpose: with the gate off every control is unlocked anyway, and the page
+rewrites its query as the controls change (url_state.sync_to_url, which keeps these two), so a reload keeps working.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from html import escape
 from urllib.parse import urlencode
 
+from blocktrace.app import signing
 from blocktrace.app.classroom import learner as learners
 
 SIGNATURE_KEY = "predict_sig"
@@ -27,26 +26,27 @@ UNTIL_KEY = "predict_until"
 DEMO_HOURS = 12
 EMBED_DAYS = 365
 LONGEST_S = (EMBED_DAYS + 1) * 86400  # a link said to last longer than any this server makes is refused
-_DOMAIN = b"blocktrace predict off\x00"  # keeps these signatures apart from every other use of the secret
-_HEX_DIGITS = 32  # 128 bits of the HMAC: plenty against guessing, short enough for a link
 UNSIGNED_NOTICE = ("This link asks to skip the prediction step, which only a link from the teacher's page can "
                    "do: predict first, then the controls unlock.")
 EXPIRED_NOTICE = ("This link from the teacher's page has expired, so the prediction step is back: predict first, "
                   "then the controls unlock (or ask your teacher for today's link).")
 
 
-def signature(route: str, secret: bytes, until: int) -> str:
+def _signed_text(route: str, until: int) -> str:
+    return f"{route} {until}"
+
+
+def signature(route: str, secret: bytes, until: int, now: Callable[[], float] = time.time) -> str:
     """The `predict_sig` value that switches the gate off on `route` (e.g. /explorables/block-floor) until
     `until` (Unix seconds)."""
-    message = _DOMAIN + route.encode("utf-8") + b"\x00" + str(until).encode("ascii")
-    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:_HEX_DIGITS]
+    return signing.sign(secret, signing.PREDICT_OFF, _signed_text(route, until), clock=now)
 
 
 def teacher_arguments(route: str, secret: bytes, valid_s: float = DEMO_HOURS * 3600,
                       now: Callable[[], float] = time.time) -> dict[str, str]:
     """The query arguments of a teacher's link without the prediction step, working for `valid_s`."""
     until = int(now() + valid_s)
-    return {"predict": "off", UNTIL_KEY: str(until), SIGNATURE_KEY: signature(route, secret, until)}
+    return {"predict": "off", UNTIL_KEY: str(until), SIGNATURE_KEY: signature(route, secret, until, now)}
 
 
 def link_state(route: str, query: Mapping[str, str], secret: bytes | None,
@@ -58,8 +58,7 @@ def link_state(route: str, query: Mapping[str, str], secret: bytes | None,
     if not (text.isascii() and text.isdigit() and len(text) <= 12):
         return "unsigned"
     until = int(text)
-    given = query.get(SIGNATURE_KEY, "")
-    if not hmac.compare_digest(given.encode("utf-8", "replace"), signature(route, secret, until).encode("ascii")):
+    if signing.unsign(secret, signing.PREDICT_OFF, query.get(SIGNATURE_KEY), clock=now) != _signed_text(route, until):
         return "unsigned"
     moment = now()
     return "valid" if moment < until <= moment + LONGEST_S else "expired"

@@ -12,6 +12,7 @@ import html
 import json
 import re
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from urllib.parse import urlencode
@@ -23,7 +24,7 @@ from blocktrace.app.server.predict_links import (
     SIGNATURE_KEY,
     UNSIGNED_NOTICE,
     UNTIL_KEY,
-    signature,
+    link_state,
     teacher_arguments,
 )
 from blocktrace.explorables.components.figures import DrawnAfterLoad
@@ -275,12 +276,13 @@ def test_the_teacher_page_lists_a_signed_link_per_explorable(server) -> None:
     with urllib.request.urlopen(request, timeout=30) as response:
         page = html.unescape(response.read().decode("utf-8"))
     for route in (TRACE, FLOOR, LAB):
-        found = re.search(rf'href="{route}\?predict=off&{UNTIL_KEY}=(\d+)&{SIGNATURE_KEY}=(\w+)"', page)
+        found = re.search(rf'href="{route}\?predict=off&{UNTIL_KEY}=(\d+)&{SIGNATURE_KEY}=([^&"]+)"', page)
         until = int(found.group(1))
-        assert found.group(2) == signature(route, server.secret(), until)
+        query = {"predict": "off", UNTIL_KEY: found.group(1), SIGNATURE_KEY: urllib.parse.unquote(found.group(2))}
+        assert link_state(route, query, server.secret()) == "valid"
         assert 0 < until - time.time() <= DEMO_HOURS * 3600, "a demonstration's link runs out"
         amp = "(?:&amp;|&)"  # the snippet is shown as code: its own &amp; is escaped once more
-        snippet = re.search(rf'{route}\?predict=off{amp}{UNTIL_KEY}=(\d+){amp}{SIGNATURE_KEY}=\w+{amp}embed=1', page)
+        snippet = re.search(rf'{route}\?predict=off{amp}{UNTIL_KEY}=(\d+){amp}{SIGNATURE_KEY}=[^&"]+{amp}embed=1', page)
         assert int(snippet.group(1)) - time.time() > 300 * 86400, "an embed snippet lasts"
 
 

@@ -6,6 +6,7 @@ import base64
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.cookiejar import CookieJar
 
 import pytest
 from playwright.sync_api import Browser, expect
@@ -23,13 +24,18 @@ def classroom(tmp_path_factory):
     yield from module_server(tmp_path_factory, "classroom", "--teacher-password", PASSWORD)
 
 
+_TEACHERS_BROWSER = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))  # keeps its _xsrf
+
+
 def _get(url: str, password: str | None = None, data: dict | None = None) -> tuple[int, str]:
     request = urllib.request.Request(url, data=urllib.parse.urlencode(data).encode() if data else None)
+    opener = urllib.request.build_opener()
     if password is not None:
         token = base64.b64encode(f"teacher:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
+        opener = _TEACHERS_BROWSER
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with opener.open(request, timeout=10) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
@@ -71,9 +77,9 @@ def test_reveal_shows_the_class_only_to_those_who_committed(browser: Browser, cl
     waiting.goto(classroom.url(TRACE + "?class=period2"))
     expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()
     status, dashboard = _get(classroom.url("/teacher?class=period2"), PASSWORD)
-    token = dashboard.split('name="token" value="', 1)[1].split('"', 1)[0]
+    token = dashboard.split('name="_xsrf" value="', 1)[1].split('"', 1)[0]
     status, _ = _get(classroom.url("/teacher/reveal"), PASSWORD,
-                     {"token": token, "class": "period2", "question": "transformer-block-trace/prediction"})
+                     {"_xsrf": token, "class": "period2", "question": "transformer-block-trace/prediction"})
     assert status == 200  # followed the redirect back to the dashboard
     expect(committed.get_by_text("The class answered (revealed by your teacher)")).to_be_visible(timeout=20_000)
     waiting.reload()

@@ -15,6 +15,7 @@ from blocktrace.app.classroom.login_guard import (
 )
 
 PASSWORD = "the teacher's password"
+SECRET = b"the server's secret, 32 bytes..."
 TEACHER = "10.0.0.5"  # the school's NAT: the teacher and every student share it
 
 
@@ -33,7 +34,7 @@ def basic(password: str) -> str:
 
 
 def guard(clock: Clock, **limits: int) -> Guard:
-    return Guard(PASSWORD, clock=clock, wall_clock=clock, **limits)
+    return Guard(PASSWORD, SECRET, clock=clock, wall_clock=clock, **limits)
 
 
 def test_five_wrong_passwords_limit_that_address_for_a_window() -> None:
@@ -113,17 +114,19 @@ def test_guesses_naming_the_teachers_address_do_not_lock_out_the_teachers_browse
     assert g.admit(TEACHER, None, cookie).verdict is Verdict.DENIED
 
 
-def test_only_a_cookie_this_password_signed_recently_is_recognised() -> None:
-    """Forged, altered, expired or other-password cookies are not the teacher's."""
+def test_only_a_cookie_this_server_signed_recently_for_this_password_is_recognised() -> None:
+    """Forged, altered, expired, other-password or other-server cookies are not the teacher's."""
     clock = Clock()
     g = guard(clock)
     cookie = g.device_cookie()
-    issued, signature = cookie.split(":")
+    head, _, signature = cookie.rpartition("|")
     assert g.recognises(cookie)
     assert not g.recognises(None) and not g.recognises("") and not g.recognises("garbage")
-    assert not g.recognises(f"{int(issued) + 1}:{signature}")
-    assert not g.recognises(f"{issued}:{'0' * len(signature)}")
-    assert not Guard("another password", clock=clock, wall_clock=clock).recognises(cookie)
+    assert not g.recognises(f"{head}|{'0' * len(signature)}")
+    assert "|10:1800000000|" in cookie
+    assert not g.recognises(cookie.replace("|10:1800000000|", "|10:1800000001|"))  # a later issue time
+    assert not Guard("another password", SECRET, clock=clock, wall_clock=clock).recognises(cookie)
+    assert not Guard(PASSWORD, b"another server's secret, 32 byte", clock=clock, wall_clock=clock).recognises(cookie)
     clock.now += DEVICE_LIFETIME + 1
     assert not g.recognises(cookie)
 
