@@ -54,7 +54,7 @@ MAX_TRACKED = 1024  # addresses in the failure table, at most
 TEACHER_COOKIE = signing.TEACHER_DEVICE.name
 DEVICE_LIFETIME = signing.TEACHER_DEVICE.max_age_days * 86400  # seconds a browser stays recognised after a login
 
-log = logging.getLogger("blocktrace.teacher")
+log = logging.getLogger(__name__)
 
 
 def generate_password() -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tornado.web import OutputTransform
 
-log = logging.getLogger("blocktrace.server")
+log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 256 * 1024
 
 

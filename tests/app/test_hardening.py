@@ -120,6 +120,6 @@ def test_a_data_folder_on_a_read_only_volume_still_serves(tmp_path, monkeypatch,
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr("blocktrace.app.server.hardening.os.chmod", read_only)
-    with caplog.at_level("WARNING", logger="blocktrace.server"):
+    with caplog.at_level("WARNING", logger="blocktrace.app.server.hardening"):
         assert private_data_dir(folder) == folder
     assert "could not make the data folder private" in caplog.text and "Read-only" in caplog.text
