@@ -1,22 +1,30 @@
 """Token buckets per client address, in a table of bounded size that every worker process shares.
 
     buckets = TokenBuckets(capacity=120, per_second=0.5)
-    if not buckets.allow(request.remote_ip):
+    if not buckets.allow(client_key(request.remote_ip)):
         ...  # refuse, or serve without the costly part
 
 Each address may spend `capacity` at once and gets `per_second` back over time. The table holds at most
-`max_keys` addresses, in a fixed block of memory (SharedTable): a client inventing addresses cannot make
-it grow; when the few slots an address may use are taken, the one seen longest ago is given up, and an
-address given up starts again with a full bucket, the generous side to err on.
+`max_keys` addresses (the `limit_table_keys` setting), in a fixed block of memory (SharedTable): a client
+inventing addresses cannot make it grow; when the few slots an address may use are taken, the one seen
+longest ago is given up, and an address given up starts again with a full bucket, the generous side to err on.
 
-The block is an anonymous shared mapping made when the table is made, before `--num-procs` forks its
-workers, with a lock every process shares: one client's budget is the same whichever worker its requests
-reach, instead of one budget per worker.
+A client is counted by `client_key(address)`: an IPv4 address as itself, an IPv6 one by its /64 (the
+network one home or school is given, where a laptop picks a new address at will).
+
+The block is an anonymous shared mapping made when the table is made, with a lock every process shares:
+made before `--num-procs` forks its workers (`blocktrace serve` makes every table before `pn.serve`), one
+client's budget is the same whichever worker its requests reach, instead of one budget per worker. The lock
+is waited for at most `limit_lock_timeout` seconds: a worker killed while holding it would otherwise stop
+every worker for good, so past that the request is let through (counted as a client seen for the first
+time), and the log says so, once for each table.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import logging
 import mmap
 import multiprocessing
 import struct
@@ -26,8 +34,26 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-MAX_KEYS = 10_000
+from blocktrace.app.settings import settings
+
+__all__ = ["SharedCounts", "SharedTable", "TokenBuckets", "client_key"]
+
+log = logging.getLogger(__name__)
 PROBES = 8  # slots a key may use: its own and the next ones
+
+
+def client_key(address: str) -> str:
+    """The key a client is counted by: an IPv4 address itself (also when written as IPv4-mapped IPv6), an IPv6
+    address its /64 network, anything else (not an address) as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:  # ::ffff:a.b.c.d is the IPv4 client a.b.c.d
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 def _process_shared_lock() -> Any:
@@ -42,12 +68,15 @@ class SharedTable:
 
     SLOT = struct.Struct("<Qdd")  # the key's 64-bit hash (0: an empty slot), then its two numbers
 
-    def __init__(self, max_keys: int = MAX_KEYS) -> None:
+    def __init__(self, max_keys: int | None = None, lock_timeout: float | None = None) -> None:
+        max_keys = settings().limit_table_keys if max_keys is None else max_keys
         if max_keys < 1:
             raise ValueError("max_keys >= 1")
         self.max_keys = max_keys
+        self.lock_timeout = settings().limit_lock_timeout if lock_timeout is None else lock_timeout
         self._memory = mmap.mmap(-1, self.SLOT.size * max_keys)  # anonymous: shared with forked children
         self._lock = _process_shared_lock()
+        self._lock_lost_logged = False  # by this process
 
     @staticmethod
     def _hash(key: str) -> int:
@@ -57,11 +86,15 @@ class SharedTable:
                change: Callable[[tuple[float, float] | None], tuple[tuple[float, float] | None, Any]]) -> Any:
         """Under the shared lock: `change(the key's numbers, or None)` gives (the new numbers, or None to drop the
         key; a result), and the result is returned. A new key takes a free slot of its PROBES, else the one
-        whose second number (the time it was last used) is least."""
+        whose second number (the time it was last used) is least. If the lock cannot be had within
+        `lock_timeout`, the result is `change(None)`'s, and nothing is stored."""
         wanted = self._hash(key)
         size, memory = self.SLOT.size, self._memory
         first = wanted % self.max_keys
-        with self._lock:
+        if not self._lock.acquire(timeout=self.lock_timeout):
+            self._lock_lost()
+            return change(None)[1]
+        try:
             found = free = oldest = None
             oldest_used = float("inf")
             for step in range(min(PROBES, self.max_keys)):
@@ -82,20 +115,33 @@ class SharedTable:
             elif found is not None:
                 self.SLOT.pack_into(memory, found * size, 0, 0.0, 0.0)
             return result
+        finally:
+            self._lock.release()
 
     def __len__(self) -> int:
-        """Keys held now."""
-        with self._lock:
+        """Keys held now (read without the lock if it cannot be had)."""
+        locked = self._lock.acquire(timeout=self.lock_timeout)
+        try:
             return sum(1 for (stored, _a, _b) in self.SLOT.iter_unpack(self._memory) if stored)
+        finally:
+            if locked:
+                self._lock.release()
+
+    def _lock_lost(self) -> None:
+        if not self._lock_lost_logged:
+            self._lock_lost_logged = True
+            log.warning("a per-client limit table stayed locked (a worker killed while holding it?): its requests "
+                        "are let through uncounted while it stays so; restart the server to count them again")
 
 
 class TokenBuckets:
-    def __init__(self, capacity: float, per_second: float, max_keys: int = MAX_KEYS,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, capacity: float, per_second: float, max_keys: int | None = None,
+                 clock: Callable[[], float] = time.monotonic, lock_timeout: float | None = None):
+        max_keys = settings().limit_table_keys if max_keys is None else max_keys
         if capacity < 1 or per_second <= 0 or max_keys < 1:
             raise ValueError("capacity >= 1, per_second > 0 and max_keys >= 1")
         self.capacity, self.per_second, self.max_keys, self.clock = capacity, per_second, max_keys, clock
-        self._table = SharedTable(max_keys)
+        self._table = SharedTable(max_keys, lock_timeout)
 
     def wait(self, key: str, cost: float = 1.0) -> float:
         """Spend `cost` from `key`'s bucket if it holds that much and return 0; else spend nothing and return
@@ -122,8 +168,9 @@ class TokenBuckets:
 class SharedCounts:
     """A count per key (of things under way: pages built and not yet loaded), shared like TokenBuckets."""
 
-    def __init__(self, max_keys: int = MAX_KEYS, clock: Callable[[], float] = time.monotonic):
-        self._table, self.clock = SharedTable(max_keys), clock
+    def __init__(self, max_keys: int | None = None, clock: Callable[[], float] = time.monotonic,
+                 lock_timeout: float | None = None):
+        self._table, self.clock = SharedTable(max_keys, lock_timeout), clock
 
     def add(self, key: str, by: int) -> int:
         """Add `by` (which may be negative) to `key`'s count and return the count before; a count of 0 or less
@@ -143,3 +190,4 @@ class SharedCounts:
     def __len__(self) -> int:
         """Keys with a count now."""
         return len(self._table)
+

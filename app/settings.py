@@ -1,0 +1,105 @@
+"""The server's tunables: one `Settings`, read once from `BLOCKTRACE_*` environment variables.
+
+    from blocktrace.app.settings import settings
+    wait = settings().limit_lock_timeout
+
+As Bokeh's `bokeh.settings` and Panel's `pn.config` do, each setting has a type, a documented default and an
+environment variable: `BLOCKTRACE_` and its name in capitals (`BLOCKTRACE_LIMIT_TABLE_KEYS=20000`). A pair is two
+numbers with a comma; a yes/no is 1/0, true/false, yes/no or on/off. The environment is read the first time
+`settings()` is called and never again.
+
+Adding a setting is one line of `Settings`: its name, type, default and meaning. Code takes its numbers
+from `settings()` when it builds what uses them; a test passes its own numbers to what it builds, or, for
+code that reads the settings itself, sets them for a while: `with overridden(limit_table_keys=3): ...`.
+"""
+
+from __future__ import annotations
+
+import os
+import typing
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+__all__ = ["ENV_PREFIX", "Settings", "env_name", "overridden", "settings"]
+
+ENV_PREFIX = "BLOCKTRACE_"
+
+
+def _setting(default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of the server, with its default; `Settings.from_environ()` reads the `BLOCKTRACE_*` ones set."""
+
+    # Per-client limits, counted in tables every worker of --num-procs shares (app/server/rate_limits.py)
+    limit_table_keys: int = _setting(10_000, "clients each shared limit table holds; a client given up starts afresh")
+    limit_lock_timeout: float = _setting(0.1, "seconds a request waits for a limit table's lock, then is let through")
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The defaults, with each setting whose `BLOCKTRACE_*` variable is set in `environ` (os.environ) read
+        from it; ValueError naming the variable if its value is not of the setting's type."""
+        environ = os.environ if environ is None else environ
+        types = typing.get_type_hints(cls)
+        return cls(**{f.name: _parse(environ[env_name(f.name)], types[f.name], env_name(f.name))
+                      for f in fields(cls) if env_name(f.name) in environ})
+
+
+def env_name(setting: str) -> str:
+    """The environment variable of a setting: `page_builds` is BLOCKTRACE_PAGE_BUILDS."""
+    return ENV_PREFIX + setting.upper()
+
+
+_current: Settings | None = None
+
+
+def settings() -> Settings:
+    """The server's settings: read from the environment on the first call, the same object after."""
+    global _current
+    if _current is None:
+        _current = Settings.from_environ()
+    return _current
+
+
+@contextmanager
+def overridden(**values: Any) -> Iterator[Settings]:
+    """For a test: `settings()` gives these values (the rest as before) until the block ends."""
+    global _current
+    before = _current
+    _current = replace(settings(), **values)
+    try:
+        yield _current
+    finally:
+        _current = before
+
+
+# Private API
+
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _parse(text: str, kind: Any, name: str) -> Any:
+    """`text` as a value of type `kind` (bool, int, float, str, or a tuple of those)."""
+    if typing.get_origin(kind) is tuple:
+        parts, kinds = text.split(","), typing.get_args(kind)
+        if Ellipsis in kinds:
+            kinds = (kinds[0],) * len(parts)
+        if len(parts) != len(kinds):
+            raise ValueError(f"{name}: expected {len(kinds)} values separated by commas, got {text!r}")
+        return tuple(_parse(part, each, name) for part, each in zip(parts, kinds, strict=True))
+    value = text.strip()
+    if kind is bool:
+        if value.lower() not in _TRUE | _FALSE:
+            raise ValueError(f"{name}: expected 1 or 0 (true or false), got {text!r}")
+        return value.lower() in _TRUE
+    if kind is str:
+        return text
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{name}: expected {'a whole number' if kind is int else 'a number'}, got {text!r}") from None
