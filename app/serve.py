@@ -132,10 +132,12 @@ def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
 
     from blocktrace.app.server import quiet_logs
+    from blocktrace.app.server.build_limits import share_build_limits
     from blocktrace.app.server.build_pacing import paced_applications
     from blocktrace.app.server.hardening import server_settings
     from blocktrace.app.server.page_requests import page_requests, session_signing
     from blocktrace.app.server.routes import page_titles, routes, server_kwargs
+    from blocktrace.app.settings import settings
 
     if not 1 <= args.port <= 65535 and args.port != 0:
         sys.stderr.write(f"error: port must be between 1 and 65535, got {args.port}\n")
@@ -145,6 +147,11 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     if args.unused_session_lifetime < 1:
         sys.stderr.write("error: --unused-session-lifetime must be at least 1 millisecond\n")
+        return 2
+    try:
+        settings()  # the BLOCKTRACE_* settings, read once here: the workers inherit them
+    except ValueError as error:
+        sys.stderr.write(f"error: {error}\n")
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_logs.install()
@@ -163,6 +170,7 @@ def run_serve(args: argparse.Namespace) -> int:
     kwargs.update(session_signing(secret or secrets.token_bytes(32)))
     kwargs["transforms"] = kwargs["transforms"] + [page_requests(secret, pages)]
     kwargs.update(session_expiry(args))
+    share_build_limits()  # like every per-client table, made before pn.serve forks the workers, so they share it
     pn.serve(
         paced_applications(pages, page_titles(pages)),  # each session built in its turn (build_pacing.py)
         port=args.port,

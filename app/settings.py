@@ -1,16 +1,17 @@
 """The server's tunables: one `Settings`, read once from `BLOCKTRACE_*` environment variables.
 
     from blocktrace.app.settings import settings
-    wait = settings().limit_lock_timeout
+    burst, per_second = settings().page_builds
 
 As Bokeh's `bokeh.settings` and Panel's `pn.config` do, each setting has a type, a documented default and an
-environment variable: `BLOCKTRACE_` and its name in capitals (`BLOCKTRACE_LIMIT_TABLE_KEYS=20000`). A pair is two
+environment variable: `BLOCKTRACE_` and its name in capitals (`BLOCKTRACE_PAGE_BUILDS=300,4`). A pair is two
 numbers with a comma; a yes/no is 1/0, true/false, yes/no or on/off. The environment is read the first time
-`settings()` is called and never again.
+`settings()` is called (`blocktrace serve` calls it at start, before it forks its workers) and never again.
 
-Adding a setting is one line of `Settings`: its name, type, default and meaning. Code takes its numbers
-from `settings()` when it builds what uses them; a test passes its own numbers to what it builds, or, for
-code that reads the settings itself, sets them for a while: `with overridden(limit_table_keys=3): ...`.
+Adding a setting is one line of `Settings`: its name, type, default and meaning; and a row of the README's
+"Settings" table (a test checks that every setting has one). Code takes its numbers from `settings()` when it
+builds what uses them; a test passes its own numbers to what it builds, or, for code that reads the settings
+itself, sets them for a while: `with overridden(page_builds=(1, 0.001)): ...`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class Settings:
     # Per-client limits, counted in tables every worker of --num-procs shares (app/server/rate_limits.py)
     limit_table_keys: int = _setting(10_000, "clients each shared limit table holds; a client given up starts afresh")
     limit_lock_timeout: float = _setting(0.1, "seconds a request waits for a limit table's lock, then is let through")
+    new_learners: tuple[float, float] = _setting((150.0, 0.5), "new learners per client at once, then per second")
+    page_builds: tuple[float, float] = _setting((150.0, 2.0), "page builds per client at once, then per second")
+    pending_eager: int = _setting(2, "pages per client built before their browser loads them; more wait for it")
+    report_gap: float = _setting(1.0, "seconds between two exercise reports of one learner for one exercise")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:

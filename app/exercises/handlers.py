@@ -22,12 +22,11 @@ from blocktrace.app.classroom.store import StoreUnavailable, new_event_id
 from blocktrace.app.exercises import challenge
 from blocktrace.app.exercises.bundle import bundle, exercises, new_ticket, ticket_is_genuine
 from blocktrace.app.server.rate_limits import TokenBuckets
+from blocktrace.app.settings import settings
 
 log = logging.getLogger(__name__)
 MAX_REPORT_BYTES = 256 * 1024
 MAX_TESTS = 100
-MIN_GAP_S = 1.0  # one report per learner and exercise a second, counted across the worker processes
-_reports = TokenBuckets(capacity=1, per_second=1 / MIN_GAP_S)
 
 
 def latest_result(class_code: str, learner: str, exercise: str) -> dict[str, Any] | None:
@@ -66,8 +65,8 @@ class DownloadHandler(RequestHandler):
 class ReportHandler(RequestHandler):
     """Takes one run of `blocktrace check`: the tests' outcomes and the challenge's numbers."""
 
-    def initialize(self, secret: bytes) -> None:
-        self.secret = secret
+    def initialize(self, secret: bytes, reports: TokenBuckets) -> None:
+        self.secret, self.reports = secret, reports  # one report per learner and exercise each `report_gap` s
 
     def refuse(self, status: int, why: str, **extra: Any) -> None:
         self.set_status(status)
@@ -93,7 +92,7 @@ class ReportHandler(RequestHandler):
                            and isinstance(t.get("name"), str) for t in tests):
             return self.refuse(400, "the report's tests or numbers are malformed")
         learner, code = ticket["learner"], ticket["class"]
-        wait = _reports.wait(f"{learner}\x00{exercise.id}")
+        wait = self.reports.wait(f"{learner}\x00{exercise.id}")
         if wait > 0:  # the check waits this long and sends again by itself (check_command.send)
             self.set_header("Retry-After", str(math.ceil(wait)))
             return self.refuse(429, "one report a second; run the check again in a moment",
@@ -116,6 +115,8 @@ class ReportHandler(RequestHandler):
 
 
 def exercise_patterns(secret: bytes) -> list[tuple]:
+    """The exercise routes; the reports' bucket is made here, before the workers are forked, so they share it."""
     args = {"secret": secret}
+    reports = TokenBuckets(capacity=1, per_second=1 / settings().report_gap)
     return [(r"/exercises/([A-Za-z0-9_-]{1,80})\.zip", DownloadHandler, args),
-            (r"/exercises/report", ReportHandler, args)]
+            (r"/exercises/report", ReportHandler, {**args, "reports": reports})]

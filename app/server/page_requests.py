@@ -12,7 +12,7 @@
 - **A session's websocket must come from the browser it was made for.** The token carries the learner
   cookie of the page request; a websocket whose own learner cookie differs (a token copied into another
   browser) has its token taken out of the request, and Bokeh refuses it.
-- **New learners are rate-limited per address** (`NEW_LEARNERS`): a class behind one NAT can all arrive
+- **New learners are rate-limited per client** (the `new_learners` setting): a class behind one NAT can all arrive
   at once, a script cannot make learners without end. Over the limit, the page is served without a
   learner: it works, records nothing, and says so.
 
@@ -38,7 +38,8 @@ from blocktrace.app.classroom.identity import (
     valid_class_code,
     verify,
 )
-from blocktrace.app.server.rate_limits import TokenBuckets
+from blocktrace.app.server.rate_limits import TokenBuckets, client_key
+from blocktrace.app.settings import settings
 from blocktrace.app.signing import derived_key
 
 COOKIE_DAYS = 180
@@ -46,7 +47,6 @@ SESSION_ARGUMENTS = ("bokeh-session-id", "bokeh-token")
 SESSION_HEADER = "Bokeh-Session-Id"
 LIMITED_HEADER = "X-Blocktrace-No-Learner"  # set on the request (never by a browser) when none was made
 NEW_HEADER = "X-Blocktrace-New-Learner"  # set on the request (never by a browser) when one was made
-NEW_LEARNERS = (150, 0.5)  # a burst of 150 new learners per address, then one every 2 s
 
 
 def session_signing(secret: bytes) -> dict:
@@ -94,7 +94,7 @@ def learner_cookies(request: HTTPServerRequest, secret: bytes, buckets: TokenBuc
     secure = request.protocol == "https"
     out = []
     if verify(cookies.get(COOKIE_NAME), secret) is None:
-        if buckets.allow(request.remote_ip or "unknown"):
+        if buckets.allow(client_key(request.remote_ip or "unknown")):
             value = sign(new_learner_id(), secret)
             _add_request_cookie(request, COOKIE_NAME, value)
             request.headers[NEW_HEADER] = "1"
@@ -139,10 +139,10 @@ def is_page(path: str, pages: frozenset[str]) -> bool:
 
 
 def page_requests(secret: bytes | None, pages: Iterable[str],
-                  new_learners: tuple[float, float] = NEW_LEARNERS) -> type[OutputTransform]:
+                  new_learners: tuple[float, float] | None = None) -> type[OutputTransform]:
     """The transform for a server with these page paths; `secret` None: no classroom, no learner cookie."""
     page_set = frozenset(pages)
-    buckets = TokenBuckets(*new_learners)
+    buckets = TokenBuckets(*(settings().new_learners if new_learners is None else new_learners))
 
     class PageRequests(OutputTransform):
         def __init__(self, request: HTTPServerRequest) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from blocktrace.app.server.build_limits import Build, BuildLimits, limited, loopback
+from blocktrace.app.settings import overridden
 
 
 def test_builds_wait_for_their_browser_once_an_address_has_pending_ones() -> None:
@@ -40,3 +41,21 @@ def test_loopback_is_this_machine() -> None:
     """The teacher's own browser and the test suite come from loopback; classroom laptops do not."""
     assert loopback("127.0.0.1") and loopback("::1")
     assert not loopback("192.168.1.23") and not loopback("unknown")
+
+
+def test_ipv6_clients_are_counted_by_their_64() -> None:
+    """Page builds of two addresses in one /64 come out of one bucket and one pending count; another /64's do not."""
+    limits = BuildLimits(pending_eager=1, builds=(2, 0.001))
+    assert limits.decide("2001:db8:1:2::1") is Build.NOW
+    assert limits.decide("2001:db8:1:2::2") is Build.WHEN_LOADED  # the first is still pending
+    assert limits.decide("2001:db8:1:2:ffff::3") is Build.REFUSED  # the /64's burst of two is spent
+    assert limits.decide("2001:db8:1:3::1") is Build.NOW
+    limits.loaded("2001:db8:1:2::2")
+    assert limits.pending.get("2001:db8:1:2::/64") == 1
+
+
+def test_limits_made_without_numbers_take_the_settings() -> None:
+    """`pending_eager` and `page_builds` come from the settings when a BuildLimits is made without them."""
+    with overridden(pending_eager=0, page_builds=(1.0, 0.001)):
+        limits = BuildLimits()
+    assert [limits.decide("192.0.2.7") for _ in range(2)] == [Build.WHEN_LOADED, Build.REFUSED]

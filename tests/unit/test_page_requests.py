@@ -11,6 +11,7 @@ from tornado.httputil import HTTPHeaders, HTTPServerRequest, RequestStartLine
 from blocktrace.app.classroom.identity import COOKIE_NAME, sign, verify
 from blocktrace.app.server.page_requests import LIMITED_HEADER, NEW_HEADER, page_requests, same_browser, session_signing
 from blocktrace.app.server.rate_limits import TokenBuckets
+from blocktrace.app.settings import overridden
 
 SECRET = b"s" * 32
 PAGE = "/explorables/transformer-block-trace"
@@ -79,6 +80,23 @@ def test_new_learners_are_limited_per_address() -> None:
     transform(limited)
     assert limited.headers[LIMITED_HEADER] == "1" and NEW_HEADER not in limited.headers
     assert COOKIE_NAME in set_cookies(transform(request(PAGE, remote_ip="10.0.0.8")))
+
+
+def test_new_learners_from_ipv6_are_limited_per_64() -> None:
+    """Two IPv6 addresses of one /64 share one budget of new learners; an address of another /64 has its own."""
+    transform = page_requests(SECRET, [PAGE], new_learners=(2, 0.001))
+    made = [set_cookies(transform(request(PAGE, remote_ip=address)))
+            for address in ("2001:db8:1:2::10", "2001:db8:1:2::11", "2001:db8:1:2:ab::12")]
+    assert [COOKIE_NAME in cookies for cookies in made] == [True, True, False]
+    assert COOKIE_NAME in set_cookies(transform(request(PAGE, remote_ip="2001:db8:1:3::10")))
+
+
+def test_the_new_learner_budget_comes_from_the_settings() -> None:
+    """Without a budget given, the transform counts new learners by the `new_learners` setting."""
+    with overridden(new_learners=(1.0, 0.001)):
+        transform = page_requests(SECRET, [PAGE])
+    made = [set_cookies(transform(request(PAGE))) for _ in range(2)]
+    assert [COOKIE_NAME in cookies for cookies in made] == [True, False]
 
 
 def token_for(cookie: str | None, minted: bool) -> str:
