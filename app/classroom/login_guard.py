@@ -5,7 +5,7 @@ teacher out. Three rules do that:
 
 - **Per address**: after MAX_FAILURES wrong passwords in FAILURE_WINDOW seconds, further logins from that
   address are not even checked (429) until the oldest failure is a window old. An IPv6 address counts by
-  its /64, since one machine is usually given a whole /64.
+  its /64, since one machine is usually given a whole /64 (rate_limits.client_key, as for every limit).
 - **In total**: after MAX_GLOBAL_FAILURES wrong passwords in a window from all addresses together, new logins
   are refused everywhere. This bounds guessing from many addresses (a botnet, or a server trusting forwarded
   headers it should not: see deploy/README.md), and it bounds the failure table too: a refused login is not
@@ -33,7 +33,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import ipaddress
 import logging
 import secrets
 import threading
@@ -46,6 +45,7 @@ from enum import Enum
 from tornado.web import RequestHandler
 
 from blocktrace.app import signing
+from blocktrace.app.server.rate_limits import client_key
 
 MAX_FAILURES = 5  # wrong passwords per address per window
 MAX_GLOBAL_FAILURES = 30  # wrong passwords from all addresses together per window
@@ -74,19 +74,6 @@ class Admission:
     everywhere: bool = False  # limited by the total of all addresses, not this address's own
 
 
-def address_key(address: str) -> str:
-    """The failure table's key for a client address: the address, or its /64 for IPv6."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address
-    if ip.version == 6:
-        if ip.ipv4_mapped is not None:  # ::ffff:a.b.c.d is the IPv4 client a.b.c.d
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
-
-
 class Guard:
     """The teacher password, its wrong-guess limits and the teacher's device cookie (one per process).
 
@@ -111,7 +98,7 @@ class Guard:
         """Check the Basic `authorization` header of a request from `address` carrying cookie `device`."""
         if self.recognises(device):
             return Admission(Verdict.ADMITTED if self._matches(authorization) else Verdict.DENIED)
-        key = address_key(address)
+        key = client_key(address)
         with self._lock:  # the limit check and the failure it may record are one step
             now = self._clock()
             self._forget_before(now - self.window)

@@ -40,9 +40,9 @@ from blocktrace.app.classroom.identity import (
 )
 from blocktrace.app.server.rate_limits import TokenBuckets, client_key
 from blocktrace.app.settings import settings
-from blocktrace.app.signing import derived_key
+from blocktrace.app.signing import LEARNER, derived_key
 
-COOKIE_DAYS = 180
+COOKIE_DAYS = LEARNER.max_age_days  # the browser keeps it as long as its signature is accepted
 SESSION_ARGUMENTS = ("bokeh-session-id", "bokeh-token")
 SESSION_HEADER = "Bokeh-Session-Id"
 LIMITED_HEADER = "X-Blocktrace-No-Learner"  # set on the request (never by a browser) when none was made
@@ -77,7 +77,7 @@ def _cookies(request: HTTPServerRequest) -> dict[str, str]:
 
 
 def _set_cookie(name: str, value: str, secure: bool) -> str:
-    parts = [f"{name}={value}", "Path=/", f"Max-Age={COOKIE_DAYS * 24 * 3600}", "HttpOnly", "SameSite=Lax"]
+    parts = [f"{name}={value}", "Path=/", f"Max-Age={round(COOKIE_DAYS * 24 * 3600)}", "HttpOnly", "SameSite=Lax"]
     return "; ".join(parts + (["Secure"] if secure else []))
 
 

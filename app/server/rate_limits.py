@@ -76,6 +76,7 @@ class SharedTable:
         self.lock_timeout = settings().limit_lock_timeout if lock_timeout is None else lock_timeout
         self._memory = mmap.mmap(-1, self.SLOT.size * max_keys)  # anonymous: shared with forked children
         self._lock = _process_shared_lock()
+        self._lock_stuck = False  # the last wait for the lock ran out: the next request does not wait again
         self._lock_lost_logged = False  # by this process
 
     @staticmethod
@@ -91,8 +92,7 @@ class SharedTable:
         wanted = self._hash(key)
         size, memory = self.SLOT.size, self._memory
         first = wanted % self.max_keys
-        if not self._lock.acquire(timeout=self.lock_timeout):
-            self._lock_lost()
+        if not self._acquire():
             return change(None)[1]
         try:
             found = free = oldest = None
@@ -120,12 +120,22 @@ class SharedTable:
 
     def __len__(self) -> int:
         """Keys held now (read without the lock if it cannot be had)."""
-        locked = self._lock.acquire(timeout=self.lock_timeout)
+        locked = self._acquire()
         try:
             return sum(1 for (stored, _a, _b) in self.SLOT.iter_unpack(self._memory) if stored)
         finally:
             if locked:
                 self._lock.release()
+
+    def _acquire(self) -> bool:
+        """Take the lock, waiting at most `lock_timeout`; not at all while it stayed locked last time (a lock
+        whose holder was killed is never released, and no request should wait for it again)."""
+        if self._lock.acquire(timeout=0 if self._lock_stuck else self.lock_timeout):
+            self._lock_stuck = False
+            return True
+        self._lock_stuck = True
+        self._lock_lost()
+        return False
 
     def _lock_lost(self) -> None:
         if not self._lock_lost_logged:

@@ -11,8 +11,8 @@ from blocktrace.app.classroom.login_guard import (
     MAX_GLOBAL_FAILURES,
     Guard,
     Verdict,
-    address_key,
 )
+from blocktrace.app.server.rate_limits import client_key
 
 PASSWORD = "the teacher's password"
 SECRET = b"the server's secret, 32 bytes..."
@@ -138,5 +138,5 @@ def test_an_ipv6_client_counts_by_its_64() -> None:
         g.admit(f"2001:db8:aa:bb::{n + 1:x}", basic("wrong"))
     assert g.admit("2001:db8:aa:bb:ffff::9", basic(PASSWORD)).verdict is Verdict.LIMITED
     assert g.admit("2001:db8:aa:bc::1", basic(PASSWORD)).verdict is Verdict.ADMITTED
-    assert address_key("::ffff:192.0.2.7") == "192.0.2.7" == address_key("192.0.2.7")
-    assert address_key("?") == "?"
+    assert client_key("::ffff:192.0.2.7") == "192.0.2.7" == client_key("192.0.2.7")
+    assert client_key("?") == "?"

@@ -76,3 +76,29 @@ def test_a_worker_killed_holding_the_lock_does_not_stop_the_others(caplog) -> No
         assert buckets.wait("192.0.2.8") == 0.0
     warned = [r for r in caplog.records if r.name == "blocktrace.app.server.rate_limits"]
     assert len(warned) == 1 and "locked" in warned[0].getMessage()
+
+
+class _RecordingLock:
+    """A lock that is free or not as the test says, and records how long each caller offered to wait."""
+
+    def __init__(self) -> None:
+        self.free, self.waits = False, []
+
+    def acquire(self, timeout: float) -> bool:
+        self.waits.append(timeout)
+        return self.free
+
+    def release(self) -> None:
+        pass
+
+
+def test_once_the_lock_stayed_taken_no_request_waits_for_it_again_until_it_is_free() -> None:
+    """A lock whose holder was killed is never released: after one wait runs out, requests take it only if it is
+    free at once (no 0.1 s on every page request for the rest of the server's life); once taken, waits resume."""
+    buckets = TokenBuckets(capacity=1, per_second=1e-6, lock_timeout=0.05)
+    lock = buckets._table._lock = _RecordingLock()
+    assert buckets.allow("192.0.2.7") and buckets.allow("192.0.2.7") and buckets.allow("192.0.2.7")
+    assert lock.waits == [0.05, 0, 0]
+    lock.free = True
+    assert buckets.allow("192.0.2.7") and not buckets.allow("192.0.2.7")  # counted again
+    assert lock.waits == [0.05, 0, 0, 0, 0.05]
