@@ -95,7 +95,8 @@ class ReportHandler(RequestHandler):
         wait = self.reports.wait(f"{learner}\x00{exercise.id}")
         if wait > 0:  # the check waits this long and sends again by itself (check_command.send)
             self.set_header("Retry-After", str(math.ceil(wait)))
-            return self.refuse(429, "one report a second; run the check again in a moment",
+            return self.refuse(429, f"too soon after your last report (one every {1 / self.reports.per_second:g} s); "
+                               "run the check again in a moment",
                                retry_after=round(wait, 3))
         numbers = challenge.verify(exercise.folder, ticket["nonce"], outputs)
         failed = [t["name"][:100] for t in tests if not t["passed"]][:20]

@@ -96,7 +96,7 @@ def test_a_report_refused_as_too_soon_is_sent_again_once_after_the_wait(monkeypa
     answers, waits = [], []
     monkeypatch.setattr(check_command, "_post", lambda *_: answers.pop(0))
     monkeypatch.setattr(check_command.time, "sleep", waits.append)
-    too_soon = {"recorded": False, "error": "one report a second", "retry_after": 0.4}
+    too_soon = {"recorded": False, "error": "too soon after your last report (one every 1 s)", "retry_after": 0.4}
     answers[:] = [too_soon, {"recorded": True, "passed": True}]
     assert check_command.send({}, [], {}) == {"recorded": True, "passed": True} and waits == [0.4]
     answers[:] = [too_soon, too_soon]
