@@ -43,6 +43,11 @@ class Settings:
     page_builds: tuple[float, float] = _setting((150.0, 2.0), "page builds per client at once, then per second")
     pending_eager: int = _setting(2, "pages per client built before their browser loads them; more wait for it")
     report_gap: float = _setting(1.0, "seconds between two exercise reports of one learner for one exercise")
+    # The teacher login's limits on wrong passwords (app/classroom/login_guard.py)
+    login_failures: int = _setting(5, "wrong teacher passwords a client may send in a window, then it is refused")
+    login_failures_total: int = _setting(30, "wrong teacher passwords from all clients in a window, then all refused")
+    login_window: float = _setting(60.0, "seconds a wrong teacher password counts against its client and the total")
+    login_clients: int = _setting(1024, "clients the wrong-password table holds; the one that failed longest ago goes")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:

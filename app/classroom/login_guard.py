@@ -3,13 +3,14 @@
 What the limit is for: to slow anyone guessing the password, without handing them a way to keep the real
 teacher out. Three rules do that:
 
-- **Per address**: after MAX_FAILURES wrong passwords in FAILURE_WINDOW seconds, further logins from that
-  address are not even checked (429) until the oldest failure is a window old. An IPv6 address counts by
-  its /64, since one machine is usually given a whole /64 (rate_limits.client_key, as for every limit).
-- **In total**: after MAX_GLOBAL_FAILURES wrong passwords in a window from all addresses together, new logins
+- **Per address**: after `login_failures` wrong passwords in `login_window` seconds (app/settings.py),
+  further logins from that address are not even checked (429) until the oldest failure is a window old. An
+  IPv6 address counts by its /64, since one machine is usually given a whole /64 (rate_limits.client_key, as
+  for every limit).
+- **In total**: after `login_failures_total` wrong passwords in a window from all addresses together, new logins
   are refused everywhere. This bounds guessing from many addresses (a botnet, or a server trusting forwarded
   headers it should not: see deploy/README.md), and it bounds the failure table too: a refused login is not
-  recorded, so at most MAX_GLOBAL_FAILURES addresses enter it per window; MAX_TRACKED caps it regardless,
+  recorded, so at most `login_failures_total` addresses enter it per window; `login_clients` caps it regardless,
   evicting the addresses that failed longest ago.
 - **The teacher's browser is not locked out by others**: a correct password sets an HttpOnly cookie
   (TEACHER_COOKIE), signed with the server's secret for 30 days (app/signing.py, TEACHER_DEVICE) around a tag
@@ -46,11 +47,8 @@ from tornado.web import RequestHandler
 
 from blocktrace.app import signing
 from blocktrace.app.server.rate_limits import client_key
+from blocktrace.app.settings import settings
 
-MAX_FAILURES = 5  # wrong passwords per address per window
-MAX_GLOBAL_FAILURES = 30  # wrong passwords from all addresses together per window
-FAILURE_WINDOW = 60.0  # seconds
-MAX_TRACKED = 1024  # addresses in the failure table, at most
 TEACHER_COOKIE = signing.TEACHER_DEVICE.name
 DEVICE_LIFETIME = signing.TEACHER_DEVICE.max_age_days * 86400  # seconds a browser stays recognised after a login
 
@@ -79,19 +77,22 @@ class Guard:
 
     `secret` is the server's (the one every signed value uses); it keys the device cookie, never the password."""
 
-    def __init__(self, password: str, secret: bytes, *, max_failures: int = MAX_FAILURES,
-                 max_global: int = MAX_GLOBAL_FAILURES, window: float = FAILURE_WINDOW, max_tracked: int = MAX_TRACKED,
+    def __init__(self, password: str, secret: bytes, *, max_failures: int | None = None,
+                 max_global: int | None = None, window: float | None = None, max_tracked: int | None = None,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time):
         self.password = password.encode("utf-8")
         self._secret = secret
         # What the device cookie holds: the password as only this server's secret can tell it (a new password
         # makes every remembered browser log in again; a copied cookie tells nobody anything of the password).
         self._password_tag = hmac.new(secret, b"teacher password\x00" + self.password, hashlib.sha256).hexdigest()
-        self.max_failures, self.max_global, self.window = max_failures, max_global, window
-        self.max_tracked = max_tracked
+        limits = settings()  # whatever is not given
+        self.max_failures = limits.login_failures if max_failures is None else max_failures
+        self.max_global = limits.login_failures_total if max_global is None else max_global
+        self.window = limits.login_window if window is None else window
+        self.max_tracked = limits.login_clients if max_tracked is None else max_tracked
         self._clock, self._wall_clock = clock, wall_clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()  # least recently failed first
-        self._all_failures: deque[float] = deque(maxlen=max_global)
+        self._all_failures: deque[float] = deque(maxlen=self.max_global)
         self._lock = threading.Lock()
 
     def admit(self, address: str, authorization: str | None, device: str | None = None) -> Admission:

@@ -23,7 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from blocktrace.app.classroom.login_guard import MAX_FAILURES, TEACHER_COOKIE
+from blocktrace.app.classroom.login_guard import TEACHER_COOKIE
+from blocktrace.app.settings import Settings
 from tests.conftest import Server, free_port, start_server, stop_server
 from tests.haproxy import start_haproxy, stop_process
 
@@ -179,7 +180,7 @@ def test_a_spoofed_scheme_does_not_reach_the_app(balanced_app) -> None:
 
 def test_a_new_spoofed_address_per_guess_is_still_limited(balanced_app) -> None:
     """300 wrong passwords through the balancer, each naming a new X-Real-Ip and X-Forwarded-For: only the
-    first MAX_FAILURES are checked (401), the rest get 429; the teacher's browser, logged in before, still
+    first `login_failures` are checked (401), the rest get 429; the teacher's browser, logged in before, still
     gets in, while a browser that never logged in is refused until the guessing stops."""
     port, app = balanced_app
     teacher = f"http://127.0.0.1:{port}/teacher"
@@ -192,7 +193,8 @@ def test_a_new_spoofed_address_per_guess_is_still_limited(balanced_app) -> None:
     for n in range(GUESSES):
         spoof = f"10.{n // 250}.{n % 250}.7"
         statuses.append(_request(teacher, {"X-Real-Ip": spoof, "X-Forwarded-For": spoof}, f"guess {n}")[0])
-    assert statuses == [401] * MAX_FAILURES + [429] * (GUESSES - MAX_FAILURES)
+    failures = Settings().login_failures  # the default: the servers here set no BLOCKTRACE_LOGIN_FAILURES
+    assert statuses == [401] * failures + [429] * (GUESSES - failures)
     status, _body, headers = _request(teacher, password=PASSWORD)
     assert status == 429 and int(headers["Retry-After"]) > 0
     status, body, _headers = _request(teacher, password=PASSWORD, cookie=f"{TEACHER_COOKIE}={device.group(1)}")

@@ -6,16 +6,17 @@ import base64
 
 from blocktrace.app.classroom.login_guard import (
     DEVICE_LIFETIME,
-    FAILURE_WINDOW,
-    MAX_FAILURES,
-    MAX_GLOBAL_FAILURES,
     Guard,
     Verdict,
 )
 from blocktrace.app.server.rate_limits import client_key
+from blocktrace.app.settings import Settings, overridden
 
 PASSWORD = "the teacher's password"
 SECRET = b"the server's secret, 32 bytes..."
+DEFAULTS = Settings()
+MAX_FAILURES, MAX_GLOBAL_FAILURES = DEFAULTS.login_failures, DEFAULTS.login_failures_total
+FAILURE_WINDOW = DEFAULTS.login_window
 TEACHER = "10.0.0.5"  # the school's NAT: the teacher and every student share it
 
 
@@ -34,7 +35,8 @@ def basic(password: str) -> str:
 
 
 def guard(clock: Clock, **limits: int) -> Guard:
-    return Guard(PASSWORD, SECRET, clock=clock, wall_clock=clock, **limits)
+    defaults = {"max_failures": MAX_FAILURES, "max_global": MAX_GLOBAL_FAILURES, "window": FAILURE_WINDOW}
+    return Guard(PASSWORD, SECRET, clock=clock, wall_clock=clock, **{**defaults, **limits})
 
 
 def test_five_wrong_passwords_limit_that_address_for_a_window() -> None:
@@ -140,3 +142,16 @@ def test_an_ipv6_client_counts_by_its_64() -> None:
     assert g.admit("2001:db8:aa:bc::1", basic(PASSWORD)).verdict is Verdict.ADMITTED
     assert client_key("::ffff:192.0.2.7") == "192.0.2.7" == client_key("192.0.2.7")
     assert client_key("?") == "?"
+
+
+def test_a_guard_takes_its_limits_from_the_settings() -> None:
+    """Without numbers of its own, the login's limits are the settings' (BLOCKTRACE_LOGIN_*)."""
+    clock = Clock()
+    with overridden(login_failures=2, login_failures_total=7, login_window=5.0, login_clients=9):
+        g = Guard(PASSWORD, SECRET, clock=clock, wall_clock=clock)
+    assert (g.max_failures, g.max_global, g.window, g.max_tracked) == (2, 7, 5.0, 9)
+    for n in range(2):
+        g.admit(TEACHER, basic(f"guess {n}"))
+    assert g.admit(TEACHER, basic(PASSWORD)).verdict is Verdict.LIMITED
+    clock.now += 5.1
+    assert g.admit(TEACHER, basic(PASSWORD)).verdict is Verdict.ADMITTED
