@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from blocktrace.explorables.engine import PRESETS, ConfigError
 
+__all__ = ["main"]
+
 
 def installed_version() -> str:
     """The installed distribution's version (pyproject.toml's, as pip recorded it)."""

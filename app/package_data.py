@@ -9,5 +9,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
+__all__ = ["LESSONS_DIR", "ROOT"]
+
 ROOT = Path(str(files("blocktrace.app"))).parent
 LESSONS_DIR = ROOT / "lessons"

@@ -9,6 +9,8 @@ import secrets
 import signal
 import sys
 
+__all__ = ["SECRET_ENV", "add_serve_arguments", "child_pids", "run_serve"]
+
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=5006, help="port to listen on (default 5006)")

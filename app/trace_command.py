@@ -8,6 +8,8 @@ from blocktrace.explorables.engine import run_preset
 from blocktrace.explorables.engine.export import to_csv, to_json, to_table
 from blocktrace.explorables.engine.parsing import parse_phrase, parse_vector
 
+__all__ = ["run_trace"]
+
 # flag attribute -> BlockConfig field
 _CONFIG_FLAGS = {
     "attention_scale": "attention_scale",

@@ -21,6 +21,12 @@ from pathlib import Path
 
 from blocktrace.app import signing
 
+__all__ = [
+    "CLASS_CODE_PATTERN", "CLASS_COOKIE", "COOKIE_NAME", "DEFAULT_CLASS", "SECRET_FILE", "chosen_class",
+    "clean_display_name", "load_or_create_secret", "new_learner_id", "sign", "valid_class_code", "valid_learner_id",
+    "verify"
+]
+
 COOKIE_NAME = "bt_learner"  # the signed learner id; the server sets it (app/server/page_requests.py)
 CLASS_COOKIE = "bt_class"  # the class code of the last ?class= link
 SECRET_FILE = "learner-cookie.key"

@@ -49,6 +49,8 @@ from blocktrace.app import signing
 from blocktrace.app.server.rate_limits import client_key
 from blocktrace.app.settings import settings
 
+__all__ = ["DEVICE_LIFETIME", "Guard", "TEACHER_COOKIE", "Verdict", "admit_teacher", "generate_password"]
+
 TEACHER_COOKIE = signing.TEACHER_DEVICE.name
 DEVICE_LIFETIME = signing.TEACHER_DEVICE.max_age_days * 86400  # seconds a browser stays recognised after a login
 

@@ -15,6 +15,8 @@ from urllib.parse import parse_qsl, urlsplit
 from blocktrace.app.classroom.store import STEPS, Pace
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 
+__all__ = ["HOLDABLE", "PUSH_ENDED", "PUSH_NOTE", "PushedView", "closed_steps", "pace_of", "read_pushed_state"]
+
 HOLDABLE = ("predict", "experiment", "implement")  # holding at the last step would hold nothing
 PUSH_NOTE = "Your teacher set these controls for the whole class to look at."
 PUSH_ENDED = "Your teacher stopped showing their settings: your own are back."

@@ -18,6 +18,8 @@ from blocktrace.app import signing
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.package_data import ROOT
 
+__all__ = ["TICKET", "bundle", "exercises", "new_ticket", "ticket_is_genuine"]
+
 TICKET = "blocktrace-exercise.json"
 SKIP = {"__pycache__", ".pytest_cache"}
 

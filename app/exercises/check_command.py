@@ -19,6 +19,8 @@ from blocktrace.app.exercises import challenge
 from blocktrace.app.exercises.bundle import TICKET
 from blocktrace.app.exercises.runner import Outcome, load_module, run_tests
 
+__all__ = ["challenge_outputs", "run_check"]
+
 TIMEOUT_S = 15
 LONGEST_RETRY_WAIT_S = 5.0  # a report refused as too soon after the last is sent again once, after this at most
 

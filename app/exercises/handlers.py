@@ -24,6 +24,8 @@ from blocktrace.app.exercises.bundle import bundle, exercises, new_ticket, ticke
 from blocktrace.app.server.rate_limits import TokenBuckets
 from blocktrace.app.settings import settings
 
+__all__ = ["exercise_patterns", "latest_result"]
+
 log = logging.getLogger(__name__)
 MAX_REPORT_BYTES = 256 * 1024
 MAX_TESTS = 100

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+__all__ = ["Outcome", "load_module", "run_tests"]
+
 
 @dataclass(frozen=True)
 class Outcome:

@@ -7,6 +7,8 @@ from blocktrace.app.package_data import ROOT
 from blocktrace.app.server.registry import COMMON_KEYS, EXPLORABLE_SPECS
 from blocktrace.explorables.engine import BlockConfig, block_keys
 
+__all__ = ["lesson_problems"]
+
 
 def known_stage_keys(n_layers: int = 6) -> set[str]:
     """Every stage key the engine can record, for any variant, up to n_layers blocks."""

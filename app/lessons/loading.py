@@ -39,6 +39,8 @@ import yaml
 
 from blocktrace.app.package_data import LESSONS_DIR
 
+__all__ = ["Directive", "Lesson", "lesson_for_explorable", "load_lessons", "parse_lesson"]
+
 DIRECTIVES = ("explorable", "predict", "checkpoint", "exercise", "explain", "answer")
 ANSWER_AFTER = ("prediction", "claim", "checkpoint")  # what opens an answer
 ANSWER_END = ":::end"

@@ -6,6 +6,8 @@ from functools import cache
 
 from markdown_it import MarkdownIt
 
+__all__ = ["render"]
+
 
 @cache
 def _renderer() -> MarkdownIt:

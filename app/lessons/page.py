@@ -26,6 +26,8 @@ from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import session_query
 from blocktrace.explorables.components.weak_callbacks import weakly
 
+__all__ = ["LessonView", "lesson_routes"]
+
 log = logging.getLogger(__name__)
 
 MAX_EXPLANATION = 2000

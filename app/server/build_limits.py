@@ -41,6 +41,8 @@ from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import batched
 
+__all__ = ["Build", "BuildLimits", "limited", "loopback", "share_build_limits"]
+
 REFUSED_HTML = ('<p class="bt-notice" role="alert">Too many pages were opened from your network in the last '
                 "minute. Wait a moment, then reload this page.</p>")
 WAITING_CSS = (f":host(.{DrawnAfterLoad.PENDING})::before {{ content: 'Loading…'; margin: 1rem auto; "

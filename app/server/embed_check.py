@@ -19,6 +19,8 @@ from bokeh.server.util import check_allowlist
 from bokeh.settings import settings
 from tornado.web import RequestHandler
 
+__all__ = ["EmbedCheckHandler", "embed_answer", "page_host"]
+
 MAX_HOST_CHARS = 200
 
 

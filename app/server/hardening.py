@@ -22,6 +22,8 @@ from pathlib import Path
 
 from tornado.web import OutputTransform
 
+__all__ = ["MAX_MESSAGE_BYTES", "frame_ancestors", "private_data_dir", "server_settings"]
+
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 256 * 1024
 

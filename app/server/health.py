@@ -8,6 +8,8 @@ import json
 
 from tornado.web import RequestHandler
 
+__all__ = ["HealthHandler", "MemoryHandler"]
+
 
 class HealthHandler(RequestHandler):
     """200 and a short body."""

@@ -42,6 +42,8 @@ from blocktrace.app.server.rate_limits import TokenBuckets, client_key
 from blocktrace.app.settings import settings
 from blocktrace.app.signing import LEARNER, derived_key
 
+__all__ = ["LIMITED_HEADER", "NEW_HEADER", "page_requests", "same_browser", "session_signing"]
+
 COOKIE_DAYS = LEARNER.max_age_days  # the browser keeps it as long as its signature is accepted
 SESSION_ARGUMENTS = ("bokeh-session-id", "bokeh-token")
 SESSION_HEADER = "Bokeh-Session-Id"

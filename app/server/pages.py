@@ -12,6 +12,8 @@ from blocktrace.app.server import session_memory
 from blocktrace.app.server.catalogue import EXPLORABLES
 from blocktrace.explorables.components.style import dark, styled
 
+__all__ = ["apply_theme", "index_page", "lesson_cards", "page_title", "query_flag", "shell", "theme_of"]
+
 SITE = "blocktrace"
 TAGLINE = "inside one floor of a language model"
 

@@ -12,6 +12,8 @@ import re
 import traceback
 from types import TracebackType
 
+__all__ = ["CALLBACK_HEADING", "CallbackErrorFilter", "ClosedSocketFilter", "LateCloseFilter"]
+
 
 class ClosedSocketFilter(logging.Filter):
     """Drop asyncio's report of an update written to a browser tab that had just closed.

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
+__all__ = ["COMMON_KEYS", "EXPLORABLE_SPECS", "ExplorableSpec"]
+
 
 @dataclass(frozen=True)
 class ExplorableSpec:

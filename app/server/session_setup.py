@@ -19,6 +19,11 @@ from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.weak_callbacks import weakly
 
+__all__ = [
+    "attach_explorable", "for_a_browser", "learner_bar", "put_back", "question_id", "restore_explorable",
+    "start_session"
+]
+
 log = logging.getLogger(__name__)
 
 REVEAL_POLL_MS = 4000
