@@ -394,7 +394,7 @@ def depth_profile(
 
     Both arrays have n_layers + 1 entries: entry i < n_layers is the stream entering block i
     (blocks.{i}.resid_pre), the last entry is the stack's output. RMS is sqrt(mean(x²)) over
-    every position and feature. With the default loss, grad_norm[-1] is exactly 1.
+    every position and feature. With the default loss, grad_norm[-1] is 1 (up to rounding).
     Also returns "loss" (a 0-d array) and "depth" (0 … n_layers).
     # [pos, d_model] -> {"depth", "resid_rms", "grad_norm": [n_layers + 1], "loss": []}
     """

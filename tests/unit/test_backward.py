@@ -389,7 +389,8 @@ def test_eps_zero_on_a_zero_row_gives_nan_quietly(norm: str, placement: str) -> 
     config = BlockConfig(n_layers=2, eps=0.0, norm=norm, placement=placement, residual="replace", attention_scale=0.0)
     profile = bw.depth_profile(config, init_params(config), _rng(25).standard_normal((3, 8)))
     assert np.isnan(profile["grad_norm"][0]) and np.isnan(profile["resid_rms"][-1])
-    assert np.isfinite(profile["resid_rms"][0]) and profile["grad_norm"][-1] == 1.0
+    assert np.isfinite(profile["resid_rms"][0])
+    np.testing.assert_allclose(profile["grad_norm"][-1], 1.0, rtol=1e-14)  # the seed's norm, to the last bit or so
 
 
 def test_backward_imports_no_ui_library() -> None:
