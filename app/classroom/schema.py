@@ -37,6 +37,12 @@ from sqlalchemy import (
     text,
 )
 
+__all__ = [
+    "CODE_LEN", "ID_LEN", "KEY_LEN", "MIGRATIONS", "NAME_LEN", "SCHEMA_VERSION", "SchemaTooNew", "class_epochs",
+    "classes", "current_version", "events", "learners", "metadata", "paces", "predictions", "reveals",
+    "schema_version", "upgrade",
+]
+
 # Column widths, enforced in Python too (SQLite ignores VARCHAR lengths, PostgreSQL refuses).
 CODE_LEN = 24  # class code
 ID_LEN = 64  # learner id, event id

@@ -1,4 +1,4 @@
-"""The classroom event store: learners, events, final predictions and reveals, on SQLite or PostgreSQL.
+"""The classroom event store's reads and writes: learners, events, final predictions, reveals and pacing.
 
 One code path (SQLAlchemy Core) for both engines::
 
@@ -9,6 +9,11 @@ One code path (SQLAlchemy Core) for both engines::
                  lesson="transformer-block", explorable="transformer-block-trace")
     store.commit_prediction(new_event_id(), "physics-3", learner_id, "transformer-block-trace/prediction",
                             "keep-erase", "the update is zero", "transformer-block", "transformer-block-trace")
+
+The store's other rooms: ``store_validation`` (what a write may hold), ``store_engine`` (connecting,
+and which failures are an outage), ``sqlite_file`` (a deleted SQLite file rebuilt), ``schema`` (tables and
+migrations), ``class_summary`` (the teacher's counts) and ``export`` (the CSV). The names other modules
+import from here stay here (``__all__``).
 
 Rules the store keeps, whatever calls it:
 
@@ -51,66 +56,66 @@ Question ids are global (e.g. ``"transformer-block-trace/prediction"``), so
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import logging
-import os
-import re
-import sqlite3
 import threading
-import time
-import uuid
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
-from sqlalchemy import URL, Connection, Engine, and_, create_engine, delete, event, exc, func, select, update
+from sqlalchemy import URL, Connection, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
 
-from blocktrace.app.classroom import schema, sqlite_file
-from blocktrace.app.classroom.identity import clean_display_name, valid_class_code
+from blocktrace.app.classroom import schema
+from blocktrace.app.classroom.class_summary import (
+    DISCUSSED_KINDS,
+    MISCONCEPTIONS,
+    STEPS,
+    Misconception,
+    Summary,
+    learner_label,
+    summarize,
+)
+from blocktrace.app.classroom.export import CSV_COLUMNS, events_csv
+from blocktrace.app.classroom.identity import clean_display_name
 from blocktrace.app.classroom.schema import class_epochs, classes, events, learners, paces, predictions, reveals
-from blocktrace.app.classroom.sqlite_file import FILE_KEY, READ_ONLY_KEY, file_id
+from blocktrace.app.classroom.sqlite_file import FILE_KEY, WatchedFile
+from blocktrace.app.classroom.store_engine import (
+    DB_FILE,
+    WRITE,
+    StoreUnavailable,
+    as_utc,
+    available,
+    default_url,
+    make_engine,
+)
+from blocktrace.app.classroom.store_validation import (
+    MAX_ITEMS,
+    MAX_NOTE,
+    MAX_PAYLOAD,
+    MAX_TEXT,
+    PREDICTION,
+    check_class_code,
+    check_key,
+    check_learner_id,
+    check_prediction,
+    check_record,
+    new_event_id,
+    payload_json,
+)
 
-log = logging.getLogger("blocktrace.classroom")
+__all__ = [
+    # this module's own
+    "RECENT_LIMIT", "RESUME_LIMIT", "EventStore", "Pace", "StoredEvent", "StoredPrediction",
+    # kept importable from here (their rooms are named above)
+    "CSV_COLUMNS", "DB_FILE", "MAX_ITEMS", "MAX_NOTE", "MAX_PAYLOAD", "MAX_TEXT", "MISCONCEPTIONS", "STEPS",
+    "Misconception", "StoreUnavailable", "Summary", "check_prediction", "check_record", "default_url",
+    "new_event_id",
+]
 
-DB_FILE = "blocktrace.db"
-BUSY_TIMEOUT_MS = 10_000  # how long an SQLite writer waits for another's lock before giving up
-POOL_TIMEOUT_S = 15  # how long a thread waits for a free pooled connection
-CONNECT_TIMEOUT_S = 5  # PostgreSQL: an unreachable host fails after this, not after minutes
-# Text limits, the same as the pages' (a test compares them): the server cuts longer text, since only
-# a client that bypasses the page's own limit can send it, and refuses an event still too large.
-MAX_TEXT = 2_000  # characters of any text in an event: an explanation (app/lessons/page.py), a typed value
-MAX_NOTE = 500  # characters of a prediction's note (explorables/components/prediction.py)
-MAX_PAYLOAD = 16_000  # characters of JSON per event, after cutting its texts
-MAX_ITEMS = 200  # list items (cut) or keys (refused past it) at any level of a payload
-PREDICTION = "prediction"
-
-# question -> (the choice that names a misconception, its name for the teacher).
-MISCONCEPTIONS: dict[str, tuple[str, str]] = {
-    "transformer-block-trace/prediction": ("keep-both", "Replacing the residual stream is harmless"),
-}
-
-_KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,80}")  # lesson, explorable, question, kind
-_LEARNER = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_WRITE = "blocktrace_write"  # execution option: this transaction will write (BEGIN IMMEDIATE on SQLite)
-CSV_COLUMNS = ("event_id", "created_at", "class_code", "epoch", "learner_id", "display_name",
-               "lesson", "explorable", "kind", "payload")
-
-
-class StoreUnavailable(Exception):
-    """The database cannot be reached or written just now: down, locked too long, full or read-only.
-
-    The write that raised it may or may not have been committed (a connection can fail after
-    the commit and before its acknowledgement): retry later with the same event id, as the
-    ``Outbox`` does, and it is stored exactly once. The SQLAlchemy error is ``__cause__``.
-    """
+RESUME_LIMIT = 2000  # newest events read back for one learner and lesson: a page restores from these
+RECENT_LIMIT = 1000  # newest exercise results a process reads on each refresh
 
 
 @dataclass(frozen=True)
@@ -142,330 +147,6 @@ class Pace:
     version: int  # grows with each change
 
 
-RESUME_LIMIT = 2000  # newest events read back for one learner and lesson: a page restores from these
-RECENT_LIMIT = 1000  # newest exercise results a process reads on each refresh
-
-
-class Misconception(TypedDict):
-    name: str  # e.g. "Replacing the residual stream is harmless"
-    question: str
-    choice: str
-    learners: list[str]  # display names (or learner ids), sorted
-
-
-class RosterEntry(TypedDict):
-    label: str  # the display name, or an anonymous label from the learner id ("Student 3f9a1c")
-    committed: bool  # a prediction committed in this lesson
-    done: list[str]  # of STEPS, in order: the lesson's steps this learner has done
-    current: str  # the first step not done yet, or "done"
-    last_active: datetime | None  # their newest event in this lesson (UTC), None if none yet
-    exercise: str | None  # their latest exercise result: "passed", "3 of 12 tests pass", ...; None: none yet
-
-
-STEPS = ("predict", "experiment", "implement", "explain")  # a lesson's steps, as the lesson page counts them
-STEP_KINDS = {PREDICTION: "predict", "param": "experiment", "experiment": "experiment", "claim": "experiment",
-              "exercise": "implement", "explanation": "explain"}
-
-
-def exercise_words(payload: Mapping[str, Any]) -> str:
-    """An exercise result in a few words for the teacher."""
-    if not payload.get("checked"):
-        return "reported passing (not checked)" if payload.get("passed") is True else "reported failing"
-    if payload.get("passed") is True:
-        return "passed (checked)"
-    if payload.get("tests_passed") == payload.get("tests_total"):
-        return "tests pass, numbers wrong"
-    return f"{payload.get('tests_passed')} of {payload.get('tests_total')} tests pass"
-
-
-def learner_label(learner_id: str, display_name: str | None) -> str:
-    """How the teacher sees a learner: their name, or a short label that names no one."""
-    return display_name or f"Student {learner_id[:6]}"
-
-
-class Summary(TypedDict):
-    class_code: str
-    epoch: int | None  # None for a class nobody has joined yet
-    lesson: str
-    joined: int  # learners who joined the class this epoch
-    committed: int  # learners who committed at least one prediction in this lesson
-    distributions: dict[str, dict[str, int]]  # question -> choice -> count, this lesson
-    revealed: list[str]  # questions revealed to the class this epoch
-    claims: dict[str, int]  # divergence-claim verdict -> learners (each learner's latest claim per explorable)
-    checkpoints: dict[str, dict[str, int]]  # checkpoint -> {"correct": n, "incorrect": m}, each learner's latest
-    roster: list[RosterEntry]  # every learner of the class this epoch, by label
-    explanations: list[tuple[str, str]]  # (display name or learner id, latest text), one per learner, oldest first
-    misconceptions: list[Misconception]  # for questions of this lesson that have predictions
-
-
-def new_event_id() -> str:
-    """A fresh event id (UUID text). Make one per user action and reuse it on every retry."""
-    return str(uuid.uuid4())
-
-
-def default_url(data_dir: Path) -> str:
-    """The app's default store: an SQLite file in ``data_dir`` (created, mode 0700, if missing)."""
-    data_dir = Path(data_dir)
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return f"sqlite:///{(data_dir / DB_FILE).resolve()}"
-
-
-# Validation, shared by the store and the Outbox (which checks before it queues anything) ---------
-
-def _event_id(value: object) -> str:
-    if isinstance(value, str):
-        try:
-            return str(uuid.UUID(value))  # one spelling per id, so a retry matches its first try
-        except ValueError:
-            pass
-    raise ValueError(f"an event id must be a UUID, not {value!r}")
-
-
-def _class_code(value: object) -> str:
-    if not valid_class_code(value):
-        raise ValueError(f"not a class code (1-24 of A-Z a-z 0-9 _ -): {value!r}")
-    return value  # type: ignore[return-value]
-
-
-def _learner_id(value: object) -> str:
-    if not (isinstance(value, str) and _LEARNER.fullmatch(value)):
-        raise ValueError(f"not a learner id (1-64 of A-Z a-z 0-9 _ -): {value!r}")
-    return value
-
-
-def _key(value: object, what: str, optional: bool = False) -> str | None:
-    if value is None and optional:
-        return None
-    if not (isinstance(value, str) and _KEY.fullmatch(value)):
-        raise ValueError(f"not a {what} (1-80 of A-Z a-z 0-9 _ . : / -): {value!r}")
-    return value
-
-
-def _text(value: object, what: str, max_len: int, optional: bool = False) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value or len(value) > max_len or "\x00" in value:
-        raise ValueError(f"{what} must be 1-{max_len} characters of text without NUL")
-    return value
-
-
-def _cut(text: str, max_len: int, what: str) -> str:
-    if len(text) <= max_len:
-        return text
-    log.warning("cut %s of %d characters to the %d the page allows", what, len(text), max_len)
-    return text[:max_len]
-
-
-def _limited(value: object, what: str, depth: int = 0) -> object:
-    """The payload value with every text cut to MAX_TEXT and every list to MAX_ITEMS items.
-
-    ValueError for a mapping of more than MAX_ITEMS keys or more than 8 levels (no page sends one).
-    """
-    if isinstance(value, str):
-        return _cut(value, MAX_TEXT, f"a text in {what}")
-    if depth >= 8 and isinstance(value, Mapping | list | tuple):
-        raise ValueError(f"{what} must have at most 8 levels")
-    if isinstance(value, Mapping):
-        if len(value) > MAX_ITEMS:
-            raise ValueError(f"{what} must have at most {MAX_ITEMS} keys per level")
-        return {_cut(str(key), 80, f"a key in {what}"): _limited(item, what, depth + 1) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        if len(value) > MAX_ITEMS:
-            log.warning("cut a list in %s of %d items to %d", what, len(value), MAX_ITEMS)
-            value = value[:MAX_ITEMS]
-        return [_limited(item, what, depth + 1) for item in value]
-    return value
-
-
-def _payload(value: object, what: str = "an event") -> str:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"an event payload must be a mapping, not {type(value).__name__}")
-    text = json.dumps(_limited(value, what), sort_keys=True, separators=(",", ":"), allow_nan=False,
-                      ensure_ascii=False)
-    if len(text) > MAX_PAYLOAD:
-        raise ValueError(f"an event payload must be at most {MAX_PAYLOAD} characters of JSON, not {len(text)}")
-    return text
-
-
-def check_record(event_id: str, class_code: str, learner_id: str, kind: str, payload: Mapping[str, Any],
-                 lesson: str | None = None, explorable: str | None = None) -> dict[str, Any]:
-    """The arguments of ``EventStore.record`` validated and normalised; ValueError/TypeError if unusable."""
-    if kind == PREDICTION:
-        raise ValueError("predictions are final: store them with commit_prediction, not record")
-    return dict(event_id=_event_id(event_id), class_code=_class_code(class_code), learner_id=_learner_id(learner_id),
-                kind=_key(kind, "kind"), payload=_payload(payload, f"a {kind!r} event"),
-                lesson=_key(lesson, "lesson", True),
-                explorable=_key(explorable, "explorable", True))
-
-
-def check_prediction(event_id: str, class_code: str, learner_id: str, question: str, choice: str,
-                     note: str | None, lesson: str | None, explorable: str | None) -> dict[str, Any]:
-    """The arguments of ``EventStore.commit_prediction`` validated; ValueError if unusable."""
-    return dict(event_id=_event_id(event_id), class_code=_class_code(class_code), learner_id=_learner_id(learner_id),
-                question=_key(question, "question"), choice=_text(choice, "a choice", schema.KEY_LEN),
-                note=_note(note), lesson=_key(lesson, "lesson", True),
-                explorable=_key(explorable, "explorable", True))
-
-
-def _note(value: object) -> str | None:
-    """A prediction's note: None when empty, cut to MAX_NOTE; ValueError if not text."""
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str) or "\x00" in value:
-        raise ValueError("a note must be text without NUL")
-    return _cut(value, MAX_NOTE, "a prediction's note")
-
-
-# Engines -------------------------------------------------------------------------------------
-
-def _sqlite_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
-    # SQLAlchemy emits BEGIN itself (see _sqlite_begin): sqlite3's own transaction handling
-    # would leave SELECTs and DDL outside transactions.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = _set_wal(cursor)
-        if str(mode).lower() != "wal":
-            raise sqlite3.OperationalError(f"SQLite could not use write-ahead logging here (journal mode {mode})")
-        cursor.execute("PRAGMA synchronous = FULL")  # a commit is on disk before it returns
-        cursor.execute("PRAGMA foreign_keys = ON")
-    finally:
-        cursor.close()
-
-
-def _set_wal(cursor: sqlite3.Cursor) -> str:
-    """Switch to write-ahead logging, waiting out another process doing the same on a new file.
-
-    Changing the journal mode needs a lock that SQLite's busy timeout does not wait for, so several
-    workers (`--num-procs`) opening a new database at once would fail with "database is locked".
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    delay = 0.01
-    while True:
-        try:
-            return cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlite3.OperationalError as err:
-            if "locked" not in str(err) or time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    # A writer takes the write lock at BEGIN, where busy_timeout applies; a deferred BEGIN that
-    # reads and then writes can fail at once with SQLITE_BUSY when another writer got in between.
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
-
-
-def make_engine(url: str | URL, pool_size: int = 5, max_overflow: int = 10) -> Engine:
-    """A pooled, thread-safe engine for an SQLite file or PostgreSQL (psycopg 3) URL."""
-    parsed = make_url(url)
-    if parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")  # `--db postgresql://...` means psycopg 3
-    pool = dict(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=POOL_TIMEOUT_S, pool_pre_ping=True)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
-            raise ValueError("the classroom store needs an SQLite file, not an in-memory database")
-        engine = create_engine(parsed, **pool)
-        path = parsed.database
-
-        def remember_file(_dbapi_connection: sqlite3.Connection, record: Any) -> None:
-            record.info[FILE_KEY] = file_id(path)  # the file this connection opened (see sqlite_file)
-            record.info[READ_ONLY_KEY] = not os.access(path, os.W_OK)  # then SQLite opened it read-only
-
-        event.listen(engine, "connect", _sqlite_connect)
-        event.listen(engine, "connect", remember_file)
-        event.listen(engine, "begin", _sqlite_begin)
-        event.listen(engine, "handle_error", _drop_failed_connections)
-        return engine
-    if backend == "postgresql":
-        return create_engine(parsed, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}, **pool)
-    raise ValueError(f"the classroom store supports sqlite and postgresql URLs, not {parsed.drivername}")
-
-
-_UNAVAILABLE = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError)
-# sqlite3 raises OperationalError for a typo in SQL too; only these primary result codes mean
-# the database is unavailable: BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT, FULL, CANTOPEN,
-# PROTOCOL, NOLFS, NOTADB. (psycopg already keeps SQL mistakes out of OperationalError.)
-_SQLITE_OUTAGES = {5, 6, 7, 8, 10, 11, 13, 14, 15, 22, 26}
-
-
-def _is_outage(error: Exception) -> bool:
-    orig = getattr(error, "orig", None)
-    code = getattr(orig, "sqlite_errorcode", None)
-    return code is None or code & 0xFF in _SQLITE_OUTAGES
-
-
-# SQLite errors after which no pooled connection is trusted: SQLite opens a file it may not write
-# read-only and stays so, and the other codes say the file or its disk failed under the connection.
-_SQLITE_BROKEN = {8, 10, 11, 13, 14, 26}  # READONLY, IOERR, CORRUPT, FULL, CANTOPEN, NOTADB
-
-
-def _drop_failed_connections(context: Any) -> None:
-    """Treat a broken SQLite file like a lost server: SQLAlchemy then replaces every pooled connection."""
-    code = getattr(context.original_exception, "sqlite_errorcode", None)
-    if code is None or code & 0xFF not in _SQLITE_BROKEN:
-        return
-    if context.connection is not None:  # an invalidated connection is not rolled back: end its transaction here
-        dbapi_connection = context.connection.connection.dbapi_connection
-        if dbapi_connection is not None and dbapi_connection.in_transaction:
-            try:
-                dbapi_connection.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # closing it ends the transaction too
-    context.is_disconnect = True  # and invalidate_pool_on_disconnect (the default) drops the pool
-
-
-@contextmanager
-def _available(action: str) -> Iterator[None]:
-    """Turn "the database is not there or cannot write" into StoreUnavailable; let bugs through."""
-    try:
-        yield
-    except _UNAVAILABLE as error:
-        if not _is_outage(error):
-            raise
-        raise StoreUnavailable(f"could not {action}: {getattr(error, 'orig', None) or error}") from error
-    except exc.DBAPIError as error:
-        if error.connection_invalidated:
-            raise StoreUnavailable(f"could not {action}: the connection was lost ({error.orig})") from error
-        raise
-
-
-class _Refused(Exception):
-    """Raised inside a write transaction to roll it back and report False."""
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _oldest_first(rows: list) -> list[tuple[Any, dict[str, Any]]]:
-    """Rows read newest first, oldest first, each with its payload read back (a row whose payload is not
-    a JSON object is left out)."""
-    found = []
-    for row in reversed(rows):
-        try:
-            payload = json.loads(row.payload)
-        except ValueError:
-            continue
-        if isinstance(payload, dict):
-            found.append((row, payload))
-    return found
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _csv_cell(value: object) -> object:
-    # A spreadsheet would run a cell starting with = + - @ as a formula (CSV injection).
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
 class EventStore:
     """Learners, events, final predictions and reveals of every class, in one database.
 
@@ -478,17 +159,15 @@ class EventStore:
     def __init__(self, url: str | URL, *, pool_size: int = 5, max_overflow: int = 10):
         self.engine = make_engine(url, pool_size=pool_size, max_overflow=max_overflow)
         self._most_connections = pool_size + max_overflow
-        self._writer = self.engine.execution_options(**{_WRITE: True})
+        self._writer = self.engine.execution_options(**{WRITE: True})
         self._insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         self._schema_lock = threading.Lock()
         self._ready = False
-        sqlite_path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
-        self._path = Path(sqlite_path) if sqlite_path else None  # the SQLite file, watched for deletion
-        self._schema_file: sqlite_file.FileId | None = None  # the file the schema was last ensured on
-        self._file_lock = threading.Lock()  # one rebuild at a time
-        self._file_changes = 0
-        self._replacement_seen: sqlite_file.FileId | None = None
         self.file_notice: str | None = None  # for the teacher: what happened to the database file, and when
+        self._file: WatchedFile | None = None  # the SQLite file, watched for deletion (None on PostgreSQL)
+        if self.engine.dialect.name == "sqlite":
+            self._file = WatchedFile(self.engine.url.database, self._file_changed)
+            self._file.watch(self.engine)
 
     def __repr__(self) -> str:
         return f"EventStore({self.engine.url.render_as_string(hide_password=True)!r})"
@@ -514,7 +193,8 @@ class EventStore:
         with self._transaction("upgrade the database schema", write=True) as conn:
             version = schema.upgrade(conn, target)
             on_file = conn.info.get(FILE_KEY)
-        self._schema_file = on_file
+        if self._file is not None:
+            self._file.schema_file = on_file
         self._ready = version == schema.SCHEMA_VERSION
         return version
 
@@ -524,19 +204,13 @@ class EventStore:
             return schema.current_version(conn)
 
     def _ensure_schema(self) -> None:
-        if self._ready and (self._path is None or file_id(self._path) == self._schema_file):
+        if self._ready and (self._file is None or self._file.schema_is_current()):
             return
         with self._schema_lock:
-            now = file_id(self._path) if self._path is not None else None
-            if self._ready and (self._path is None or now == self._schema_file):
-                return
-            had_file, changes = self._schema_file, self._file_changes
-            self.upgrade()
-            if had_file is not None and now is None and self._file_changes == changes:
-                # Deleted while no connection had it open: there was nothing to rebuild it from.
-                self._note_file_change(f"The class database file {self._path} was deleted and no copy was open: "
-                                       "the server started a new, empty one. Answers saved before then are not in "
-                                       "it (a backup of the file would have them).")
+            if self._file is not None:
+                self._file.ensure_schema(self._ready, self.upgrade)
+            elif not self._ready:
+                self.upgrade()
 
     @contextmanager
     def _write(self, action: str) -> Iterator[Connection]:
@@ -559,70 +233,18 @@ class EventStore:
         ``_drop_failed_connections``), so the next call opens a fresh connection, which notices that
         the permissions, the space or the server are back.
         """
-        with _available(action):
-            conn = self._current_connection(self._writer if write else self.engine, write)
+        with available(action):
+            engine = self._writer if write else self.engine
+            conn = engine.connect() if self._file is None else \
+                self._file.connection(engine, write, attempts=self._most_connections + 2)
             with conn, conn.begin():
-                if write and self._path is not None and conn.info.get(FILE_KEY) != file_id(self._path):
+                if write and self._file is not None and not self._file.holds(conn):
                     # Deleted or replaced between the checkout and the write lock: write nothing there.
                     raise StoreUnavailable(f"could not {action}: the database file changed; retry")
                 yield conn
 
-    def _current_connection(self, engine: Engine, write: bool) -> Connection:
-        """A pooled connection on the file the path names now (any connection on PostgreSQL).
-
-        For a write, not one that SQLite opened read-only (it does so, silently and for good, when
-        the file could not be opened for writing): a fresh one, once the file is writable again.
-        """
-        for _attempt in range(self._most_connections + 2):  # each pooled one may be stale
-            conn = engine.connect()
-            if self._path is None:
-                return conn
-            if write and conn.info.get(READ_ONLY_KEY):
-                conn.invalidate()
-                conn.close()
-                if not os.access(self._path, os.W_OK):
-                    raise StoreUnavailable(f"the database file {self._path} is read-only")
-                continue
-            if conn.info.get(FILE_KEY) == file_id(self._path):
-                return conn
-            try:
-                self._file_changed(conn)
-            except BaseException:
-                conn.close()  # kept in the pool: it may be the only copy of a deleted file
-                raise
-            conn.invalidate()  # the next checkout opens the file at the path
-            conn.close()
-        raise StoreUnavailable("could not open the database file: it keeps changing")
-
-    def _file_changed(self, stale: Connection) -> None:
-        """The file under ``stale`` is no longer the one at the path: rebuild it if it was deleted."""
-        with self._file_lock:
-            self._schema_file = None  # check the schema of whatever file is there now
-            when = _now().strftime("%H:%M UTC")
-            now = file_id(self._path)
-            if now is not None:  # replaced: use the file there now
-                if now != self._replacement_seen:
-                    self._replacement_seen = now
-                    self._note_file_change(f"The class database file {self._path} was replaced at about {when} "
-                                           "(rebuilt by another server process after it was deleted, or restored "
-                                           "from a backup); the server now uses the file that is there.")
-                return
-            try:
-                rebuilt = sqlite_file.rebuild(stale.connection.dbapi_connection, self._path)
-            except (OSError, sqlite3.Error) as error:
-                self._note_file_change(f"The class database file {self._path} was deleted or moved at about {when} "
-                                       f"and cannot be rebuilt ({error}): answers wait in the server's memory.")
-                raise StoreUnavailable(f"the database file {self._path} was deleted and could not be rebuilt: "
-                                       f"{error}") from error
-            if rebuilt:
-                self._note_file_change(f"The class database file {self._path} was deleted at about {when}; the "
-                                       "server rebuilt it from the copy it still had open, so nothing saved "
-                                       "was lost.")
-
-    def _note_file_change(self, notice: str) -> None:
-        self._file_changes += 1
+    def _file_changed(self, notice: str) -> None:
         self.file_notice = notice
-        log.warning("%s", notice)
 
     def _epoch(self, conn: Connection, class_code: str) -> int | None:
         return conn.execute(select(classes.c.epoch).where(classes.c.code == class_code)).scalar()
@@ -674,8 +296,8 @@ class EventStore:
         ``display_name`` must already be clean (``identity.clean_display_name``); it is stored
         as given, not escaped.
         """
-        _class_code(class_code)
-        _learner_id(learner_id)
+        check_class_code(class_code)
+        check_learner_id(learner_id)
         if display_name is not None and clean_display_name(display_name) != display_name:
             raise ValueError("pass the display name through identity.clean_display_name first")
         with self._write("join the class") as conn:
@@ -716,9 +338,9 @@ class EventStore:
 
         Predictions are read with ``prediction``; at most ``limit`` rows are read.
         """
-        _class_code(class_code)
-        _learner_id(learner_id)
-        lesson_is = events.c.lesson.is_(None) if lesson is None else events.c.lesson == _key(lesson, "a lesson")
+        check_class_code(class_code)
+        check_learner_id(learner_id)
+        lesson_is = events.c.lesson.is_(None) if lesson is None else events.c.lesson == check_key(lesson, "a lesson")
         with self._read("read a learner's events") as conn:
             rows = conn.execute(
                 select(events.c.kind, events.c.explorable, events.c.payload)
@@ -739,7 +361,7 @@ class EventStore:
         this event id was already stored (a retry). ``prediction()`` tells which answer stands.
         """
         args = check_prediction(event_id, class_code, learner_id, question, choice, note, lesson, explorable)
-        payload = _payload({"question": args["question"], "choice": args["choice"], "note": args["note"]})
+        payload = payload_json({"question": args["question"], "choice": args["choice"], "note": args["note"]})
         try:
             with self._write("commit a prediction") as conn:
                 epoch = self._epoch_for_write(conn, args["class_code"])
@@ -767,12 +389,12 @@ class EventStore:
             )).one_or_none()
         if row is None:
             return None
-        return StoredPrediction(row.question, row.choice, row.note, row.event_id, _utc(row.created_at))
+        return StoredPrediction(row.question, row.choice, row.note, row.event_id, as_utc(row.created_at))
 
     def reveal(self, class_code: str, question: str) -> None:
         """Reveal a question's class distribution to the learners who committed (idempotent)."""
-        _class_code(class_code)
-        _key(question, "question")
+        check_class_code(class_code)
+        check_key(question, "question")
         with self._write("reveal a question") as conn:
             epoch = self._epoch_for_write(conn, class_code)
             conn.execute(self._insert(reveals).values(
@@ -781,8 +403,8 @@ class EventStore:
 
     def unreveal(self, class_code: str, question: str) -> None:
         """Take a reveal back: learners' pages stop showing the class's answers (idempotent)."""
-        _class_code(class_code)
-        _key(question, "question")
+        check_class_code(class_code)
+        check_key(question, "question")
         with self._write("hide a question again") as conn:
             epoch = self._epoch(conn, class_code)
             conn.execute(delete(reveals).where(reveals.c.class_code == class_code, reveals.c.epoch == epoch,
@@ -794,8 +416,8 @@ class EventStore:
                  pushed: Mapping[str, Any] | None | bool = False) -> int:
         """Hold the class at a step of a lesson (None: release) and/or push an explorable state to every
         screen (None: stop showing it); False leaves that part as it is. Returns the pace's new version."""
-        _class_code(class_code)
-        _key(lesson, "a lesson")
+        check_class_code(class_code)
+        check_key(lesson, "a lesson")
         if hold not in (False, None) and hold not in STEPS:
             raise ValueError(f"a class is held at one of {', '.join(STEPS)}")
         with self._write("pace the class") as conn:
@@ -804,7 +426,7 @@ class EventStore:
             row = conn.execute(select(paces.c.hold, paces.c.pushed, paces.c.version).where(*where)).one_or_none()
             old_hold, old_pushed, version = (row.hold, row.pushed, row.version) if row else (None, None, 0)
             values = {"hold": old_hold if hold is False else hold,
-                      "pushed": old_pushed if pushed is False else (None if pushed is None else _payload(pushed)),
+                      "pushed": old_pushed if pushed is False else (None if pushed is None else payload_json(pushed)),
                       "version": version + 1, "changed_at": _now()}
             if row is None:
                 conn.execute(paces.insert().values(class_code=class_code, epoch=epoch, lesson=lesson, **values))
@@ -845,7 +467,7 @@ class EventStore:
                 .where(events.c.kind == "exercise", events.c.created_at >= since)
                 .order_by(events.c.created_at.desc(), events.c.id.desc()).limit(limit)
             ).all()
-        return [(_utc(row.created_at), row.class_code, row.learner_id, payload)
+        return [(as_utc(row.created_at), row.class_code, row.learner_id, payload)
                 for row, payload in _oldest_first(rows) if isinstance(payload.get("id"), str)]
 
     def is_revealed(self, class_code: str, question: str) -> bool:
@@ -918,7 +540,6 @@ class EventStore:
         Each is listed for questions of this lesson that have predictions, with the learners
         whose committed choice is that one.
         """
-        named = MISCONCEPTIONS if misconceptions is None else misconceptions
         with self._read("read the class summary") as conn:
             epoch = self._epoch(conn, class_code)
             names = {learner: learner_label(learner, name) for learner, name in conn.execute(
@@ -934,7 +555,7 @@ class EventStore:
             discussed = conn.execute(
                 select(events.c.learner_id, events.c.kind, events.c.payload)
                 .where(events.c.class_code == class_code, events.c.epoch == epoch, events.c.lesson == lesson,
-                       events.c.kind.in_(("claim", "checkpoint", "explanation", "exercise")))
+                       events.c.kind.in_(DISCUSSED_KINDS))
                 .order_by(events.c.created_at, events.c.id)
             ).all()
             activity = conn.execute(
@@ -942,98 +563,24 @@ class EventStore:
                 .where(events.c.class_code == class_code, events.c.epoch == epoch, events.c.lesson == lesson)
                 .group_by(events.c.learner_id, events.c.kind)
             ).all()
-
-        distributions: dict[str, Counter[str]] = {}
-        for _learner, question, choice in answers:
-            distributions.setdefault(question, Counter())[choice] += 1
-        # Each learner counts once per question: their latest claim in an explorable, their latest
-        # answer to a checkpoint, their latest explanation (pressing "Check answer" again changes the
-        # answer shown, not how many answered). Later rows replace earlier ones.
-        latest_claims: dict[tuple[str, str], str] = {}
-        latest_checks: dict[tuple[str, str], bool] = {}
-        latest_texts: dict[str, str] = {}
-        latest_exercise: dict[str, str] = {}
-        for learner, kind, payload_text in discussed:
-            try:
-                payload = json.loads(payload_text)
-            except ValueError:
-                continue  # not written by this store; nothing to count
-            if not isinstance(payload, dict):
-                continue
-            if kind == "claim" and isinstance(payload.get("verdict"), str):
-                latest_claims[(learner, str(payload.get("explorable")))] = payload["verdict"]
-            elif kind == "checkpoint" and isinstance(payload.get("correct"), bool) \
-                    and isinstance(payload.get("checkpoint"), str):
-                latest_checks[(learner, str(payload.get("checkpoint")))] = payload["correct"]
-            elif kind == "exercise":
-                latest_exercise[learner] = exercise_words(payload)
-            elif kind == "explanation" and isinstance(payload.get("text"), str) and payload["text"].strip():
-                latest_texts.pop(learner, None)  # re-inserted: the list follows each learner's latest one
-                latest_texts[learner] = payload["text"]
-        claims = Counter(latest_claims.values())
-        checkpoints: dict[str, dict[str, int]] = {}
-        for (_learner, checkpoint), correct in sorted(latest_checks.items(), key=lambda item: item[0][1]):
-            counts = checkpoints.setdefault(checkpoint, {"correct": 0, "incorrect": 0})
-            counts["correct" if correct else "incorrect"] += 1
-        steps: dict[str, set[str]] = {}
-        last: dict[str, datetime] = {}
-        for learner, kind, moment in activity:
-            if kind in STEP_KINDS:
-                steps.setdefault(learner, set()).add(STEP_KINDS[kind])
-            moment = _utc(moment)
-            last[learner] = max(last.get(learner, moment), moment)
-        roster = []
-        for learner, label in sorted(names.items(), key=lambda item: (item[1].casefold(), item[0])):
-            done = [step for step in STEPS if step in steps.get(learner, ())]
-            roster.append(RosterEntry(label=label, committed="predict" in done, done=done,
-                                      current=next((s for s in STEPS if s not in done), "done"),
-                                      last_active=last.get(learner), exercise=latest_exercise.get(learner)))
-        explanations = [(names.get(learner, learner), text) for learner, text in latest_texts.items()]
-        found: list[Misconception] = [
-            Misconception(name=name, question=question, choice=choice, learners=sorted(
-                names.get(learner, learner) for learner, q, c in answers if q == question and c == choice))
-            for question, (choice, name) in named.items() if question in distributions
-        ]
-        return Summary(
-            class_code=class_code, epoch=epoch, lesson=lesson, joined=len(names),
-            committed=len({learner for learner, _q, _c in answers}),
-            distributions={q: dict(sorted(c.items(), key=lambda item: (-item[1], item[0])))
-                           for q, c in sorted(distributions.items())},
-            revealed=revealed, claims=dict(sorted(claims.items())), checkpoints=checkpoints,
-            explanations=explanations, misconceptions=found, roster=roster,
-        )
+        return summarize(class_code, epoch, lesson, names, [tuple(row) for row in answers], revealed,
+                         [tuple(row) for row in discussed], [tuple(row) for row in activity],
+                         MISCONCEPTIONS if misconceptions is None else misconceptions)
 
     def export_csv(self, class_code: str | None = None) -> str:
         """Every event of every epoch (of one class, or of all), oldest first, as CSV text.
 
         Columns: ``CSV_COLUMNS``. Cells that a spreadsheet would run as a formula start with "'".
         """
-        query = (
-            select(events.c.id, events.c.created_at, events.c.class_code, events.c.epoch, events.c.learner_id,
-                   learners.c.display_name, events.c.lesson, events.c.explorable, events.c.kind, events.c.payload)
-            .select_from(events.outerjoin(learners, and_(
-                learners.c.class_code == events.c.class_code, learners.c.epoch == events.c.epoch,
-                learners.c.id == events.c.learner_id)))
-            .order_by(events.c.created_at, events.c.id)
-        )
-        if class_code is not None:
-            query = query.where(events.c.class_code == class_code)
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(CSV_COLUMNS)
         with self._read("export the events") as conn:
-            for row in conn.execute(query):
-                cells = list(row)
-                cells[1] = _utc(cells[1]).isoformat()
-                writer.writerow([_csv_cell(cell) for cell in cells])
-        return out.getvalue()
+            return events_csv(conn, class_code)
 
     def archive(self, class_code: str) -> int:
         """Start the class's next epoch and return it: its live view empties, its history stays.
 
         A class nobody has joined yet is created and archived too, so this always starts a new epoch.
         """
-        _class_code(class_code)
+        check_class_code(class_code)
         with self._write("archive the class") as conn:
             # No share lock first (as _epoch_for_write takes): two archives at once would deadlock.
             self._create_class(conn, class_code)
@@ -1053,3 +600,27 @@ class EventStore:
         except StoreUnavailable:
             return False
         return True
+
+
+# Private API ------------------------------------------------------------------------------------
+
+class _Refused(Exception):
+    """Raised inside a write transaction to roll it back and report False."""
+
+
+def _oldest_first(rows: list) -> list[tuple[Any, dict[str, Any]]]:
+    """Rows read newest first, oldest first, each with its payload read back (a row whose payload is not
+    a JSON object is left out)."""
+    found = []
+    for row in reversed(rows):
+        try:
+            payload = json.loads(row.payload)
+        except ValueError:
+            continue
+        if isinstance(payload, dict):
+            found.append((row, payload))
+    return found
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -16,8 +16,7 @@ import pytest
 from sqlalchemy import event, func, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from blocktrace.app.classroom import schema
-from blocktrace.app.classroom import store as store_module
+from blocktrace.app.classroom import schema, store_engine
 from blocktrace.app.classroom.identity import new_learner_id
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.schema import SCHEMA_VERSION, SchemaTooNew
@@ -514,7 +513,7 @@ def test_full_database_raises_and_outbox_flushes(store: EventStore):
 def test_sql_mistakes_are_not_outages(store: EventStore):
     """A mistake in SQL (SQLite reports it as OperationalError too) is raised as itself, not StoreUnavailable."""
     store.upgrade()
-    with pytest.raises(OperationalError, match="no such table") as raised, store_module._available("read"), \
+    with pytest.raises(OperationalError, match="no such table") as raised, store_engine.available("read"), \
             store.engine.connect() as conn:
         conn.execute(text("SELECT * FROM no_such_table"))
     assert not isinstance(raised.value, StoreUnavailable)

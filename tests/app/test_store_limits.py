@@ -48,7 +48,7 @@ def test_the_server_limits_are_the_pages_limits():
 
 def test_a_60000_character_explanation_is_stored_as_2000(store: EventStore, caplog):
     """A client bypassing the page's limit gets its text cut on the server, with one log line saying so."""
-    with caplog.at_level(logging.WARNING, logger="blocktrace.classroom"):
+    with caplog.at_level(logging.WARNING, logger="blocktrace.app.classroom.store_validation"):
         assert store.record(new_event_id(), CLASS, "ada", "explanation", {"text": "y" * 60_000}, LESSON)
     [(_who, text)] = store.summary(CLASS, LESSON)["explanations"]
     assert text == "y" * MAX_TEXT
