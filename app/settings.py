@@ -48,6 +48,9 @@ class Settings:
     login_failures_total: int = _setting(30, "wrong teacher passwords from all clients in a window, then all refused")
     login_window: float = _setting(60.0, "seconds a wrong teacher password counts against its client and the total")
     login_clients: int = _setting(1024, "clients the wrong-password table holds; the one that failed longest ago goes")
+    # Closed pages' memory (app/server/session_memory.py)
+    session_reclaim: bool = _setting(True, "a closed page's own cycles taken apart as it closes (session_reclaim.py); "
+                                           "off, the quiet-time full collection frees it")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
