@@ -26,7 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from blocktrace.app.classroom.store import EventStore, StoreUnavailable, check_prediction, check_record
+from blocktrace.app.classroom.store import EventStore
+from blocktrace.app.classroom.store_engine import StoreUnavailable
+from blocktrace.app.classroom.store_validation import check_prediction, check_record
+
+__all__ = ["MAX_PENDING", "MAX_PENDING_CHARS", "Outbox", "PendingWrite"]
 
 log = logging.getLogger(__name__)
 

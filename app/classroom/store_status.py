@@ -11,6 +11,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+__all__ = ["store_notices", "store_status_html"]
+
 
 def store_notices(classroom: Any) -> list[str]:
     """Plain sentences for the teacher, most urgent first; empty while everything is being saved."""

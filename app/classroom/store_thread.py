@@ -7,10 +7,15 @@ order, and `stalled()` lets the pages say that progress is not being saved.
 
 Between calls, every REFRESH_S seconds, the thread retries the outbox and reads which questions
 teachers have revealed (one read per process instead of one per page).
+
+A request handler that must answer a person only once a write is stored (the teacher's forms, the
+report of `blocktrace check`) awaits `write`: the write runs on this thread after every write queued
+before it, and is not queued itself when the database is down (the person is told to try again).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -18,12 +23,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from blocktrace.app.classroom.outbox import Outbox
-from blocktrace.app.classroom.store import StoreUnavailable
+from blocktrace.app.classroom.store_engine import StoreUnavailable
 
-log = logging.getLogger("blocktrace.classroom")
+__all__ = ["REFRESH_S", "RESULT_WINDOW_S", "STALLED_AFTER_S", "StoreThread"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 REFRESH_S = 4.0  # how often queued writes are retried and reveals are read
 STALLED_AFTER_S = 5.0  # a call running this long counts as a database that does not answer
@@ -56,6 +64,46 @@ class StoreThread:
         """Run `call()` on the thread; then `done(result)`, on the thread (a StoreUnavailable is a result)."""
         self._ensure_started()
         self._jobs.put((call, done))
+
+    async def write(self, call: Callable[..., T], *args: Any) -> T:
+        """`call(*args)` run on this thread, awaited on the event loop: its result once it has returned (a store
+        write returns after its durable commit), or its exception raised here.
+
+        It runs after every call submitted before it, and after the outbox has delivered the writes queued
+        while the database was down (it would otherwise overtake them: an archive would put them in the
+        next epoch). While some still wait, or the database fails, StoreUnavailable is raised here and
+        nothing is queued: the handler answers that the database cannot be reached, and the person retries.
+        """
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[T] = loop.create_future()
+
+        def run() -> tuple[bool, Any]:  # on this thread
+            try:
+                waiting = self.outbox.flush()
+                if waiting:
+                    verb = "write still waits" if waiting == 1 else "writes still wait"
+                    raise StoreUnavailable(f"{waiting} earlier {verb} for the database")
+                return True, call(*args)
+            except Exception as error:  # the caller's to handle (a bug there is its 500 and traceback)
+                return False, error
+
+        def settle(outcome: tuple[bool, Any]) -> None:  # on the event loop
+            if answer.done():  # the awaiting request was cancelled
+                return
+            ok, value = outcome
+            if ok:
+                answer.set_result(value)
+            else:
+                answer.set_exception(value)
+
+        def done(outcome: tuple[bool, Any]) -> None:  # on this thread
+            try:
+                loop.call_soon_threadsafe(settle, outcome)
+            except RuntimeError:  # the loop has closed: the server is stopping
+                pass
+
+        self.submit(run, done)
+        return await answer
 
     def stalled(self) -> bool:
         started = self._busy_since

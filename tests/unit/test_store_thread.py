@@ -1,9 +1,13 @@
-"""The store thread: calls run in order off the caller's thread; outages are answers; hangs are noticed."""
+"""The store thread: calls run in order off the caller's thread; outages are answers; hangs are noticed;
+a handler's awaited write lands after the writes queued before it."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, new_event_id
@@ -17,6 +21,7 @@ def make(tmp_path, refresh_s: float = 3600.0) -> tuple[EventStore, StoreThread]:
 
 
 def test_calls_run_in_order_on_another_thread_and_answer_back(tmp_path):
+    """Submitted calls run one at a time, in order, off the caller's thread, each answered back."""
     store, worker = make(tmp_path)
     seen: list[tuple[str, object]] = []
     caller = threading.get_ident()
@@ -27,6 +32,7 @@ def test_calls_run_in_order_on_another_thread_and_answer_back(tmp_path):
 
 
 def test_an_outage_or_a_bug_is_an_answer_and_later_calls_still_run(tmp_path):
+    """A StoreUnavailable or a bug in one call is its answer and does not stop the calls after it."""
     store, worker = make(tmp_path)
     answers: list[object] = []
 
@@ -43,6 +49,7 @@ def test_an_outage_or_a_bug_is_an_answer_and_later_calls_still_run(tmp_path):
 
 
 def test_a_call_that_does_not_return_counts_as_stalled_after_a_while(tmp_path):
+    """A call running past STALLED_AFTER_S makes stalled() true, and it is false again once it returns."""
     now = [0.0]
     store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
     worker = StoreThread(Outbox(store), refresh_s=3600.0, clock=lambda: now[0])
@@ -58,6 +65,7 @@ def test_a_call_that_does_not_return_counts_as_stalled_after_a_while(tmp_path):
 
 
 def test_the_refresh_reads_every_revealed_question_once_for_the_process(tmp_path):
+    """The periodic refresh copies every revealed question's distribution for the pages to read."""
     store, worker = make(tmp_path, refresh_s=0.05)
     store.join("c1", "l1")
     assert store.commit_prediction(new_event_id(), "c1", "l1", "q", "A", None, "lesson", "x")
@@ -97,3 +105,65 @@ def test_an_exercise_result_taken_by_another_process_reaches_this_one(tmp_path):
     fresh._refresh()
     assert fresh.result("p3", "0" * 32, "ex") is None
     elsewhere.close()
+
+
+class SwitchableStore(EventStore):
+    """A SQLite store whose learner writes fail while `down`, as a database that went away does."""
+
+    down = False
+
+    def record(self, *args, **kwargs):
+        if self.down:
+            raise StoreUnavailable("the database cannot be reached (test)")
+        return super().record(*args, **kwargs)
+
+
+def test_an_awaited_write_runs_on_the_store_thread_and_returns_once_committed(tmp_path):
+    """`write` runs the call on the store thread and gives back its result after the commit, as a new
+    connection reads it."""
+    store, worker = make(tmp_path)
+    ran_on: list[str] = []
+
+    def archive(code: str) -> int:
+        ran_on.append(threading.current_thread().name)
+        return store.archive(code)
+
+    assert asyncio.run(worker.write(archive, "p3")) == 2
+    assert ran_on == ["blocktrace-store"]
+    elsewhere = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
+    assert elsewhere.epoch("p3") == 2
+    elsewhere.close()
+
+
+def test_an_awaited_write_raises_what_the_call_raised(tmp_path):
+    """A handler awaiting `write` gets the store's ValueError or StoreUnavailable as an exception, not a result."""
+    store, worker = make(tmp_path)
+    with pytest.raises(ValueError, match="not a class code"):
+        asyncio.run(worker.write(store.archive, "no spaces allowed"))
+
+    def outage() -> None:
+        raise StoreUnavailable("down")
+
+    with pytest.raises(StoreUnavailable, match="down"):
+        asyncio.run(worker.write(outage))
+    assert asyncio.run(worker.write(store.epoch, "p3")) is None, "the thread still serves later writes"
+
+
+def test_a_teacher_write_lands_after_the_learner_writes_queued_before_it(tmp_path):
+    """While learners' events wait in the outbox, an awaited archive is refused and not queued; once the
+    database is back it runs after them, so they stay in the epoch they were made in."""
+    store = SwitchableStore(f"sqlite:///{tmp_path / 'class.db'}")
+    store.upgrade()
+    worker = StoreThread(Outbox(store), refresh_s=3600.0)
+    store.down = True
+    assert worker.outbox.record(new_event_id(), "p3", "ada", "explanation", {"text": "before"}, "lesson") is None
+    with pytest.raises(StoreUnavailable, match="1 earlier write still waits"):
+        asyncio.run(worker.write(store.archive, "p3"))
+    assert worker.outbox.pending == 1 and store.epoch("p3") is None, "the archive neither ran nor queued"
+
+    store.down = False
+    assert asyncio.run(worker.write(store.archive, "p3")) == 2
+    assert worker.outbox.pending == 0
+    rows = [line.split(",") for line in store.export_csv("p3").splitlines()[1:]]
+    assert [(row[3], row[-1]) for row in rows] == [("1", '"{""text"":""before""}"')], "in the epoch it was made in"
+    assert store.learner_count("p3") == 0, "the archive came after it: the new epoch starts empty"
