@@ -14,31 +14,48 @@ way CPython's own collector decides (Modules/gcmodule.c, `subtract_refs` and `mo
    `sys.getrefcount` minus those is how many come from outside the walk.
 3. Anything with a reference from outside is alive, and so is everything it reaches. The rest is
    garbage: nothing outside refers to it, directly or through anything alive.
-4. The garbage's containers are emptied (dicts, lists, sets, deques with their built-in `clear`,
+4. Every weak reference to the garbage is cleared, as the collector clears them (Modules/gcmodule.c,
+   `handle_weakrefs`), and the callbacks of those that are not garbage themselves are called (weak tables
+   drop their entries): no weak table can hand out an object about to be emptied.
+5. The garbage's containers are emptied (dicts, lists, sets, deques with their built-in `clear`,
    instances' attribute dicts), which breaks its cycles; reference counting frees it as it goes.
 
 The walk (step 1) may be cut into steps with other work in between (`reclaim_in_steps`): what changes
-meanwhile only decides what is walked. Steps 2 and 3 run in one go, from the references as they are
-then, with the interpreter's thread switching held off (`sys.setswitchinterval`), so no other thread
-can change a reference between the counts and the decision; step 4 only touches objects nothing else
+meanwhile only decides what is walked. Steps 2 to 4 run in one go, from the references as they are
+then, with the collector off (`gc.disable()`: a collection and its callbacks cannot run while counts are
+read) and the interpreter's thread switching held off (`sys.setswitchinterval`), so no other thread
+can change a reference between the counts and the decision; step 5 only touches objects nothing else
 can reach. A walk that passes WALK_LIMIT objects (a session reaching into shared
 state) stops and takes nothing apart. What this cannot take apart (cycles through tuples or slots
 only, an instance with `__del__`) is left to the collector, as before.
 
-Only `gc` and `sys` are used: no Panel, Bokeh or Tornado internals.
+The reference-count probe (step 2) and the clearing of weak references (step 4, CPython's own
+`_PyWeakref_ClearRef`, the function the collector uses, through ctypes) hold for CPython 3.11 to 3.13
+with the GIL: 3.14 borrows references on the stack (the counts read differ), and a free-threaded build
+lets other threads run whatever the switch interval. Elsewhere `unsupported()` says why, and the server
+leaves closed pages to the quiet-time full collection (session_memory.py). The server's
+`BLOCKTRACE_SESSION_RECLAIM=0` switches this off on any interpreter.
+
+Only `gc`, `sys`, `weakref` and that one CPython function are used: no Panel, Bokeh or Tornado internals.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import logging
 import sys
+import sysconfig
 import time
 import types
+import weakref
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 WALK_LIMIT = 200_000  # objects; a block-trace page is about 16,000, a lesson page under twice that
 NOT_WALKED = (types.ModuleType, type, types.CodeType, types.FrameType, types.CoroutineType,
@@ -46,6 +63,34 @@ NOT_WALKED = (types.ModuleType, type, types.CodeType, types.FrameType, types.Cor
 EMPTIED = (dict, list, set, deque)
 STEP_OBJECTS = 10_000  # objects walked per step of reclaim_in_steps (about 15-25 ms)
 HOLD_GIL_S = 10.0  # the switch interval while the references are counted (no other thread runs)
+SUPPORTED = ((3, 11), (3, 13))  # the CPython releases (lowest, highest) the counts and the clearing hold for
+
+
+def unsupported(version: tuple[int, ...] = sys.version_info[:2], implementation: str = sys.implementation.name,
+                free_threaded: bool = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))) -> str | None:
+    """Why closed sessions cannot be taken apart on this interpreter (or the one described), or None."""
+    if implementation != "cpython":
+        return f"{implementation} is not CPython"
+    if not SUPPORTED[0] <= tuple(version[:2]) <= SUPPORTED[1]:
+        low, high = (".".join(map(str, v)) for v in SUPPORTED)
+        return f"CPython {'.'.join(map(str, version[:2]))} is outside {low}-{high}"
+    if free_threaded:
+        return "a free-threaded CPython build"
+    return None
+
+
+def _clear_ref_function() -> Callable[[Any], None] | None:
+    """CPython's `_PyWeakref_ClearRef` (what the collector calls on each weak reference to garbage), or None."""
+    try:
+        clear_ref = ctypes.pythonapi._PyWeakref_ClearRef
+    except AttributeError:
+        return None
+    clear_ref.argtypes, clear_ref.restype = [ctypes.py_object], None
+    return clear_ref
+
+
+_CLEAR_REF = _clear_ref_function() if unsupported() is None else None
+WHY_NOT = unsupported() or (None if _CLEAR_REF else "this CPython does not export _PyWeakref_ClearRef")
 
 
 @dataclass(frozen=True)
@@ -88,14 +133,20 @@ async def reclaim_in_steps(roots: list[Any], pause: Callable[[], Awaitable[None]
 
 
 def finish(walk: Walk, timer: StepTimer) -> Reclaimed:
-    """Decide (with the interpreter's thread switching held off) and take the garbage apart."""
+    """Decide and clear the weak references to the garbage (with the collector off and the interpreter's
+    thread switching held off), then take the garbage apart. Nothing is, where WHY_NOT says why not."""
     walked, aborted = len(walk.order), walk.aborted
-    interval = sys.getswitchinterval()
+    collecting, interval = gc.isenabled(), sys.getswitchinterval()
+    gc.disable()
     sys.setswitchinterval(HOLD_GIL_S)
     try:
-        garbage = walk.unreachable()
+        garbage = [] if WHY_NOT else walk.unreachable()
+        callbacks = _clear_weakrefs(garbage)
     finally:
         sys.setswitchinterval(interval)
+        if collecting:
+            gc.enable()
+    _call_back(callbacks)
     freed = len(garbage)
     _take_apart(garbage)
     return Reclaimed(walked, freed, aborted, *timer.so_far())
@@ -184,6 +235,33 @@ class Walk:
                     reached.append(position)
             target = None  # noqa: F841
         return [obj for obj, live in zip(order, alive, strict=True) if not live]
+
+
+def _clear_weakrefs(garbage: list[Any]) -> list[tuple[Callable[[Any], Any], weakref.ref]]:
+    """Clear every weak reference to the garbage, as the collector does before it breaks any cycle; the
+    callbacks due, of those references that are not garbage themselves (the collector's rule: a garbage
+    reference's callback may see garbage), to be called once all are cleared."""
+    doomed = {id(obj) for obj in garbage}
+    due = []
+    for obj in garbage:
+        for ref in weakref.getweakrefs(obj):
+            _CLEAR_REF(ref)
+            callback = ref.__callback__
+            if callback is not None and id(ref) not in doomed:
+                due.append((callback, ref))
+    obj = ref = callback = None  # noqa: F841
+    return due
+
+
+def _call_back(due: list[tuple[Callable[[Any], Any], weakref.ref]]) -> None:
+    """Call the cleared references' callbacks (weak tables drop their entries); one that fails is logged, as
+    the collector reports it, and the rest still run."""
+    for callback, ref in due:
+        try:
+            callback(ref)
+        except Exception:
+            log.exception("a weak reference's callback failed while a closed session was taken apart")
+    due.clear()
 
 
 def _take_apart(garbage: list[Any]) -> None:
