@@ -14,12 +14,16 @@ object: 117 ms for the start-up heap alone, 1.4 s with 100 block-trace pages (be
   waits (a little) for pages' next-tick callbacks to have run: one frozen while waiting would stay.
 - **A closed page's own cycles are taken apart as it closes** (session_reclaim.py): a walk of what the
   page reaches (15,000 objects for the block trace, 40,000 for the decoder lab), in steps of the
-  process's build queue (build_turns.py) of at most 10,000 objects (20-30 ms), then one step that
-  decides and takes apart (15-40 ms), instead of a walk of every student's objects. It starts from the
+  process's build queue (build_turns.py, behind every page build waiting) of at most 10,000 objects
+  (20-30 ms), then one step that decides and takes apart (15-40 ms), instead of a walk of every
+  student's objects. It starts from the
   page's outermost Panel object, its Document and every model and session callback it had when anything
   was frozen (`OpenPage`), and does not go into what every session shares (`shared_types`). For the walk to find
   a page unreferenced, nothing the server keeps after the page has closed may refer to it: the
-  callbacks a page schedules on its Document call it weakly (weak_callbacks.py).
+  callbacks a page schedules on its Document call it weakly (weak_callbacks.py). Where
+  session_reclaim.py's assumptions do not hold (an interpreter other than CPython 3.11-3.13 with the
+  GIL), or with `BLOCKTRACE_SESSION_RECLAIM=0`, this step stands down (one log line says so) and the
+  quiet-time reclaim below frees closed pages instead.
 - **What that leaves is reclaimed when the class is quiet.** Frozen objects are never collected, and
   CPython (3.11-3.13) cannot collect part of the frozen heap: the only way is to thaw everything, run
   one full collection and freeze again (`Reclaimer.reclaim`), a pause as long as the whole heap's
@@ -290,9 +294,30 @@ def track_page(body: Any = None) -> None:
     pn.state.onload(lambda: pn.state.execute(freeze_soon, schedule=True))
 
 
+def own_steps(enabled: bool | None = None, why_not: str | None = session_reclaim.WHY_NOT) -> bool:
+    """Whether closed pages are taken apart in their own steps: the `session_reclaim` setting (`enabled`), on an
+    interpreter session_reclaim supports (`why_not` says why not). The first time it is not, one log line."""
+    if enabled is None:
+        from blocktrace.app.settings import settings
+
+        enabled = settings().session_reclaim
+    reason = why_not if enabled else "switched off (BLOCKTRACE_SESSION_RECLAIM=0)"
+    if reason is not None and reason not in _stood_down:
+        _stood_down.add(reason)
+        log.info("closed pages are not taken apart in their own steps: %s; the quiet-time full reclaim frees them",
+                 reason)
+    return reason is None
+
+
+_stood_down: set[str] = set()  # the reasons already logged
+
+
 def _closed(page: OpenPage) -> None:
     reclaimer.session_closed()
     page.closed()
+    if not own_steps():
+        reclaimer.left_behind()
+        return
     try:
         asyncio.get_running_loop().create_task(take_apart_in_turn(page))
     except RuntimeError:  # no loop (a test closing a page by hand): the full reclaim will see to it
@@ -309,9 +334,9 @@ async def take_apart_in_turn(page: OpenPage) -> None:
     for attempt in range(1, TAKE_APART_TRIES + 1):
         if attempt > 1:
             await asyncio.sleep(RETRY_SECONDS)
-        await PACER.turn()
+        await PACER.turn_after_builds()
         roots = page.take()
-        outcome = await session_reclaim.reclaim_in_steps(roots, PACER.turn, shared=shared_types())
+        outcome = await session_reclaim.reclaim_in_steps(roots, PACER.turn_after_builds, shared=shared_types())
         if page.freed:
             reclaimer.session_taken_apart(outcome)
             log.info("a closed session's memory came back in %.0f ms (the longest step %.0f ms): %d of the %d "
@@ -361,6 +386,7 @@ def start() -> None:
     _started = True
     from tornado.ioloop import PeriodicCallback
 
+    own_steps()  # says so now if closed pages will not be taken apart in their own steps
     gc.set_threshold(YOUNG_THRESHOLD, 10, 10)
     gc.callbacks.append(CollectionTimer())
     freeze_young()  # the start-up heap: imports and Panel's warm-up, never garbage

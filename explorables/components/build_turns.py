@@ -17,6 +17,11 @@ take longer to arrive. A page built on a quiet server waits GAP_S between its st
 callbacks in a row, was tried instead of the late timer: it took rounds between a message's own awaits
 for idle, and the staying students' longest waits doubled; benchmarks/classroom.py.)
 
+A closed page's reclaim (app/server/session_memory.py) walks in steps of this queue too, behind every page
+build waiting (`turn(after_builds=True)`): a student opening a page goes before the memory of one who left.
+A step handed to a Document whose session is destroyed before the step runs ends its turn as Bokeh reports
+the session destroyed (`on_session_destroyed`), not STUCK_S later.
+
 Only public hooks are used (a Bokeh lifecycle handler, `Document.add_next_tick_callback`), so this holds
 with and without `--no-tuning`. The session hook is app/server/build_pacing.py.
 """
@@ -24,11 +29,13 @@ with and without `--no-tuning`. The session hook is app/server/build_pacing.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import itertools
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +49,7 @@ SHARE = 1.0  # ... or, while other steps wait, this share of the time the step t
 BEHIND_S = 0.01  # a rest whose timer fires this late means the loop still has other work waiting: rest on ...
 BUSY_SHARE = 0.2  # ... if the loop's thread was busy for this share of the rest (else other programs were)
 MAX_REST_S = 0.5  # however busy the loop, the next step starts this long after the last one at the latest
-STUCK_S = 5.0  # a step not reported done after this long (its session went meanwhile) frees the queue
+STUCK_S = 5.0  # a step not reported done after this long (a waiter that never resumes) frees the queue
 
 Start = Callable[[Callable[[], None]], None]  # begins a step, given the function that ends its turn
 
@@ -55,7 +62,8 @@ class Pacer:
         self.gap_s, self.stuck_s, self.share = gap_s, stuck_s, share
         self.behind_s, self.max_rest_s = behind_s, max_rest_s
         self._began = 0.0  # when the running step was given its turn, on the loop's clock
-        self._queue: deque[Start] = deque()
+        self._queue: deque[Start] = deque()  # page builds, first come first served ...
+        self._after_builds: deque[Start] = deque()  # ... and then, once none waits, closed pages' reclaim steps
         self._turn = 0  # the turn running (>0), resting after it (<0), or none (0)
         self._turns = 0
         self.steps = 0  # steps begun, for tests and logs
@@ -64,10 +72,11 @@ class Pacer:
 
     @property
     def waiting(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._after_builds)
 
-    async def turn(self) -> None:
-        """Wait for this coroutine's turn; the synchronous work it does next, up to its next await, is the step."""
+    async def turn(self, after_builds: bool = False) -> None:
+        """Wait for this coroutine's turn; the synchronous work it does next, up to its next await, is the step.
+        With `after_builds`, the turn comes only once no page build step waits (a closed page's reclaim)."""
         loop = asyncio.get_running_loop()
         ready = loop.create_future()
 
@@ -78,24 +87,36 @@ class Pacer:
             ready.set_result(None)  # wakes the waiter on the loop's next round ...
             loop.call_soon(done, context=contextvars.Context())  # ... and this runs right after its step
 
-        self._enqueue(start)
+        self._enqueue(start, after_builds)
         await ready
+
+    async def turn_after_builds(self) -> None:
+        """turn(after_builds=True): the pause between a closed page's reclaim steps (session_memory.py)."""
+        await self.turn(after_builds=True)
 
     def step(self, doc: Any, work: Callable[[], None]) -> None:
         """Run `work()` in `doc`'s session (a next-tick callback, under its lock) when its turn comes."""
 
         def start(done: Callable[[], None]) -> None:
             key = next(self._keys)
+            doc_ref = weakref.ref(doc)
 
             def run() -> None:
                 self._steps.pop(key, None)
+                _forget_destroyed(doc_ref(), release)
                 try:
                     work()
                 finally:
                     done()
 
+            def release(_session_context: Any) -> None:
+                """The session was destroyed before the step ran: the queue goes on at once."""
+                self._steps.pop(key, None)
+                done()
+
             # Held here, not by the document's callback (weak_callbacks.py): a step whose session closes
-            # first is let go with the stuck-step timer instead of staying with the closed page's callbacks.
+            # first is let go (when Bokeh reports the session destroyed, or by the stuck-step timer) instead
+            # of staying with the closed page's callbacks.
             self._steps[key] = run
             asyncio.get_running_loop().call_later(self.stuck_s, self._steps.pop, key, None)
             try:
@@ -103,19 +124,22 @@ class Pacer:
             except (RuntimeError, AttributeError):  # the session is gone
                 self._steps.pop(key, None)
                 done()
+                return
+            with contextlib.suppress(AttributeError):  # a document served by no session (a test's)
+                doc.on_session_destroyed(release)
 
         self._enqueue(start)
 
-    def _enqueue(self, start: Start) -> None:
-        self._queue.append(start)
+    def _enqueue(self, start: Start, after_builds: bool = False) -> None:
+        (self._after_builds if after_builds else self._queue).append(start)
         self._next()
 
     def _next(self) -> None:
         if self._turn != 0:
             return
         loop = asyncio.get_running_loop()
-        while self._queue:
-            start = self._queue.popleft()
+        while self._queue or self._after_builds:
+            start = (self._queue or self._after_builds).popleft()
             self._turns += 1
             self._turn = turn = self._turns
             done = functools.partial(self._done, loop, turn)
@@ -134,7 +158,7 @@ class Pacer:
             return  # already done (this is the stuck-step timer of a step that finished)
         self._turn = -turn
         now = loop.time()
-        rest = max(self.gap_s, self.share * (now - self._began)) if self._queue else self.gap_s
+        rest = max(self.gap_s, self.share * (now - self._began)) if self.waiting else self.gap_s
         self._rest(loop, turn, rest, now + self.max_rest_s)
 
     def _rest(self, loop: asyncio.AbstractEventLoop, turn: int, for_s: float, latest: float) -> None:
@@ -157,6 +181,12 @@ class Pacer:
             return
         self._turn = 0
         self._next()
+
+
+def _forget_destroyed(doc: Any, callback: Callable[[Any], None]) -> None:
+    """Take `callback` back from `doc`'s session-destroyed hooks (Bokeh's public set of them), if it is there."""
+    with contextlib.suppress(AttributeError):
+        doc.session_destroyed_callbacks.discard(callback)
 
 
 PACER = Pacer()

@@ -256,3 +256,90 @@ def test_a_timer_late_while_the_loop_was_idle_is_no_reason_to_wait() -> None:
 
     two_steps(pacer, first, log)
     assert log == ["step 1", "step 2"] and len(rests) == 2, rests  # the one after each step, none more
+
+
+class ClosingDocument:
+    """A served session's document whose session is destroyed before its next-tick callbacks run: it keeps
+    them without running them, and `destroy()` calls its session-destroyed hooks as Bokeh's discard does."""
+
+    def __init__(self) -> None:
+        self.kept: list[Callable[[], None]] = []
+        self.session_destroyed_callbacks: set = set()
+
+    def add_next_tick_callback(self, callback: Callable[[], None]) -> None:
+        self.kept.append(callback)
+
+    def on_session_destroyed(self, callback) -> None:
+        self.session_destroyed_callbacks.add(callback)
+
+    def destroy(self) -> None:
+        callbacks, self.session_destroyed_callbacks = self.session_destroyed_callbacks, set()
+        for callback in callbacks:
+            callback(object())
+
+
+def test_a_destroyed_sessions_pending_step_releases_the_queue_at_once() -> None:
+    """When Bokeh destroys a session whose step was handed to its document but never ran, the next step runs
+    then, not after the stuck-step timer (set here far beyond the test's own time limit)."""
+    pacer, log = Pacer(gap_s=GAP_S, stuck_s=3600.0), []
+    closing = ClosingDocument()
+
+    async def main() -> None:
+        pacer.step(closing, lambda: log.append("never"))
+        pacer.step(LoopDocument("open"), lambda: log.append("next page"))
+        while not closing.kept:
+            await asyncio.sleep(0)
+        log.append("destroyed")
+        closing.destroy()
+        while "next page" not in log:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["destroyed", "next page"]
+    assert pacer._steps == {} and closing.kept[0]() is None
+
+
+def test_a_step_that_ran_takes_its_destroyed_hook_back() -> None:
+    """A step that ran leaves no hook on its document: a long-lived page does not gather one per step."""
+    pacer, log = Pacer(gap_s=GAP_S, stuck_s=3600.0), []
+    closing = ClosingDocument()
+
+    async def main() -> None:
+        pacer.step(closing, lambda: log.append("ran"))
+        while not closing.kept:
+            await asyncio.sleep(0)
+        assert len(closing.session_destroyed_callbacks) == 1
+        closing.kept[0]()
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["ran"] and closing.session_destroyed_callbacks == set()
+
+
+def test_closed_pages_reclaim_steps_wait_for_every_page_build() -> None:
+    """A reclaim step asked for before page builds still runs after them: builds go first, in their order."""
+    pacer, log = Pacer(gap_s=GAP_S), []
+
+    async def reclaim(name: str) -> None:
+        await pacer.turn_after_builds()
+        log.append(name)
+
+    async def build(name: str) -> None:
+        await pacer.turn()
+        log.append(name)
+
+    async def main() -> None:
+        first = ClosingDocument()  # its step holds the queue until it is run by hand, once the rest have asked
+        pacer.step(first, lambda: log.append("build 0"))
+        waiters = [asyncio.ensure_future(reclaim("reclaim 1"))]
+        await asyncio.sleep(0)
+        waiters.append(asyncio.ensure_future(build("build 1")))
+        await asyncio.sleep(0)
+        waiters.append(asyncio.ensure_future(reclaim("reclaim 2")))
+        await asyncio.sleep(0)
+        pacer.step(LoopDocument("second"), lambda: log.append("build 2"))
+        assert log == [] and pacer.waiting == 4
+        first.kept[0]()
+        await asyncio.gather(*waiters)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["build 0", "build 1", "build 2", "reclaim 1", "reclaim 2"]

@@ -399,3 +399,51 @@ def test_a_freeze_waits_for_pages_next_tick_callbacks(monkeypatch, thawed):
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
     assert frozen_at == [0]
+
+
+def test_switched_off_a_closed_page_is_left_whole_for_the_quiet_reclaim(monkeypatch, fresh_reclaimer, thawed,
+                                                                         caplog):
+    """With BLOCKTRACE_SESSION_RECLAIM=0 nothing of a closed page is emptied: it is left, whole, for the
+    quiet-time full collection, and the log says once why."""
+    from blocktrace.app.settings import overridden
+
+    monkeypatch.setattr(session_memory, "_stood_down", set())
+    taken = []
+    monkeypatch.setattr(session_memory, "take_apart_in_turn", lambda page: _noted(taken, page))
+    reclaimer, clock = fresh_reclaimer
+    page = ServedPage(monkeypatch)
+    body = Cycle()
+    body.table = {"doc": page.doc, "items": [body]}
+    gone = weakref.ref(body)
+
+    async def open_and_close(served: ServedPage, outermost: Cycle) -> None:
+        session_memory.track_page(outermost)
+        served.load()
+        served.close()
+        await asyncio.sleep(0)  # a task made on close would run on the loop's next round
+
+    with overridden(session_reclaim=False), caplog.at_level("INFO", logger="blocktrace.gc"):
+        asyncio.run(open_and_close(page, body))
+    assert taken == [], "no step of its own was scheduled"
+    assert body.me is body and body.table["items"] == [body], "nothing of the page was emptied"
+    assert reclaimer.closed_since == 1 and reclaimer.taken_apart_count == 0
+    assert caplog.text.count("switched off") == 1
+    del body, page
+    clock.now += QUIET_SECONDS
+    assert reclaimer.reclaim_if_due() and gone() is None, "the quiet-time reclaim frees it"
+
+
+def test_on_an_interpreter_the_reclaim_does_not_support_it_stands_down_with_one_log_line(monkeypatch, caplog):
+    """On CPython 3.14 (or free-threaded, or not CPython) closed pages are not taken apart in their own steps,
+    and one log line says why, however many pages close."""
+    from blocktrace.app.server.session_reclaim import unsupported
+
+    monkeypatch.setattr(session_memory, "_stood_down", set())
+    newer = unsupported(version=(3, 14), implementation="cpython", free_threaded=False)
+    with caplog.at_level("INFO", logger="blocktrace.gc"):
+        assert not session_memory.own_steps(enabled=True, why_not=newer)
+        assert not session_memory.own_steps(enabled=True, why_not=newer)
+        assert session_memory.own_steps(enabled=True, why_not=None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "closed pages are not taken apart in their own steps: CPython 3.14 is outside 3.11-3.13; the quiet-time "
+        "full reclaim frees them"]
