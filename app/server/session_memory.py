@@ -16,11 +16,11 @@ object: 117 ms for the start-up heap alone, 1.4 s with 100 block-trace pages (be
   page reaches (15,000 objects for the block trace, 40,000 for the decoder lab), in steps of the
   process's build queue (build_turns.py, behind every page build waiting) of at most 10,000 objects
   (20-30 ms), then one step that decides and takes apart (15-40 ms), instead of a walk of every
-  student's objects. It starts from the
-  page's outermost Panel object, its Document and every model and session callback it had when anything
-  was frozen (`OpenPage`), and does not go into what every session shares (`shared_types`). For the walk to find
-  a page unreferenced, nothing the server keeps after the page has closed may refer to it: the
-  callbacks a page schedules on its Document call it weakly (weak_callbacks.py). Where
+  student's objects. It starts from the page's outermost Panel object, its Document and every model
+  and session callback it had when anything was frozen (`OpenPage`), and does not go into what every
+  session shares (`shared_types`). For the walk to find a page unreferenced, nothing the server keeps
+  after the page has closed may refer to it: the callbacks a page schedules on its Document call it
+  weakly (weak_callbacks.py). Where
   session_reclaim.py's assumptions do not hold (an interpreter other than CPython 3.11-3.13 with the
   GIL), or with `BLOCKTRACE_SESSION_RECLAIM=0`, this step stands down (one log line says so) and the
   quiet-time reclaim below frees closed pages instead.
@@ -59,6 +59,7 @@ from typing import Any
 from bokeh.server.callbacks import NextTickCallback
 
 from blocktrace.app.server import session_reclaim
+from blocktrace.app.settings import settings
 
 log = logging.getLogger("blocktrace.gc")
 
@@ -298,8 +299,6 @@ def own_steps(enabled: bool | None = None, why_not: str | None = session_reclaim
     """Whether closed pages are taken apart in their own steps: the `session_reclaim` setting (`enabled`), on an
     interpreter session_reclaim supports (`why_not` says why not). The first time it is not, one log line."""
     if enabled is None:
-        from blocktrace.app.settings import settings
-
         enabled = settings().session_reclaim
     reason = why_not if enabled else "switched off (BLOCKTRACE_SESSION_RECLAIM=0)"
     if reason is not None and reason not in _stood_down:
@@ -325,10 +324,10 @@ def _closed(page: OpenPage) -> None:
 
 
 async def take_apart_in_turn(page: OpenPage) -> None:
-    """Once Bokeh has finished discarding the session, in a turn of the build queue: its own cycles taken
-    apart. Something still at work for it (a store call in flight, a callback about to run) may hold it a
-    moment longer: then again RETRY_SECONDS later, up to TAKE_APART_TRIES times; after that, the
-    quiet-time reclaim is left to free it."""
+    """Once Bokeh has finished discarding the session, in turns of the build queue behind every page build
+    waiting: its own cycles taken apart. Something still at work for it (a store call in flight, a callback
+    about to run) may hold it a moment longer: then again RETRY_SECONDS later, up to TAKE_APART_TRIES
+    times; after that, the quiet-time reclaim is left to free it."""
     from blocktrace.explorables.components.build_turns import PACER
 
     for attempt in range(1, TAKE_APART_TRIES + 1):

@@ -25,9 +25,9 @@ meanwhile only decides what is walked. Steps 2 to 4 run in one go, from the refe
 then, with the collector off (`gc.disable()`: a collection and its callbacks cannot run while counts are
 read) and the interpreter's thread switching held off (`sys.setswitchinterval`), so no other thread
 can change a reference between the counts and the decision; step 5 only touches objects nothing else
-can reach. A walk that passes WALK_LIMIT objects (a session reaching into shared
-state) stops and takes nothing apart. What this cannot take apart (cycles through tuples or slots
-only, an instance with `__del__`) is left to the collector, as before.
+can reach. A walk that passes WALK_LIMIT objects (a session reaching into shared state) stops and takes
+nothing apart. What this cannot take apart (cycles through tuples or slots only, an instance with
+`__del__`) is left to the collector, as before.
 
 The reference-count probe (step 2) and the clearing of weak references (step 4, CPython's own
 `_PyWeakref_ClearRef`, the function the collector uses, through ctypes) hold for CPython 3.11 to 3.13
