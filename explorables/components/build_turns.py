@@ -20,7 +20,8 @@ for idle, and the staying students' longest waits doubled; benchmarks/classroom.
 A closed page's reclaim (app/server/session_memory.py) walks in steps of this queue too, behind every page
 build waiting (`turn(after_builds=True)`): a student opening a page goes before the memory of one who left.
 A step handed to a Document whose session is destroyed before the step runs ends its turn as Bokeh reports
-the session destroyed (`on_session_destroyed`), not STUCK_S later.
+the session destroyed (`on_session_destroyed`), and one whose session went while it waited ends it as it
+begins, not STUCK_S later.
 
 Only public hooks are used (a Bokeh lifecycle handler, `Document.add_next_tick_callback`), so this holds
 with and without `--no-tuning`. The session hook is app/server/build_pacing.py.
@@ -98,6 +99,9 @@ class Pacer:
         """Run `work()` in `doc`'s session (a next-tick callback, under its lock) when its turn comes."""
 
         def start(done: Callable[[], None]) -> None:
+            if _session_gone(doc):  # destroyed while the step waited: its callbacks would never run
+                done()
+                return
             key = next(self._keys)
             doc_ref = weakref.ref(doc)
 
@@ -181,6 +185,11 @@ class Pacer:
             return
         self._turn = 0
         self._next()
+
+
+def _session_gone(doc: Any) -> bool:
+    """`doc` was served and its session has been destroyed (Bokeh's `Document.destroy` drops its context)."""
+    return hasattr(doc, "session_context") and doc.session_context is None
 
 
 def _forget_destroyed(doc: Any, callback: Callable[[Any], None]) -> None:

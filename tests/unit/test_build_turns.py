@@ -265,6 +265,7 @@ class ClosingDocument:
     def __init__(self) -> None:
         self.kept: list[Callable[[], None]] = []
         self.session_destroyed_callbacks: set = set()
+        self.session_context: object | None = object()  # None once destroyed, as Bokeh's Document does
 
     def add_next_tick_callback(self, callback: Callable[[], None]) -> None:
         self.kept.append(callback)
@@ -273,6 +274,7 @@ class ClosingDocument:
         self.session_destroyed_callbacks.add(callback)
 
     def destroy(self) -> None:
+        self.session_context = None
         callbacks, self.session_destroyed_callbacks = self.session_destroyed_callbacks, set()
         for callback in callbacks:
             callback(object())
@@ -343,3 +345,24 @@ def test_closed_pages_reclaim_steps_wait_for_every_page_build() -> None:
 
     asyncio.run(asyncio.wait_for(main(), 20))
     assert log == ["build 0", "build 1", "build 2", "reclaim 1", "reclaim 2"]
+
+
+def test_a_step_whose_session_went_while_it_waited_ends_its_turn_as_it_begins() -> None:
+    """A queued step whose session Bokeh destroyed before its turn (its hooks already called) is passed over
+    when its turn comes, not left holding the queue until the stuck-step timer."""
+    pacer, log = Pacer(gap_s=GAP_S, stuck_s=3600.0), []
+    first, gone = ClosingDocument(), ClosingDocument()
+
+    async def main() -> None:
+        pacer.step(first, lambda: log.append("first"))
+        pacer.step(gone, lambda: log.append("never"))
+        pacer.step(LoopDocument("open"), lambda: log.append("next page"))
+        while not first.kept:
+            await asyncio.sleep(0)
+        gone.destroy()
+        first.kept[0]()
+        while "next page" not in log:
+            await asyncio.sleep(0.001)
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert log == ["first", "next page"] and gone.kept == []
