@@ -18,14 +18,8 @@ from blocktrace.explorables.block_floor.divergence import (
     stage_names,
 )
 from blocktrace.explorables.block_floor.state import FloorState
-from blocktrace.explorables.components.floor_layout import (
-    FloorSpec,
-    Shown,
-    shown,
-    spec_from,
-    vector_text,
-    words_of_number,
-)
+from blocktrace.explorables.components.floor_model import FloorSpec, Shown, shown, spec_from
+from blocktrace.explorables.components.numbers import vector, words_of_number
 
 SPLIT_TAG = "orders split here"
 LOCKED_NAME = "its vectors appear once you commit your bet"
@@ -88,12 +82,12 @@ def diagram_view(state: FloorState) -> Shown:
         pos, mirror = state.tracked, state.mirror
         for key in spec.keys:
             mine = state.original[key][pos]
-            text = vector_text(mine)
+            text = vector(mine, shown=3)
             said = f"original order {words_of_number(text)}"
             if state.reverse:
                 theirs = state.reversed_[key][mirror]
                 same = "the same in both orders" if agree(mine, theirs) else "the orders differ here"
-                said += f"; reversed order {words_of_number(vector_text(theirs))}, {same}"
+                said += f"; reversed order {words_of_number(vector(theirs, shown=3))}, {same}"
             values[key] = (text, said)
         # Where the orders split is the question the claim asks: told only once the student has claimed.
         split = state.divergence() if state.reverse and state.claim_result is not None else None

@@ -11,6 +11,7 @@ from bokeh.plotting import figure
 from blocktrace.explorables.block_floor.divergence import floor_of, slot, stage_keys, stage_labels
 from blocktrace.explorables.block_floor.state import FloorState
 from blocktrace.explorables.components.figures import house_style, session_colours
+from blocktrace.explorables.components.numbers import norm, number, vector
 from blocktrace.explorables.components.palette import ChartColours
 
 LIMIT = 1.5  # the plane shown runs from −1.5 to 1.5 unless a vector is longer
@@ -29,11 +30,6 @@ def tip_label(x: float, y: float) -> dict:
     right, up = x >= 0, y >= 0
     return {"align": ["left" if right else "right"], "baseline": ["bottom" if up else "top"],
             "dx": [LABEL_GAP if right else -LABEL_GAP], "dy": [-LABEL_GAP / 2 if up else LABEL_GAP / 2]}
-
-
-def vec_text(v: np.ndarray) -> str:
-    """[−0.680, 0.440]: true minus signs, no plus, and no minus on a value that rounds to 0."""
-    return "[" + ", ".join(f"{x:.3f}".replace("-", "−") if round(float(x), 3) else f"{0:.3f}" for x in v) + "]"
 
 
 def arrow_data(state: FloorState, trace, position: int) -> tuple[dict, dict]:
@@ -85,13 +81,13 @@ def arrow_figure(title: str, current: dict, previous: dict, limit: float, order:
 def arrow_sentences(state: FloorState, title: str, trace, position: int) -> list[str]:
     labels, keys = stage_labels(trace), stage_keys(trace.config.n_layers)
     now = trace[keys[state.stage - 1]][position]
-    angle = f"{math.degrees(math.atan2(now[1], now[0])):.0f}".replace("-", "−")
+    angle = number(math.degrees(math.atan2(now[1], now[0])), 0)
     text = (f"{title}: at stage {state.stage}, {labels[state.stage - 1]}, the tracked word "
-            f"“{trace.tokens[position]}” (slot {slot(position)}) is {vec_text(now)}, length {np.linalg.norm(now):.3f}, "
+            f"“{trace.tokens[position]}” (slot {slot(position)}) is {vector(now)}, length {number(norm(now))}, "
             f"angle {angle}°.")
     if state.stage > 1:
         before = trace[keys[state.stage - 2]][position]
-        text += f" At the previous stage it was {vec_text(before)}."
+        text += f" At the previous stage it was {vector(before)}."
     return [text]
 
 
@@ -117,6 +113,6 @@ def attention_sentences(pattern: np.ndarray, tokens: list[str]) -> list[str]:
     names = slot_factors(tokens)
     out = []
     for i, name in enumerate(names):
-        parts = ", ".join(f"{names[j]} {pattern[i, j]:.3f}" for j in range(len(tokens)))
-        out.append(f"Query {name} reads: {parts}; the row sums to {pattern[i].sum():.3f}.")
+        parts = ", ".join(f"{names[j]} {number(pattern[i, j])}" for j in range(len(tokens)))
+        out.append(f"Query {name} reads: {parts}; the row sums to {number(pattern[i].sum())}.")
     return out

@@ -20,6 +20,7 @@ from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors
 from blocktrace.explorables.components.html import alt_text, table
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
+from blocktrace.explorables.components.numbers import number, vector
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, TIGHT_LINES, readable
 from blocktrace.explorables.components.palette import text_on
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
@@ -101,7 +102,7 @@ def phrase_html(trace, position: int) -> str:
         cls = "bt-chip tracked" if i == position else "bt-chip"
         chips.append(f'<span class="{cls}">{escape(word)}<span class="bt-slot">{slot(i)}</span></span>')
     pos = trace["pos_embed"][position] if "pos_embed" in trace else None
-    added = (f"slot {slot(position)}, position vector added {plots.vec_text(pos)}" if pos is not None
+    added = (f"slot {slot(position)}, position vector added {vector(pos)}" if pos is not None
              else f"slot {slot(position)}, positions off: nothing added")
     return f'<p class="bt-phrase">{" ".join(chips)}</p><p class="bt-muted">{escape(added)}</p>'
 
@@ -176,7 +177,7 @@ class OrderColumn:
             self.heat_fig.title.text = self._heat_title(floor)
         set_factors(self.heat_fig, factors, factors)
         self.heat_src.data = heatmap_data(pattern, factors, factors)
-        sums = ", ".join(f"{s:.3f}" for s in pattern.sum(axis=1))
+        sums = ", ".join(number(s) for s in pattern.sum(axis=1))
         mask = ("causal mask on: each word reads only itself and the words before it, so every weight on a "
                 "later word is 0" if trace.config.causal
                 else "causal mask off: every word reads every word, later ones too")
@@ -336,7 +337,7 @@ class FloorExplorable(ExplorableView):
         correction = s.original["blocks.0.mlp_out"][pos]
         out = s.original["blocks.0.resid_post"][pos]
         text = (f"Stage 8 settles the bet: block output = incoming stream + MLP correction: "
-                f"{plots.vec_text(incoming)} + {plots.vec_text(correction)} = {plots.vec_text(out)}. "
+                f"{vector(incoming)} + {vector(correction)} = {vector(out)}. "
                 "Nothing the stream carried was discarded.")
         bet = ""
         if s.bet.committed:

@@ -27,8 +27,11 @@ from functools import cache
 import panel as pn
 import param
 
-from blocktrace.explorables.components.floor_layout import Shown, payload
+from blocktrace.explorables.components.floor_layout import payload
+from blocktrace.explorables.components.floor_model import Shown
 from blocktrace.explorables.components.style import STATIC_DIR, dark, stylesheet
+
+__all__ = ["DIAGRAM_ENV", "DiagramPlace", "FloorDiagram"]
 
 DIAGRAM_ENV = "BLOCKTRACE_DIAGRAM"  # "off": the explorables are built without the diagram
 

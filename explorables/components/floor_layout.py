@@ -11,27 +11,20 @@ Two orientations, both sent to the browser, which draws the one that fits its wi
 - "tall": the stream top to bottom on a rail, the sublayers on a second rail beside it, one column of cards.
 
 Everything here is plain data (numbers and strings in dicts and lists) that the component sends once per
-structure; values are formatted here as well, so NaN, infinity or an overflow reach the browser as text.
+structure. What a floor is and what it shows now live in floor_model.py; the values' text comes from
+numbers.py.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
+from blocktrace.explorables.components.floor_model import NORM_ROLES, UPDATE_ROLES, FloorSpec, Shown, Stage
 
-# The roles a stage can play in the diagram: the engine's local stage keys.
-STREAM_ROLES = ("embed", "resid_pre", "resid_mid", "resid_post")
-NORM_ROLES = ("ln1.normalized", "ln2.normalized")
-UPDATE_ROLES = ("attn_out", "mlp_out")
-PART_ROLES = {"attn": ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.pattern"),
-              "mlp": ("mlp.gate", "mlp.value", "mlp.hidden")}
-REQUIRED = ("resid_pre", *NORM_ROLES, *UPDATE_ROLES, "resid_mid", "resid_post")
+__all__ = ["layouts", "layouts_json", "payload", "tall", "text_width", "wide", "wrap"]
 
 LABEL_PX, LINE_PX = 12.0, 15.0  # a card's stage label
 KEY_PX, VALUE_PX = 10.5, 11.5  # its engine key (monospace) and its value
@@ -51,9 +44,6 @@ WIDE_LABEL_LINES = 3
 TALL_W, TALL_STREAM_X, TALL_BRANCH_X, TALL_CARD_X = 344.0, 18.0, 42.0, 60.0
 TALL_LABEL_LINES = 2
 TALL_GAP = 11.0
-
-LOCKED_VALUE = "—"  # what a card shows in place of a value while the prediction gate is locked
-
 
 # --- text -------------------------------------------------------------------------------------
 
@@ -100,108 +90,6 @@ def wrap(text: str, width: float, size: float = LABEL_PX, max_lines: int = 2) ->
             last = last[:-1]
         lines[-1] = last.rstrip() + "…"
     return lines or [""]
-
-
-# --- values as text -----------------------------------------------------------------------------
-
-MINUS = "\u2212"
-
-
-def number_text(value: float, digits: int = 3, signed: bool = False) -> str:
-    """A number for small type: 3 decimals, or e-notation when huge or tiny; NaN and ±∞ as words/symbols."""
-    v = float(value)
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return ("+" if signed else "") + "∞" if v > 0 else MINUS + "∞"
-    if v != 0 and (abs(v) >= 1e4 or abs(v) < 10 ** -digits):
-        text = f"{v:+.2e}" if signed else f"{v:.2e}"
-    elif round(v, digits) == 0:
-        text = f"{0:.{digits}f}"
-    else:
-        text = f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
-    return text.replace("-", MINUS)
-
-
-def norm_of(values: np.ndarray) -> float:
-    """‖v‖ that says NaN when any entry is NaN and ∞ when the squares overflow, without a warning."""
-    v = np.asarray(values, dtype=float)
-    if np.any(np.isnan(v)):
-        return math.nan
-    with np.errstate(over="ignore", invalid="ignore"):
-        return float(np.linalg.norm(v))
-
-
-def rms_of(values: np.ndarray) -> float:
-    """The root mean square of every entry: NaN when any is NaN, ∞ when an entry is infinite."""
-    v = np.asarray(values, dtype=float)
-    if v.size == 0:
-        return math.nan
-    if np.any(np.isnan(v)):
-        return math.nan
-    if np.any(np.isinf(v)):
-        return math.inf
-    scale = float(np.max(np.abs(v)))
-    if scale == 0.0:
-        return 0.0
-    return scale * float(np.sqrt(np.mean((v / scale) ** 2)))  # scaled first: no overflow in the squares
-
-
-def vector_text(values: Sequence[float], shown: int = 3) -> str:
-    """A short vector: "(+0.420, −1.100)"; longer ones as their first entries and a count."""
-    parts = [number_text(v, signed=True) for v in list(values)[:shown]]
-    if len(values) > shown:
-        return "(" + ", ".join(parts) + f", … {len(values)})"
-    return "(" + ", ".join(parts) + ")"
-
-
-# --- what a floor is ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Stage:
-    """One stage the diagram draws as a node."""
-
-    role: str  # the engine's local key, e.g. "ln1.normalized": where it sits in the floor
-    key: str  # the full stage key the explorable selects, e.g. "blocks.0.ln1.normalized"
-    label: str  # the lesson's words, as the stage table shows them
-
-
-@dataclass(frozen=True)
-class FloorSpec:
-    """What one floor is, as the diagram draws it: its stages and its variant."""
-
-    stages: tuple[Stage, ...]
-    placement: str = "pre"  # "pre": norm before each sublayer; "post": norm on the stream after each +
-    residual: str = "add"  # "replace": the identity path is cut
-    causal: bool | None = None  # None: the explorable has no mask to show
-    positions: bool | None = None  # None: no embedding stage before the floor
-    mlp_title: str = "MLP"
-    end_label: str = "output"  # where the stream goes after the floor
-
-    def __post_init__(self) -> None:
-        roles = [s.role for s in self.stages]
-        missing = [r for r in REQUIRED if r not in roles]
-        if missing:
-            raise ValueError(f"a floor needs the stages {', '.join(missing)}")
-        if self.positions is not None and "embed" not in roles:
-            raise ValueError("position stamps are drawn onto the embedding: give the embed stage")
-        if self.placement not in ("pre", "post") or self.residual not in ("add", "replace"):
-            raise ValueError(f"unknown variant {self.placement}/{self.residual}")
-
-    def stage(self, role: str) -> Stage | None:
-        return next((s for s in self.stages if s.role == role), None)
-
-    def parts(self, sublayer: str) -> list[Stage]:
-        return [s for r in PART_ROLES[sublayer] if (s := self.stage(r)) is not None]
-
-    @property
-    def keys(self) -> list[str]:
-        return [s.key for s in self.stages]
-
-
-def spec_from(stages: Iterable[tuple[str, str, str]], **variant: Any) -> FloorSpec:
-    """A FloorSpec from (role, key, label) triples."""
-    return FloorSpec(tuple(Stage(*s) for s in stages), **variant)
 
 
 # --- drawing primitives ---------------------------------------------------------------------------
@@ -661,60 +549,8 @@ def layouts_json(spec: FloorSpec) -> str:
     return json.dumps(layouts(spec), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-# --- what the diagram shows now ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Shown:
-    """Everything the diagram shows for one state of its explorable (plain data, sent as the component's params).
-
-    values, names and alerts are keyed by stage key. While the gate is locked there are no values, and the
-    names say only what each stage is.
-    """
-
-    spec: FloorSpec
-    selected: str
-    values: Mapping[str, str] = field(default_factory=dict)  # the small text on each card
-    names: Mapping[str, str] = field(default_factory=dict)  # what a screen reader, the tooltip and the focus line say
-    alerts: Mapping[str, str] = field(default_factory=dict)  # a tag on a card: "input lost", "✗ check fails", …
-    locked: bool = False
-    caption: str = ""
-
-
-LOCKED_NAME = "values appear once you commit your prediction"
-
-
-def stage_name(stage: Stage, said: str | None, locked: bool, alert: str = "", locked_name: str = LOCKED_NAME) -> str:
-    """A node's accessible name: the lesson's label, the engine's key, and its values in words."""
-    what = locked_name if locked else (said or "")
-    text = f"{stage.label} ({stage.key})"
-    if what:
-        text += f": {what.rstrip('.')}"
-    if alert:
-        text += f". {alert.replace('✗', '').strip().capitalize()}"
-    return text + "."
-
-
-def shown(spec: FloorSpec, selected: str, values: Mapping[str, tuple[str, str]] | None, locked: bool,
-          alerts: Mapping[str, str] | None = None, caption: str = "", locked_name: str = LOCKED_NAME) -> Shown:
-    """Put together what the diagram shows. values: key -> (card text, the same in words); ignored when locked.
-
-    locked_name: what each stage's name says in place of its values while locked."""
-    values = {} if locked or values is None else values
-    alerts = {} if locked or alerts is None else alerts
-    cards = {s.key: values[s.key][0] if s.key in values else "" for s in spec.stages}
-    names = {s.key: stage_name(s, values[s.key][1] if s.key in values else None, locked, alerts.get(s.key, ""),
-                               locked_name) for s in spec.stages}
-    if selected not in spec.keys:
-        selected = ""
-    return Shown(spec, selected, cards if not locked else {}, names, dict(alerts), locked, caption)
-
-
 def payload(view: Shown) -> dict[str, Any]:
     """The component's parameter values for this view."""
     return {"layouts": layouts_json(view.spec), "values": dict(view.values), "names": dict(view.names),
             "alerts": dict(view.alerts), "selected": view.selected, "locked": view.locked, "caption": view.caption}
 
-
-def words_of_number(text: str) -> str:
-    """Card text as a sentence reads it: ‖·‖ as "norm", ∞ as "infinity" (the true minus is read as minus)."""
-    return text.replace("‖·‖", "norm").replace("∞", "infinity")

@@ -13,7 +13,10 @@ from bokeh.models import ColumnDataSource, FactorRange, LinearColorMapper
 from bokeh.plotting import figure
 
 from blocktrace.explorables.components.figures import add_hover, house_style, session_colours
+from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.components.palette import ChartColours, text_on
+
+__all__ = ["heatmap_data", "heatmap_figure", "set_factors"]
 
 
 def token_factors(tokens: Sequence[str]) -> list[str]:
@@ -40,7 +43,7 @@ def heatmap_data(matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str],
             data["row"].append(r)
             data["col"].append(c)
             data["value"].append(v)
-            data["text"].append(f"{v:.3f}")
+            data["text"].append(number(v))
             data["text_colour"].append(text_on(cell_colour(v, palette)))
     return data
 
@@ -78,6 +81,6 @@ def heatmap_sentences(matrix: np.ndarray, tokens: Sequence[str]) -> list[str]:
     """The weights in words, row by row, with each row's sum."""
     out = []
     for i, t in enumerate(tokens):
-        parts = ", ".join(f"{tokens[j]} {matrix[i, j]:.3f}" for j in range(len(tokens)))
-        out.append(f"Query {i + 1} ({t}) reads: {parts}; the row sums to {matrix[i].sum():.3f}.")
+        parts = ", ".join(f"{tokens[j]} {number(matrix[i, j])}" for j in range(len(tokens)))
+        out.append(f"Query {i + 1} ({t}) reads: {parts}; the row sums to {number(matrix[i].sum())}.")
     return out

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from blocktrace.explorables.components.palette import signed
+from blocktrace.explorables.components.numbers import number
+
+__all__ = ["alt_text", "cell_number", "table"]
 
 
 def cell_number(value: float | str | None, plain: bool = False) -> str:
@@ -17,11 +19,11 @@ def cell_number(value: float | str | None, plain: bool = False) -> str:
         return '<td class="num empty"></td>'
     if isinstance(value, str):
         return f'<td class="txt">{escape(value)}</td>'
-    if plain:
-        return f'<td class="num norm">{value:.3f}</td>' if value == value else '<td class="num nan">NaN</td>'
-    text = signed(value) if value == value else "NaN"
+    text = number(value, signed=not plain)
     if value != value:
         kind = "nan"
+    elif plain:
+        kind = "norm"
     else:
         kind = "pos" if text.startswith("+") else "neg" if text.startswith("\u2212") else "zero"
     return f'<td class="num {kind}">{text}</td>'

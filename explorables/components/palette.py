@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["ChartColours", "chart_colours", "sign_colour", "text_on"]
+
 NEGATIVE = "#2166ac"  # blue (PuOr/RdBu family end)
 POSITIVE = "#d95f02"  # orange
 NEUTRAL = "#777777"
@@ -77,9 +79,3 @@ def text_on(fill: str) -> str:
 def sign_colour(value: float) -> str:
     return POSITIVE if value > 0 else NEGATIVE if value < 0 else NEUTRAL
 
-
-def signed(value: float, digits: int = 3) -> str:
-    """A number with an explicit sign and a true minus: +0.420, −1.250, 0.000."""
-    if round(value, digits) == 0:
-        return f"{0:.{digits}f}"
-    return f"{value:+.{digits}f}".replace("-", "\u2212")

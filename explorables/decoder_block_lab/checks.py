@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.engine.forward import Trace
 
@@ -43,8 +44,8 @@ def check_row_sums(pattern: np.ndarray) -> Check:
         return Check(name, FAIL, "NaN in the attention weights: the rows have no sum.")
     worst = float(np.max(np.abs(pattern.sum(axis=-1) - 1.0)))
     if worst <= ROW_SUM_TOL:
-        return Check(name, PASS, f"every row sums to 1 (largest deviation {worst:.1e}).")
-    return Check(name, FAIL, f"a row's sum is off by {worst:.3g}.")
+        return Check(name, PASS, f"every row sums to 1 (largest deviation {number(worst, 2, significant=True)}).")
+    return Check(name, FAIL, f"a row's sum is off by {number(worst, significant=True)}.")
 
 
 def check_future_zero(pattern: np.ndarray, causal: bool) -> Check:
@@ -61,7 +62,7 @@ def check_future_zero(pattern: np.ndarray, causal: bool) -> Check:
         how = "the causal mask sets them to −∞ before the softmax" if causal else "they happen to be 0"
         return Check(name, PASS, f"all {future.size} future weights are exactly 0 ({how}).")
     why = "the causal mask is off, so each position also reads later ones" if not causal else "the mask leaks"
-    return Check(name, FAIL, f"future weights reach {largest:.3f}: {why}.")
+    return Check(name, FAIL, f"future weights reach {number(largest)}: {why}.")
 
 
 def check_normalised(rows: np.ndarray, norm: str, label: str, inputs: tuple[np.ndarray, ...] = ()) -> Check:
@@ -79,14 +80,14 @@ def check_normalised(rows: np.ndarray, norm: str, label: str, inputs: tuple[np.n
         name = f"{label}: every row has RMS 1"
         worst = float(np.max(np.abs(rms - 1.0)))
         status = PASS if worst <= NORM_TOL else FAIL
-        return Check(name, status, f"row RMS from {rms.min():.4f} to {rms.max():.4f}.")
+        return Check(name, status, f"row RMS from {number(rms.min(), 4)} to {number(rms.max(), 4)}.")
     name = f"{label}: every row has mean 0 and std 1"
     mean = np.mean(rows, axis=-1)
     std = np.std(rows, axis=-1)
     worst = max(float(np.max(np.abs(mean))), float(np.max(np.abs(std - 1.0))))
     status = PASS if worst <= NORM_TOL else FAIL
-    return Check(name, status, f"row means within ±{np.max(np.abs(mean)):.1e}, std from {std.min():.4f} "
-                               f"to {std.max():.4f}.")
+    return Check(name, status, f"row means within ±{number(np.max(np.abs(mean)), 2, significant=True)}, "
+                               f"std from {number(std.min(), 4)} to {number(std.max(), 4)}.")
 
 
 def _identity_reasons(placement: str, residual: str, which: str) -> list[str]:
@@ -109,7 +110,7 @@ def check_identity(stream: np.ndarray, update: np.ndarray, result: np.ndarray, p
     if gap <= IDENTITY_TOL * max(1.0, float(np.max(np.abs(result)))):
         return Check(name, PASS, "the residual addition holds exactly (pre-norm, add).")
     reasons = _identity_reasons(placement, residual, after) or ["the block does not add its update"]
-    return Check(name, FAIL, f"off by up to {gap:.3g}; " + "; ".join(reasons) + ".")
+    return Check(name, FAIL, f"off by up to {number(gap, significant=True)}; " + "; ".join(reasons) + ".")
 
 
 def check_stream_shape(trace: Trace) -> Check:
@@ -185,7 +186,7 @@ def causal_verdict(delta: np.ndarray, corrupt: int) -> CausalVerdict:
     if np.any(np.isnan(earlier)):
         size = "NaN"
     else:
-        size = f"up to {float(np.max(earlier)):.3g}"
+        size = f"up to {number(np.max(earlier), significant=True)}"
     return CausalVerdict(FAIL, "FAIL",
                          f"Position(s) {listed} changed ({size}) although they come before position {corrupt}: "
                          "the future leaks into earlier outputs.", leaked)

@@ -1,23 +1,26 @@
-"""Text alternatives and announcements, generated from the numbers the plots show."""
+"""The lab's words: text alternatives, announcements and the page's short verdicts (the prediction's outcome,
+the symptoms of what is broken), each built from the state and the numbers the panels show."""
 
 from __future__ import annotations
 
 import math
+from html import escape
 
 import numpy as np
 
-from blocktrace.explorables.components.palette import signed
+from blocktrace.explorables.components.numbers import number
+from blocktrace.explorables.components.prediction import PredictionGate
 from blocktrace.explorables.decoder_block_lab import plots
-from blocktrace.explorables.decoder_block_lab.state import DEPTH_MAX_D, VARIANTS, LabState
+from blocktrace.explorables.decoder_block_lab.state import CORRECT_PREDICTION, DEPTH_MAX_D, VARIANTS, LabState
 from blocktrace.explorables.decoder_block_lab.tables import MLP_NAMES, NORM_NAMES, VARIANT_NAMES
+from blocktrace.explorables.engine import ops
 
-MINUS = "\u2212"
 SAME_DIGITS = 3  # the norms table shows three decimals: outputs closer than this read as the same
 
 
 def _num(v: float, digits: int = 3) -> str:
-    """A number in `digits` significant figures, with a true minus sign."""
-    return "NaN" if math.isnan(v) else f"{v:.{digits}g}".replace("-", MINUS)
+    """The prose's numbers: significant figures, as it compares magnitudes far apart (0.0012 against 0.97)."""
+    return number(v, digits, significant=True)
 
 
 def angle_degrees(a: np.ndarray, b: np.ndarray) -> float:
@@ -41,9 +44,8 @@ def norms_sentences(state: LabState) -> list[str]:
     rows = state.normalised()
     out = []
     for name, v in rows.items():
-        listed = ", ".join("NaN" if math.isnan(float(x)) else signed(float(x)) for x in v)
-        rms = float(np.sqrt(np.mean(v * v)))
-        out.append(f"{name}: {listed} (mean {_num(float(np.mean(v)))}, RMS {_num(rms)}).")
+        listed = ", ".join(number(x, signed=True) for x in v)
+        out.append(f"{name}: {listed} (mean {_num(float(np.mean(v)))}, RMS {_num(ops.rms(v))}).")
     out.append(norms_verdict(state))
     return out
 
@@ -57,16 +59,17 @@ def norms_verdict(state: LabState) -> str:
     if np.any(np.isnan(rms_out)) or np.any(np.isnan(ln_out)):
         which = " and ".join(n for n, v in (("RMSNorm", rms_out), ("LayerNorm", ln_out)) if np.any(np.isnan(v)))
         why = "the vector is all zeros" if not np.any(x) else "LayerNorm centres a constant vector to all zeros"
-        return (f"{which} returned NaN: {why}, so with eps = {eps:g} the divisor is √0 = 0, and 0 / 0 is not a "
+        return (f"{which} returned NaN: {why}, so with eps = {_num(eps)} the divisor is √0 = 0, and 0 / 0 is not a "
                 "number. A small eps keeps the division defined.")
     if not np.any(x):
         return "The zero vector stays zero under both norms while eps > 0: there is nothing to rescale."
     if constant:
-        return (f"A constant vector: RMSNorm keeps it (every component becomes {signed(float(rms_out[0]))}), while "
+        every = number(rms_out[0], signed=True)
+        return (f"A constant vector: RMSNorm keeps it (every component becomes {every}), while "
                 "LayerNorm subtracts the mean and is left with zeros: centring erases a vector with no differences "
                 "in it.")
-    rms = float(np.sqrt(np.mean(rms_out * rms_out)))
-    first = f"RMSNorm only rescales: the output points the same way as the input, with RMS {rms:.3f}."
+    rms = ops.rms(rms_out)
+    first = f"RMSNorm only rescales: the output points the same way as the input, with RMS {number(rms)}."
     mean = float(np.mean(x))
     if np.array_equal(ln_out, rms_out):
         return (f"{first} The mean is already 0, so LayerNorm has nothing to subtract: it divides by the same "
@@ -149,3 +152,75 @@ def announcement(state: LabState) -> str:
     n_pass = sum(c.ok for c in found)
     causal = f"; causal test {state.verdict().badge}" if state.prediction.unlocked else ""
     return f"Output {list(state.trace.output.shape)}; {n_pass} of {len(found)} invariants hold{causal}."
+
+
+# --- the page's short verdicts ----------------------------------------------------------------------
+
+def prediction_html(p: PredictionGate) -> str:
+    """What the student predicted, and whether the lab bears it out (empty until a prediction is committed)."""
+    if not p.committed:
+        return ""
+    right = p.choice == CORRECT_PREDICTION
+    outcome = ("matches what the lab shows: with the mask on, earlier outputs are exactly unchanged"
+               if right else "does not match: with the mask on, the earlier outputs do not change at all. "
+                             "Norms and the MLP work on one position at a time; only attention mixes positions, "
+                             "and the mask stops it reading ahead")
+    return (f'<p class="dl-verdict">You predicted: {escape(p.choices[p.choice])} '
+            f'<span class="{"bt-ok" if right else "bt-bad"}">({"✓" if right else "✗"} {escape(outcome)}.)</span>'
+            "</p>")
+
+
+def break_html(s: LabState) -> str:
+    """Panel 8's symptoms: one line per broken toggle, each saying where in the panels above it shows."""
+    found = {c.name: c for c in s.invariants()}
+    items = []
+    if s.residual == "replace":
+        c = found["resid_mid == resid_pre + attn_out"]
+        items.append(("Missing residual", f"Invariants: {c.detail} Depth: the thick line is a replace line; "
+                                          "the gradient no longer has a direct path to early blocks."))
+    if s.placement == "post":
+        items.append(("Norm after the addition", "Invariants: the residual identities fail, because the sum is "
+                                                 "normalised before it is kept. Depth: the thick line is now a "
+                                                 "post-norm one; every gradient crosses two norms per block."))
+    if s.zero_eps:
+        items.append(("eps = 0", zero_eps_symptom(s)))
+    if s.wrong_split:
+        if s.split is None:
+            items.append(("Wrong split", "GELU has no gate/value split; choose MLP = SwiGLU to see this failure."))
+        else:
+            shapes = dict(s.split.shapes)
+            items.append(("Wrong split", f"Shapes and invariants: the split gives a gate of "
+                                         f"{list(shapes['gate'])} and a value of {list(shapes['val'])}, and the "
+                                         f"MLP cannot finish: {s.split.error or 'no error'} The other panels "
+                                         "keep showing the correct block."))
+    if not s.causal:
+        verdict = f"Causal safety: {s.verdict().badge}." if s.prediction.unlocked else \
+            "Causal safety: shown once your prediction is committed."
+        items.append(("No causal mask", f"Invariants: {found['Weights on future positions are exactly 0'].detail} "
+                                        f"{verdict}"))
+    if not items:
+        return ('<p class="bt-muted dl-symptoms" role="status">Nothing is broken: every toggle above is off. '
+                "Turn one on and look for its symptom in the panels above.</p>")
+    body = "".join(f"<li><strong>{escape(k)}</strong>: {escape(v)}</li>" for k, v in items)
+    return ('<div class="dl-symptoms" role="status" aria-live="polite"><h3 class="bt-h3">Symptoms now</h3>'
+            f"<ul>{body}</ul></div>")
+
+
+def zero_eps_symptom(s: LabState) -> str:
+    """Where eps = 0 on the all-zero row at position 0 gives NaN, read from the trace (batch item 0)."""
+    rows = np.flatnonzero(np.any(np.isnan(s.trace.output[0]), axis=-1))
+    if rows.size == s.T:
+        return ("NaN fills the stage table, the heatmaps and the causal test: the first norm divides the zero "
+                "row by √0 = 0, and attention carries the NaN to every position, since every position reads "
+                "position 0.")
+    if rows.size and s.placement == "post" and s.causal:
+        listed = ", ".join(str(int(i)) for i in rows)
+        return (f"NaN at position {listed} only: in post-norm the zero row first gets attention's update, and "
+                "with the mask on position 0 reads only itself, whose value vector is zero. The sum is still "
+                "zero, so the norm after the addition divides 0 by √0 = 0. Later positions add non-zero "
+                "updates and stay finite.")
+    if rows.size:
+        return f"NaN at positions {', '.join(str(int(i)) for i in rows)} of the block's output."
+    return ("No NaN in this configuration: in post-norm the zero row gets attention's update before any norm, "
+            "and without the mask position 0 also reads the other positions, so the row is no longer zero. "
+            "Tick Causal mask to see NaN at position 0, or switch Placement to pre-norm to see it everywhere.")

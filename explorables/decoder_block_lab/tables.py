@@ -7,11 +7,13 @@ from html import escape
 import numpy as np
 
 from blocktrace.explorables.components.html import table
+from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.decoder_block_lab import checks
 from blocktrace.explorables.decoder_block_lab.shapes import block_params, param_rows, shape_rows
 from blocktrace.explorables.decoder_block_lab.state import LabState
 from blocktrace.explorables.decoder_block_lab.worked import TOLERANCE_TEXT
 from blocktrace.explorables.engine.forward import block_keys
+from blocktrace.explorables.engine.ops import rms
 
 N_SHOWN = 6  # components shown per row in the stage table
 MARK = {checks.PASS: "✓ holds", checks.FAIL: "✗ fails", checks.NOT_APPLICABLE: "– not applicable"}
@@ -96,13 +98,6 @@ def _row_of(values: np.ndarray) -> np.ndarray:
     return v
 
 
-def _rms(values: np.ndarray) -> float | None:
-    finite = values[np.isfinite(values)]
-    if np.any(np.isnan(values)):
-        return float("nan")
-    return float(np.sqrt(np.mean(finite * finite))) if finite.size else None
-
-
 def stage_table_html(state: LabState) -> str:
     """Every stage of block 0: its shape, its RMS, and the first components of one row."""
     trace = state.trace
@@ -118,7 +113,7 @@ def stage_table_html(state: LabState) -> str:
         if local == state.inspect:  # the stage picked in the floor diagram
             opts["current"] = True
             opts["class"] = (opts.get("class", "") + " current").strip()
-        body.append((stage.label, [local, shape_text(stage.values.shape), _rms(stage.values), *shown, more], opts))
+        body.append((stage.label, [local, shape_text(stage.values.shape), rms(stage.values), *shown, more], opts))
     header = ["Stage", "Key", "Shape", "RMS", *[f"[{i}]" for i in range(N_SHOWN)], ""]
     last = state.T - 1
     caption = (f"Block stages in forward order: batch item 0, last position ({last}, “{state.words[last]}”); "
@@ -134,12 +129,11 @@ def norms_table_html(state: LabState) -> str:
     body = []
     for name, v in rows.items():
         mean = float(np.mean(v))
-        rms = float(np.sqrt(np.mean(v * v)))
         std = float(np.std(v))
-        body.append((name, [*(float(x) for x in v), mean, rms, std], {"plain": (width + 1, width + 2)}))
+        body.append((name, [*(float(x) for x in v), mean, rms(v), std], {"plain": (width + 1, width + 2)}))
     header = ["", *[f"x{i}" for i in range(width)], "mean", "RMS", "std"]
-    eps = float(state.norm_eps)
-    return wrap(table(f"The vector and its two normalisations (unit gain, zero bias, eps = {eps:g})", header, body,
+    eps = number(state.norm_eps, significant=True)
+    return wrap(table(f"The vector and its two normalisations (unit gain, zero bias, eps = {eps})", header, body,
                       "dl-norms"))
 
 
@@ -201,7 +195,8 @@ def worked_summary_html(state: LabState) -> str:
     body = []
     for r in w.rows:
         ok = "✓ within tolerance" if r.matches else "✗ too far"
-        body.append((f"{r.step} ({r.name})", [r.key, shape_text(r.reference.shape), f"{r.max_diff:.2e}", ok],
+        gap = number(r.max_diff, significant=True)
+        body.append((f"{r.step} ({r.name})", [r.key, shape_text(r.reference.shape), gap, ok],
                      {"class": "current" if r.name == state.worked_name else ""}))
     verdict = "all match" if w.all_match else "some differ"
     header = ["Lesson step", "Engine stage", "Shape", "max |engine − PyTorch|", "Every number within tolerance?"]

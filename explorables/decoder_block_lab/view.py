@@ -27,7 +27,6 @@ from blocktrace.explorables.decoder_block_lab.diagram import diagram_view
 from blocktrace.explorables.decoder_block_lab.shapes import exercise_answer
 from blocktrace.explorables.decoder_block_lab.state import (
     CONSTANT_NORM_TEXT,
-    CORRECT_PREDICTION,
     DEFAULT_NORM_TEXT,
     DEPTH_MAX_D,
     QUERY_KEYS,
@@ -332,7 +331,7 @@ class DecoderLabExplorable(ExplorableView):
         self.badge.object = tables.badge_html(s.verdict())
         self.causal_table.object = tables.causal_table_html(s)
         self.delta_alt.object = alt_text("|Δ output| per position and feature", describe.delta_sentences(s))
-        self.prediction_result.object = self._prediction_html()
+        self.prediction_result.object = describe.prediction_html(self.state.prediction)
         self._refresh_live()
 
     @batched
@@ -387,7 +386,7 @@ class DecoderLabExplorable(ExplorableView):
         self.worked_detail.object = tables.worked_detail_html(self.state)
 
     def _refresh_break(self) -> None:
-        self.break_summary.object = self._break_html()
+        self.break_summary.object = describe.break_html(self.state)
 
     def _refresh_live(self) -> None:
         if self.state.corrupted is None or not self.state.depth:
@@ -415,77 +414,7 @@ class DecoderLabExplorable(ExplorableView):
         self.diagram.show(lambda: diagram_view(self.state))  # its values come with the unlock
         if not self.state.worked.rows:
             self.w_worked.disabled = True
-        self.prediction_result.object = self._prediction_html()
-
-    # --- small pieces of text -----------------------------------------------------------------
-
-    def _prediction_html(self) -> str:
-        p = self.state.prediction
-        if not p.committed:
-            return ""
-        right = p.choice == CORRECT_PREDICTION
-        outcome = ("matches what the lab shows: with the mask on, earlier outputs are exactly unchanged"
-                   if right else "does not match: with the mask on, the earlier outputs do not change at all. "
-                                 "Norms and the MLP work on one position at a time; only attention mixes positions, "
-                                 "and the mask stops it reading ahead")
-        return (f'<p class="dl-verdict">You predicted: {escape(p.choices[p.choice])} '
-                f'<span class="{"bt-ok" if right else "bt-bad"}">({"✓" if right else "✗"} {escape(outcome)}.)</span>'
-                "</p>")
-
-    def _break_html(self) -> str:
-        s = self.state
-        found = {c.name: c for c in s.invariants()}
-        items = []
-        if s.residual == "replace":
-            c = found["resid_mid == resid_pre + attn_out"]
-            items.append(("Missing residual", f"Invariants: {c.detail} Depth: the thick line is a replace line; "
-                                              "the gradient no longer has a direct path to early blocks."))
-        if s.placement == "post":
-            items.append(("Norm after the addition", "Invariants: the residual identities fail, because the sum is "
-                                                     "normalised before it is kept. Depth: the thick line is now a "
-                                                     "post-norm one; every gradient crosses two norms per block."))
-        if s.zero_eps:
-            items.append(("eps = 0", self._zero_eps_symptom()))
-        if s.wrong_split:
-            if s.split is None:
-                items.append(("Wrong split", "GELU has no gate/value split; choose MLP = SwiGLU to see this failure."))
-            else:
-                shapes = dict(s.split.shapes)
-                items.append(("Wrong split", f"Shapes and invariants: the split gives a gate of "
-                                             f"{list(shapes['gate'])} and a value of {list(shapes['val'])}, and the "
-                                             f"MLP cannot finish: {s.split.error or 'no error'} The other panels "
-                                             "keep showing the correct block."))
-        if not s.causal:
-            verdict = f"Causal safety: {s.verdict().badge}." if s.prediction.unlocked else \
-                "Causal safety: shown once your prediction is committed."
-            items.append(("No causal mask", f"Invariants: {found['Weights on future positions are exactly 0'].detail} "
-                                            f"{verdict}"))
-        if not items:
-            return ('<p class="bt-muted dl-symptoms" role="status">Nothing is broken: every toggle above is off. '
-                    "Turn one on and look for its symptom in the panels above.</p>")
-        body = "".join(f"<li><strong>{escape(k)}</strong>: {escape(v)}</li>" for k, v in items)
-        return ('<div class="dl-symptoms" role="status" aria-live="polite"><h3 class="bt-h3">Symptoms now</h3>'
-                f"<ul>{body}</ul></div>")
-
-    def _zero_eps_symptom(self) -> str:
-        """Where eps = 0 on the all-zero row at position 0 gives NaN, read from the trace (batch item 0)."""
-        s = self.state
-        rows = np.flatnonzero(np.any(np.isnan(s.trace.output[0]), axis=-1))
-        if rows.size == s.T:
-            return ("NaN fills the stage table, the heatmaps and the causal test: the first norm divides the zero "
-                    "row by √0 = 0, and attention carries the NaN to every position, since every position reads "
-                    "position 0.")
-        if rows.size and s.placement == "post" and s.causal:
-            listed = ", ".join(str(int(i)) for i in rows)
-            return (f"NaN at position {listed} only: in post-norm the zero row first gets attention's update, and "
-                    "with the mask on position 0 reads only itself, whose value vector is zero. The sum is still "
-                    "zero, so the norm after the addition divides 0 by √0 = 0. Later positions add non-zero "
-                    "updates and stay finite.")
-        if rows.size:
-            return f"NaN at positions {', '.join(str(int(i)) for i in rows)} of the block's output."
-        return ("No NaN in this configuration: in post-norm the zero row gets attention's update before any norm, "
-                "and without the mask position 0 also reads the other positions, so the row is no longer zero. "
-                "Tick Causal mask to see NaN at position 0, or switch Placement to pre-norm to see it everywhere.")
+        self.prediction_result.object = describe.prediction_html(self.state.prediction)
 
     # --- downloads ---------------------------------------------------------------------------
 

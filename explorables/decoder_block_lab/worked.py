@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.engine import BlockConfig, Trace, forward
 
 FIXTURE = Path(__file__).resolve().with_name("lesson_seed_42.json")  # package data, installed with the module
@@ -24,7 +25,8 @@ CASE = "lesson-seed-42"
 # from much larger terms.
 RTOL = 1e-5
 ATOL = 1e-5
-TOLERANCE_TEXT = f"|engine − PyTorch| ≤ {ATOL:g} + {RTOL:g} · |PyTorch|"
+TOLERANCE_TEXT = (f"|engine − PyTorch| ≤ {number(ATOL, significant=True)} + {number(RTOL, significant=True)} "
+                  "· |PyTorch|")
 
 # Lesson variable -> (step in the lesson's words, engine stage). Attention stages carry a head axis.
 STAGES = {

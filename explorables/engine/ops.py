@@ -13,6 +13,23 @@ import numpy as np
 Array = np.ndarray
 
 
+def rms(x: Array) -> float:
+    """RMS(x) = sqrt(mean(x²)) over every entry: NaN when any entry is NaN, ∞ when one is infinite (−∞ scores
+    under the causal mask included: the number describes the whole tensor, not the entries that look finite).
+
+    # [...] -> scalar
+    """
+    v = np.asarray(x, dtype=float)
+    if v.size == 0 or np.any(np.isnan(v)):
+        return float("nan")
+    if np.any(np.isinf(v)):
+        return float("inf")
+    scale = float(np.max(np.abs(v)))
+    if scale == 0.0:
+        return 0.0
+    return scale * float(np.sqrt(np.mean((v / scale) ** 2)))  # scaled first: the squares cannot overflow
+
+
 def rms_normalize(x: Array, eps: float) -> Array:
     """x / sqrt(mean(x²) + eps), over the last axis: the normalising step of RMSNorm, before the gain.
 

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from blocktrace.explorables.components.floor_layout import (
-    FloorSpec,
-    Shown,
-    norm_of,
-    number_text,
-    shown,
-    spec_from,
-    words_of_number,
-)
+from blocktrace.explorables.components.floor_model import FloorSpec, Shown, shown, spec_from
+from blocktrace.explorables.components.numbers import norm, number, words_of_number
 from blocktrace.explorables.engine import Trace
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
@@ -42,7 +35,7 @@ def diagram_view(state: TraceState) -> Shown:
     if not locked:
         values = {}
         for key in ROW_KEYS:
-            text = f"‖·‖ {number_text(norm_of(trace[key][0]))}"
+            text = f"‖·‖ {number(norm(trace[key][0]))}"
             values[key] = (text, words_of_number(text))
         lost = state.lost_at()
         alerts = {lost: "input lost"} if lost else {}

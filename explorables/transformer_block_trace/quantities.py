@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from blocktrace.explorables.components.palette import sign_colour, signed
+from blocktrace.explorables.components.numbers import number
+from blocktrace.explorables.components.palette import sign_colour
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
@@ -30,7 +31,7 @@ def norm_data(state: TraceState) -> tuple[dict, dict, float]:
     stages = list(STAGE_FACTORS)
     current = [float(np.linalg.norm(state.trace[k][0])) for k in ROW_KEYS]
     baseline = [float(np.linalg.norm(state.baseline[k][0])) for k in ROW_KEYS]
-    text = [f"{v:.3f}" for v in current]
+    text = [number(v) for v in current]
     return (
         {"stage": stages, "norm": current, "text": text},
         {"stage": stages, "norm": baseline},
@@ -46,7 +47,7 @@ def component_data(state: TraceState) -> dict:
         "component": names,
         "value": [float(v) for v in values],
         "colour": [sign_colour(float(v)) for v in values],
-        "label": [signed(float(v)) for v in values],
+        "label": [number(v, signed=True) for v in values],
         "label_y": [float(v) for v in values],
         "baseline": ["bottom" if v >= 0 else "top" for v in values],
     }

@@ -15,6 +15,7 @@ import pytest
 
 from blocktrace.app.cli import main as cli_main
 from blocktrace.app.lessons.loading import load_lessons
+from blocktrace.explorables.components import numbers
 from blocktrace.explorables.decoder_block_lab import (
     DecoderLabExplorable,
     LabState,
@@ -159,7 +160,7 @@ def test_a_float32_run_of_the_worked_example_is_accepted_and_a_wrong_value_is_no
     state.worked = WorkedExample(rows=[*worked.rows[:-1], bad], trace=worked.trace)
     summary = html_text(tables.worked_summary_html(state))
     assert "✗ too far" in summary and "some differ" in summary
-    assert f"{ATOL:g} + {RTOL:g} · |PyTorch|" in summary
+    assert f"{numbers.number(ATOL, significant=True)} + {numbers.number(RTOL, significant=True)} · |PyTorch|" in summary
 
 
 # --- 3 and 4. the preset, the worked example and the shape table ---------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from blocktrace.explorables.block_floor import FloorExplorable
 from blocktrace.explorables.components.floor_diagram import DIAGRAM_ENV, FloorDiagram
-from blocktrace.explorables.components.floor_layout import LOCKED_NAME
+from blocktrace.explorables.components.floor_model import LOCKED_NAME
 from blocktrace.explorables.decoder_block_lab.view import DecoderLabExplorable
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 from tests.app.bokeh_ws_client import models, pull_document
@@ -107,8 +107,8 @@ def test_floor_diagram_draws_the_floor_of_the_stage_on_view() -> None:
     diagram.selected = "blocks.0.resid_post"  # the start of floor 2's stream is floor 1's stage 8
     assert s.stage == 8 and node_keys(diagram) == FLOOR_ONE
     row = s.original["blocks.0.resid_post"][s.tracked]
-    assert diagram.values["blocks.0.resid_post"] == "(" + ", ".join(
-        f"{v:+.3f}".replace("-", "−") for v in row) + ")"
+    assert diagram.values["blocks.0.resid_post"] == "[" + ", ".join(  # as the lesson writes a vector
+        f"{v:.3f}".replace("-", "−") for v in row) + "]"
     texts = lambda: [t["text"] for t in layout(diagram)["shapes"] if t["tag"] == "text"]  # noqa: E731
     assert "no mask" in texts()
     s.causal = True
@@ -158,6 +158,27 @@ def test_lab_diagram_shows_nan_as_text() -> None:
     diagram = view.diagram.component
     assert diagram.values["blocks.0.resid_post"] == "RMS NaN"
     assert "blocks.0.ln1.normalized" in diagram.alerts
+
+
+def table_rms(stage_table: str) -> dict[str, str]:
+    """The stage table's RMS column, by the stage's local key (the cell after the key and the shape)."""
+    rows = re.findall(r'<td class="txt">([^<]*)</td><td class="txt">[^<]*</td><td class="num [a-z]+">([^<]*)</td>',
+                      stage_table)
+    return dict(rows)
+
+
+@pytest.mark.parametrize("query", [{}, {"zero_eps": "on"}], ids=["masked-scores-infinite", "eps-0-nan"])
+def test_lab_diagram_and_stage_table_show_one_rms(query: dict[str, str]) -> None:
+    """The diagram's card and the stage table give every stage the same RMS, also for the scores, whose masked
+    entries are −∞ (RMS ∞ in both), and for stages holding NaN (NaN in both)."""
+    view = DecoderLabExplorable(query=query, predict=False)
+    diagram, table = view.diagram.component, table_rms(view.stage_table.object)
+    assert sorted(table) == sorted(LAB_LOCAL)
+    assert np.isneginf(view.state.trace["blocks.0.attn.scores"]).any()
+    for local, shown in table.items():
+        assert diagram.values[f"blocks.0.{local}"] == f"RMS {shown}", local
+    assert table["attn.scores"] == ("NaN" if query else "∞")
+    assert (table["resid_post"] == "NaN") == bool(query)
 
 
 def test_views_are_built_without_the_diagram_when_switched_off(monkeypatch) -> None:

@@ -1,15 +1,15 @@
-"""The floor diagram's pure builder (explorables/components/floor_layout.py): nodes, labels, variants, values."""
+"""The floor diagram's pure builders (explorables/components/floor_layout.py and floor_model.py): nodes, labels,
+variants, what is shown."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import math
 
-import numpy as np
 import pytest
 
 from blocktrace.explorables.components import floor_layout as fl
+from blocktrace.explorables.components import floor_model as fm
 from blocktrace.explorables.engine import BlockConfig
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.engine.stages import stage_texts
@@ -19,15 +19,15 @@ VARIANTS = list(itertools.product(("pre", "post"), ("add", "replace"), (None, Tr
 
 
 def spec(placement: str = "pre", residual: str = "add", causal: bool | None = None, positions: bool | None = None,
-         parts: bool = True) -> fl.FloorSpec:
+         parts: bool = True) -> fm.FloorSpec:
     """A floor with the engine's own labels for this variant (every part when `parts`)."""
     config = BlockConfig(placement=placement, residual=residual, causal=bool(causal), positions=bool(positions))
     texts = stage_texts(config)
-    roles = [k for k in block_keys(config) if parts or k in fl.REQUIRED]
+    roles = [k for k in block_keys(config) if parts or k in fm.REQUIRED]
     if positions is not None:
         roles = ["embed", *roles]
     stages = [(r, r if r == "embed" else f"blocks.0.{r}", texts[r][0]) for r in roles]
-    return fl.spec_from(stages, placement=placement, residual=residual, causal=causal, positions=positions)
+    return fm.spec_from(stages, placement=placement, residual=residual, causal=causal, positions=positions)
 
 
 def texts_of(layout: dict) -> list[str]:
@@ -145,9 +145,9 @@ def test_a_floor_needs_its_stages() -> None:
     """A spec without a stream, norm or update stage is refused, as is a position stamp without an embedding."""
     full = spec()
     with pytest.raises(ValueError, match="attn_out"):
-        fl.FloorSpec(tuple(s for s in full.stages if s.role != "attn_out"))
+        fm.FloorSpec(tuple(s for s in full.stages if s.role != "attn_out"))
     with pytest.raises(ValueError, match="embed"):
-        fl.FloorSpec(full.stages, positions=True)
+        fm.FloorSpec(full.stages, positions=True)
 
 
 def test_labels_wrap_and_shorten_but_names_keep_every_word() -> None:
@@ -155,31 +155,8 @@ def test_labels_wrap_and_shorten_but_names_keep_every_word() -> None:
     lines = fl.wrap("a " + "very " * 30 + "long label", 120, max_lines=2)
     assert len(lines) == 2 and lines[-1].endswith("…")
     assert all(fl.text_width(line, fl.LABEL_PX) <= 120 for line in lines)
-    long = fl.Stage("resid_pre", "blocks.0.resid_pre", "x " * 80)
-    assert fl.stage_name(long, "norm 1.000", False).startswith("x " * 80)
-
-
-def test_numbers_for_small_type() -> None:
-    """NaN, ±∞, huge and tiny values come out as short text with a true minus, never as an error."""
-    assert [fl.number_text(v) for v in (math.nan, math.inf, -math.inf)] == ["NaN", "∞", "−∞"]
-    assert fl.number_text(-1.25e8) == "−1.25e+08" and fl.number_text(3e-7) == "3.00e−07"
-    assert (fl.number_text(2.5), fl.number_text(-0.0), fl.number_text(-0.0001, signed=True)) == (
-        "2.500", "0.000", "−1.00e−04")
-    assert fl.number_text(0.42, signed=True) == "+0.420"
-    assert fl.vector_text([0.42, -1.1]) == "(+0.420, −1.100)"
-    assert fl.vector_text([1, 2, 3, 4, 5]) == "(+1.000, +2.000, +3.000, … 5)"
-    assert fl.vector_text([math.nan, 1e9]) == "(NaN, +1.00e+09)"
-
-
-def test_norms_of_odd_values() -> None:
-    """A NaN entry makes the norm NaN; values whose squares overflow still have a finite RMS; ∞ stays ∞."""
-    with np.errstate(all="raise"):  # no warning either
-        assert math.isnan(fl.norm_of(np.array([1.0, math.nan])))
-        assert math.isnan(fl.rms_of(np.array([[1.0, math.nan]])))
-        assert fl.rms_of(np.array([1e200, 1e200])) == pytest.approx(1e200)
-        assert fl.rms_of(np.array([1.0, math.inf])) == math.inf
-        assert fl.rms_of(np.zeros(3)) == 0.0
-    assert fl.norm_of(np.array([3.0, 4.0])) == 5.0
+    long = fm.Stage("resid_pre", "blocks.0.resid_pre", "x " * 80)
+    assert fm.stage_name(long, "norm 1.000", False).startswith("x " * 80)
 
 
 def test_locked_view_has_structure_but_no_values() -> None:
@@ -188,15 +165,15 @@ def test_locked_view_has_structure_but_no_values() -> None:
     s = spec()
     values = {k: ("‖·‖ 2.000", "norm 2.000") for k in s.keys}
     alerts = {"blocks.0.resid_mid": "input lost"}
-    locked = fl.shown(s, "blocks.0.resid_post", values, True, alerts)
+    locked = fm.shown(s, "blocks.0.resid_post", values, True, alerts)
     assert locked.values == {} and locked.alerts == {} and locked.locked
-    assert all("2.000" not in name and fl.LOCKED_NAME in name for name in locked.names.values())
+    assert all("2.000" not in name and fm.LOCKED_NAME in name for name in locked.names.values())
     assert locked.selected == "blocks.0.resid_post"
-    open_ = fl.shown(s, "blocks.0.resid_post", values, False, alerts)
+    open_ = fm.shown(s, "blocks.0.resid_post", values, False, alerts)
     assert open_.values["blocks.0.attn_out"] == "‖·‖ 2.000"
     assert open_.names["blocks.0.resid_mid"] == (
         f"{s.stage('resid_mid').label} (blocks.0.resid_mid): norm 2.000. Input lost.")
     payload = fl.payload(open_)
     assert payload["layouts"] is fl.layouts_json(s)  # one text, shared by every view of this floor
     assert json.loads(payload["layouts"]) == fl.layouts(s)
-    assert fl.shown(s, "blocks.9.nowhere", values, False).selected == ""  # a key the floor lacks selects nothing
+    assert fm.shown(s, "blocks.9.nowhere", values, False).selected == ""  # a key the floor lacks selects nothing
