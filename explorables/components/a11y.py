@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from bokeh.models import CustomJS
 
+__all__ = ["name_widgets_script"]
+
 NAME_WIDGETS_JS = r"""
 const seen = new WeakSet();
 function name(root) {

@@ -43,6 +43,8 @@ from typing import Any
 
 from blocktrace.explorables.components.weak_callbacks import weakly
 
+__all__ = ["PACER", "Pacer", "in_turn", "running_loop"]
+
 log = logging.getLogger("blocktrace.builds")
 
 GAP_S = 0.02  # after each build step, the loop's own for at least this long ...

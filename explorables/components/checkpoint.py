@@ -14,6 +14,8 @@ from blocktrace.explorables.components.prediction import unanswered
 from blocktrace.explorables.components.style import WRAPPING_CHOICES, styled
 from blocktrace.explorables.components.updates import LiveHTML
 
+__all__ = ["Checkpoint", "CheckpointView", "Option"]
+
 
 @dataclass(frozen=True)
 class Option:

@@ -14,6 +14,8 @@ from blocktrace.explorables.components.style import stylesheet
 from blocktrace.explorables.engine import Trace
 from blocktrace.explorables.engine.export import to_csv, to_json
 
+__all__ = ["Downloads", "worksheet_html"]
+
 PRINT_CSS = """
 @media print { .no-print { display: none; } body { margin: 1cm; } }
 body { font-family: system-ui, "DejaVu Sans", sans-serif; max-width: 48rem; margin: 1.5rem auto; color: #111; }

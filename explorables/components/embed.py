@@ -24,6 +24,9 @@ from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.snippet_dialog import SnippetDialog
 from blocktrace.explorables.components.url_state import QueryKey, session_query
 
+__all__ = ["FRAME_SCRIPT", "HOST_SCRIPT", "IFRAME_HEIGHT", "MARK", "EmbedButton", "frame_height_script",
+           "gate_arguments", "iframe_snippet", "is_script_tag_session", "script_snippet", "server_base", "state_query"]
+
 GATE_KEYS = ("predict", "predict_until", "predict_sig")  # the teacher's signed link (predict_links.py)
 IFRAME_HEIGHT = 700  # px before the explorable reports its own height, and for ever without JavaScript
 HOST_SCRIPT = "/assets/js/embed-host.js"  # what the host page loads from us: sizes iframes, explains refusals

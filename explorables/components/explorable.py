@@ -14,6 +14,8 @@ from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import QueryKey, apply_query
 
+__all__ = ["CONTROL_HOOKS", "ExplorableView"]
+
 # What the tuning layer (app/tuning/control_events.py) does to each control; nothing on stock Panel.
 CONTROL_HOOKS: list[Callable[[pn.widgets.Widget], None]] = []
 

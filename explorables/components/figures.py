@@ -18,6 +18,8 @@ from blocktrace.explorables.components.focus import focus_ring
 from blocktrace.explorables.components.palette import ChartColours, chart_colours
 from blocktrace.explorables.components.updates import batched
 
+__all__ = ["DrawnAfterLoad", "add_hover", "base_figure", "house_style", "legend_outside", "session_colours"]
+
 TITLE_SIZE = "13px"
 LEGEND_SIZE = "12px"
 # The page's controls read at 1rem (page_layout.READABLE_CONTROLS, inherited); a figure keeps Bokeh's own

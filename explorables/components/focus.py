@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["focus_design", "focus_ring"]
+
 RING = "3px solid var(--panel-on-background-color, #212529)"
 
 # In every Panel component's shadow root (see FocusDesign): Bokeh buttons (Button, FileDownload) and

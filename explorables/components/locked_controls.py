@@ -20,6 +20,8 @@ from blocktrace.explorables.components.prediction import GATE_EVENTS, Prediction
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched
 
+__all__ = ["LockedControls", "OnceUnlocked"]
+
 LAST = 1_000_000  # a watcher precedence: higher runs later
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import panel as pn
 
+__all__ = ["READABLE_CONTROLS", "STICKY_SIDE", "TIGHT_LINES", "beside", "readable"]
+
 # Bokeh draws widget text at --bokeh-font-size (12px by default) in Helvetica beside our 16px prose: labels,
 # inputs, buttons and radio answers get the prose's size and font (static/css/blocktrace.css) instead.
 READABLE_CONTROLS = (':host { --bokeh-font-size: 1rem; --bokeh-base-font: system-ui, -apple-system, "Segoe UI", '

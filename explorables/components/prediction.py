@@ -18,6 +18,8 @@ from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, rea
 from blocktrace.explorables.components.style import WRAPPING_CHOICES
 from blocktrace.explorables.components.updates import LiveHTML
 
+__all__ = ["CHOICES_CLASS", "GATE_EVENTS", "SAVING", "SAVING_DELAYED", "Prediction", "PredictionGate", "unanswered"]
+
 MAX_NOTE = 500
 CHOICES_CLASS = "bt-choices"  # the gate's radio group: the class tests and benchmarks find it by
 SAVING = "Saving your prediction…"

@@ -16,6 +16,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+__all__ = ["SharedCache"]
+
 V = TypeVar("V")
 
 

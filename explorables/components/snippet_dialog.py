@@ -15,6 +15,8 @@ from panel.reactive import ReactiveHTML
 
 from blocktrace.explorables.components.style import styled
 
+__all__ = ["SnippetDialog"]
+
 DIALOG_CSS = """
 dialog.bt-embed-dialog { width: min(60rem, calc(100vw - 2rem)); max-height: calc(100vh - 2rem);
   box-sizing: border-box; border: 1px solid var(--bt-line); border-radius: 8px; padding: 1rem 1.25rem;

@@ -6,6 +6,8 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
+__all__ = ["STATIC_DIR", "WRAPPING_CHOICES", "dark", "styled", "stylesheet"]
+
 STATIC_DIR = Path(str(files("blocktrace.explorables"))).parent / "static"  # beside the package, installed or not
 
 

@@ -15,6 +15,8 @@ from typing import TypeVar
 import panel as pn
 from panel.io.document import unlocked
 
+__all__ = ["LiveHTML", "batched", "set_object"]
+
 F = TypeVar("F", bound=Callable)
 
 

@@ -9,6 +9,9 @@ from typing import Any
 import panel as pn
 from panel.io.document import unlocked
 
+__all__ = ["QueryKey", "apply_query", "read_choice", "read_int", "read_number", "read_on_off", "session_query",
+           "sync_to_url", "write_number", "write_on_off"]
+
 
 @dataclass(frozen=True)
 class QueryKey:

@@ -15,6 +15,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+__all__ = ["weakly"]
+
 
 def weakly(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn`, called through a weak reference (nothing happens once it is gone). A bound method lives as long
