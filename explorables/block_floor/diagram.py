@@ -21,6 +21,8 @@ from blocktrace.explorables.block_floor.state import FloorState
 from blocktrace.explorables.components.floor_model import FloorSpec, Shown, shown, spec_from
 from blocktrace.explorables.components.numbers import vector, words_of_number
 
+__all__ = ["diagram_view", "stage_of"]
+
 SPLIT_TAG = "orders split here"
 LOCKED_NAME = "its vectors appear once you commit your bet"
 

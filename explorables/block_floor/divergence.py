@@ -12,6 +12,10 @@ import numpy as np
 
 from blocktrace.explorables.engine import Trace
 
+__all__ = ["BEFORE_FLOORS", "FLOOR_LOCAL_KEYS", "MLP_NAMES", "agree", "agree_at", "first_divergence", "floor_of",
+           "floor_rows", "never_reason", "slot", "split_reason", "stage_count", "stage_keys", "stage_labels",
+           "stage_names", "verdict"]
+
 # The lesson's eight stages of floor 1, by engine key.
 STAGE_KEYS = (
     "embed",

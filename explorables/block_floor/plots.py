@@ -14,6 +14,9 @@ from blocktrace.explorables.components.figures import house_style, session_colou
 from blocktrace.explorables.components.numbers import norm, number, vector
 from blocktrace.explorables.components.palette import ChartColours
 
+__all__ = ["arrow_data", "arrow_figure", "arrow_sentences", "attention_pattern", "attention_sentences", "order_colour",
+           "pattern_floor", "plane_limit", "slot_factors"]
+
 LIMIT = 1.5  # the plane shown runs from −1.5 to 1.5 unless a vector is longer
 ROOM = 1.35  # the plane reaches this far beyond the longest component: room for the stage label
 ORDER_SERIES = (0, 5)  # the two orders' colours (ChartColours.series): blue for the original, vermilion reversed

@@ -18,6 +18,8 @@ from blocktrace.explorables.components.url_state import QueryKey, read_int, read
 from blocktrace.explorables.engine import ConfigError, Trace, run_preset
 from blocktrace.explorables.engine.parsing import parse_phrase
 
+__all__ = ["CORRECT_BET", "MAX_WORDS", "QUERY_KEYS", "FloorState"]
+
 PRESET = "eat-an-orange"
 DEFAULT_PHRASE = "eat an orange"
 MAX_WORDS = 8

@@ -28,6 +28,8 @@ from blocktrace.explorables.components.style import styled, stylesheet
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
 
+__all__ = ["FloorExplorable", "phrase_html"]
+
 TITLE = "One floor, two word orders"
 ROUTE = "/explorables/block-floor"
 INTRO = (

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["DEPTH_MAX_D", "DEPTH_STACK", "MAX_FLOATS", "Cost", "cost"]
+
 DEPTH_MAX_D = 64  # the depth panel's width: wider stacks of 48 blocks take seconds
 DEPTH_STACK = 48  # blocks whose weights the depth panel keeps (its curves extend, never redraw)
 VARIANTS = 4  # (pre, post) x (add, replace): the depth panel draws all four

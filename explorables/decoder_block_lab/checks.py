@@ -14,7 +14,12 @@ from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.engine.forward import Trace
 
-PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "n/a"
+__all__ = ["FAIL", "NOT_APPLICABLE", "PASS", "CausalVerdict", "Check", "causal_verdict", "change_per_position",
+           "invariants", "swiglu_split"]
+
+PASS = "pass"
+FAIL = "fail"
+NOT_APPLICABLE = "n/a"
 ROW_SUM_TOL = 1e-9  # softmax rows sum to 1 up to rounding
 NORM_TOL = 1e-3  # eps pulls the RMS of a row just below 1; more than this means something else is wrong
 IDENTITY_TOL = 1e-12

@@ -15,6 +15,9 @@ from blocktrace.explorables.decoder_block_lab.state import CORRECT_PREDICTION, D
 from blocktrace.explorables.decoder_block_lab.tables import MLP_NAMES, NORM_NAMES, VARIANT_NAMES
 from blocktrace.explorables.engine import ops
 
+__all__ = ["activation_sentences", "announcement", "break_html", "delta_sentences", "depth_sentences", "depth_setup",
+           "depth_status", "head_sentences", "norms_sentences", "norms_verdict", "prediction_html"]
+
 SAME_DIGITS = 3  # the norms table shows three decimals: outputs closer than this read as the same
 
 

@@ -15,6 +15,8 @@ from blocktrace.explorables.engine import Trace
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.engine.ops import rms
 
+__all__ = ["diagram_view"]
+
 PREFIX = "blocks.0."
 MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU", "relu": "ReLU"}
 NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}

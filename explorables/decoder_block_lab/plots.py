@@ -20,6 +20,10 @@ from blocktrace.explorables.decoder_block_lab.state import MAX_BLOCKS, VARIANTS,
 from blocktrace.explorables.decoder_block_lab.tables import VARIANT_NAMES
 from blocktrace.explorables.engine import ops
 
+__all__ = ["activation_data", "activation_figure", "delta_data", "delta_figure", "depth_data", "depth_figures",
+           "emphasise_current", "head_data", "head_figures", "head_pattern", "norms_data", "norms_figure",
+           "position_labels", "preactivations", "set_delta_axes", "set_depth_range", "set_norm_factors"]
+
 MAX_HEADS = 8
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["Sizes", "attention_params", "block_params", "exercise_answer", "mlp_bias_params", "mlp_weight_params",
+           "norm_params", "param_rows", "shape_rows"]
+
 
 @dataclass(frozen=True)
 class Sizes:

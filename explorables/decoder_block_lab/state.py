@@ -25,10 +25,17 @@ from blocktrace.explorables.engine.backward import depth_profile
 from blocktrace.explorables.engine.config import MAX_ABS_VALUE
 from blocktrace.explorables.engine.parsing import parse_vector
 
+__all__ = ["BUDGETED", "CONSTANT_NORM_TEXT", "CORRECT_PREDICTION", "DEFAULT_NORM_TEXT", "DEPTH_MAX_D", "D_CHOICES",
+           "EXPANSIONS", "HEAD_CHOICES", "MAX_B", "MAX_BLOCKS", "MAX_T", "MIN_T", "QUERY_KEYS", "VARIANTS",
+           "ZERO_NORM_TEXT", "LabState"]
+
 PRESET = "decoder-lab"
 # Position labels: the preset's four words, then four more so T can reach 8.
 WORDS = ("the", "block", "keeps", "shape", "while", "each", "layer", "adds")
-MAX_B, MIN_T, MAX_T, MAX_BLOCKS = 4, 2, 8, budget.DEPTH_STACK
+MAX_B = 4
+MIN_T = 2
+MAX_T = 8
+MAX_BLOCKS = budget.DEPTH_STACK
 D_CHOICES = [8, 16, 32, 64, 128, 256, 512]
 HEAD_CHOICES = [1, 2, 4, 8]  # all divide every width above
 EXPANSIONS = [2, 4, 8]

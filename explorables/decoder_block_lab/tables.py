@@ -15,6 +15,10 @@ from blocktrace.explorables.decoder_block_lab.worked import TOLERANCE_TEXT
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.engine.ops import rms
 
+__all__ = ["MLP_NAMES", "NORM_NAMES", "VARIANT_NAMES", "badge_html", "causal_table_html", "depth_table_html",
+           "invariants_html", "norms_table_html", "param_table_html", "shape_table_html", "stage_table_html",
+           "worked_detail_html", "worked_summary_html"]
+
 N_SHOWN = 6  # components shown per row in the stage table
 MARK = {checks.PASS: "✓ holds", checks.FAIL: "✗ fails", checks.NOT_APPLICABLE: "– not applicable"}
 STATUS_CLASS = {checks.PASS: "dl-pass", checks.FAIL: "dl-fail", checks.NOT_APPLICABLE: "dl-na"}

@@ -34,6 +34,8 @@ from blocktrace.explorables.decoder_block_lab.state import (
     LabState,
 )
 
+__all__ = ["DecoderLabExplorable"]
+
 TITLE = "Decoder block lab"
 ROUTE = "/explorables/decoder-block-lab"
 INTRO = (

@@ -17,6 +17,8 @@ import numpy as np
 from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.engine import BlockConfig, Trace, forward
 
+__all__ = ["ATOL", "FIXTURE", "RTOL", "TOLERANCE_TEXT", "WorkedExample", "WorkedRow", "load_tensors", "worked_example"]
+
 FIXTURE = Path(__file__).resolve().with_name("lesson_seed_42.json")  # package data, installed with the module
 CASE = "lesson-seed-42"
 # The lesson ran in float32 (about 7 significant digits), the engine runs in float64. A number counts as

@@ -8,6 +8,8 @@ from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.transformer_block_trace.quantities import SHORT, swiglu_parts
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
+__all__ = ["announcement", "component_sentences", "norm_sentences", "swiglu_sentences"]
+
 
 def norm_sentences(state: TraceState) -> list[str]:
     norms = {SHORT[k]: float(np.linalg.norm(state.trace[k][0])) for k in ROW_KEYS}

@@ -7,6 +7,8 @@ from blocktrace.explorables.components.numbers import norm, number, words_of_num
 from blocktrace.explorables.engine import Trace
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
+__all__ = ["diagram_view"]
+
 MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU", "relu": "ReLU"}
 NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 

@@ -16,6 +16,8 @@ from blocktrace.explorables.components.palette import ChartColours
 from blocktrace.explorables.transformer_block_trace.quantities import STAGE_FACTORS, SWIGLU_SERIES
 from blocktrace.explorables.transformer_block_trace.renderings import Rendered
 
+__all__ = ["HEIGHTS", "TraceFigures", "trace_figures", "update_figures"]
+
 HEIGHTS = {"norm": 290, "comp": 260, "swiglu": 320}  # px; the page keeps this room for each until it is drawn
 LABEL_GAP = 4  # px between a bar's end and its value label
 LABEL_ROOM = 0.22  # of the bars' span, added beyond the longest bar on each side that has one, for its label

@@ -12,6 +12,8 @@ from blocktrace.explorables.components.palette import sign_colour
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
+__all__ = ["SHORT", "STAGE_FACTORS", "SWIGLU_SERIES", "component_data", "norm_data", "swiglu_data", "swiglu_parts"]
+
 SHORT = {
     "blocks.0.resid_pre": "input",
     "blocks.0.ln1.normalized": "norm 1",

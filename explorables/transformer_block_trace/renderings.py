@@ -20,6 +20,8 @@ from blocktrace.explorables.transformer_block_trace.tables import (
     swiglu_table_html,
 )
 
+__all__ = ["RENDERINGS", "Rendered", "render", "rendered", "shown"]
+
 
 @dataclass(frozen=True)
 class Rendered:

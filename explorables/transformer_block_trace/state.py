@@ -16,6 +16,9 @@ from blocktrace.explorables.components.url_state import (
 from blocktrace.explorables.engine import ConfigError, Trace, run_preset
 from blocktrace.explorables.engine.parsing import parse_vector
 
+__all__ = ["CONSTANT_INPUT", "CORRECT_PREDICTION", "DEFAULT_INPUT", "EXPERIMENTS", "PREDICTION_CHOICES", "QUERY_KEYS",
+           "ROW_KEYS", "TRACES", "TraceState", "traced"]
+
 PRESET = "single-token"
 DEFAULT_INPUT = "1.5, -0.5, 0.25, 2"
 CONSTANT_INPUT = "2, 2, 2, 2"

@@ -8,6 +8,8 @@ from blocktrace.explorables.components.html import table
 from blocktrace.explorables.transformer_block_trace import quantities
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
+__all__ = ["baseline_table_html", "stage_table_html", "swiglu_table_html"]
+
 
 def stage_table_html(state: TraceState) -> str:
     rows = state.rows()

@@ -32,6 +32,8 @@ from blocktrace.explorables.transformer_block_trace.state import (
 )
 from blocktrace.explorables.transformer_block_trace.tables import stage_table_html
 
+__all__ = ["TraceExplorable", "stage_table_html"]
+
 TITLE = "Pre-norm Transformer block trace"
 ROUTE = "/explorables/transformer-block-trace"
 QUESTION = ("If both attention and the MLP produce all-zero updates, what should a correct residual block "
