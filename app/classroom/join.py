@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from html import escape
 from urllib.parse import quote, urlencode, urlsplit
 
 import segno
 
 from blocktrace.app.classroom.identity import CLASS_CODE_PATTERN, DEFAULT_CLASS, chosen_class
+from blocktrace.app.classroom.rendering import render
+
+__all__ = ["CODE_PATTERN", "CODE_RULE", "class_of", "index_join_section", "join_link", "qr_data_uri", "student_base",
+           "teacher_card", "with_class"]
 
 CODE_RULE = "1 to 24 letters, digits, - or _"
 CODE_PATTERN = CLASS_CODE_PATTERN  # the browser's own check of the field; the server checks again
@@ -74,49 +77,15 @@ def with_class(href: str, code: str | None) -> str:
 
 def teacher_card(base: str, code: str, local_only: bool) -> str:
     """The teacher's "how students join" card for class `code`, with the form to open another class."""
-    other = ('<form method="get" action="/teacher" class="bt-join-form"><label for="bt-open-class">Open a class '
-             f'(new or earlier) by its code</label> <input id="bt-open-class" name="class" required maxlength="24" '
-             f'pattern="{CODE_PATTERN}" placeholder="e.g. period3" autocomplete="off"> <button type="submit">Open'
-             f'</button> <span class="bt-muted">{escape(CODE_RULE)}</span></form>')
+    values = {"code": code, "code_pattern": CODE_PATTERN, "code_rule": CODE_RULE, "local_only": local_only}
     if code == DEFAULT_CLASS:
-        return ('<section class="bt-card bt-join" aria-labelledby="bt-join-h"><h2 id="bt-join-h" class="bt-h2">'
-                "No class chosen</h2><p>Students who open the site without a class code are counted here. Give "
-                "each class a code of its own: open it below, and this page shows the link and the QR code that "
-                f"put students into it.</p>{other}</section>")
+        return render("teacher_card.html", link=None, **values)
     link = join_link(base, code)
-    warning = ('<p class="bt-notice" role="note">This link names this computer only. So that students\' '
-               "laptops can reach it, start the server with <code>--address 0.0.0.0 --allow-websocket-origin "
-               "ADDRESS:PORT</code> (your laptop's address on the school network) and open this page there."
-               "</p>") if local_only else ""
-    return ('<section class="bt-card bt-join" aria-labelledby="bt-join-h">'
-            f'<h2 id="bt-join-h" class="bt-h2">Students join class “{escape(code)}”</h2>'
-            '<div class="bt-join-body">'
-            f'<img class="bt-qr" src="{qr_data_uri(link)}" alt="QR code of the join link {escape(link)}">'
-            '<div class="bt-join-text"><p>Open this link, or scan the code:</p>'
-            f'<p class="bt-join-link"><a href="{escape(link)}">{escape(link)}</a></p>'
-            f'<p>Or open <strong>{escape(base)}/</strong> and type the class code '
-            f'<strong class="bt-code">{escape(code)}</strong>.</p>{warning}</div></div>{other}</section>')
+    return render("teacher_card.html", link=link, qr=qr_data_uri(link), base=base, **values)
 
 
 def index_join_section(code: str | None, typed: str | None) -> str:
     """The index's "your class" section: the class this browser is in, and the field to join one.
 
-    `typed`: a `?class=` value the server could not use (shown escaped, beside the field)."""
-    if code:
-        status = (f'<p role="status">You are in class <strong class="bt-code">{escape(code)}</strong>: your '
-                  "answers go to your teacher's page for it. To change class, type another code.</p>")
-    else:
-        status = ('<p>Not in a class yet. Type the class code your teacher gives you, or open the link they '
-                  "show.</p>")
-    error = ""
-    if typed is not None:
-        error = (f'<p class="bt-field-error" role="alert" id="bt-class-error">“{escape(typed)}” is not a class '
-                 f"code: use {escape(CODE_RULE)}.</p>")
-    described = ' aria-describedby="bt-class-error" aria-invalid="true"' if error else ""
-    return ('<section id="join" class="bt-card bt-join" aria-labelledby="bt-join-h">'
-            '<h2 id="bt-join-h" class="bt-h2">Your class</h2>'
-            f'{status}<form method="get" action="/" class="bt-join-form">'
-            '<label for="bt-class-code">Class code</label> '
-            f'<input id="bt-class-code" name="class" required maxlength="24" pattern="{CODE_PATTERN}" '
-            f'placeholder="e.g. period3" autocomplete="off"{described}> <button type="submit">Join</button>'
-            f"</form>{error}</section>")
+    `typed`: a `?class=` value the server could not use (shown as text, beside the field)."""
+    return render("index_join.html", code=code, typed=typed, code_pattern=CODE_PATTERN, code_rule=CODE_RULE)

@@ -8,8 +8,9 @@ sentence speaks for the process that answered the dashboard.
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
+
+from blocktrace.app.classroom.rendering import render
 
 __all__ = ["store_notices", "store_status_html"]
 
@@ -32,9 +33,9 @@ def store_notices(classroom: Any) -> list[str]:
 
 
 def store_status_html(classroom: Any) -> str:
-    """The notices as an escaped alert block for the dashboard, or "" when there is nothing to say."""
+    """The notices as an alert block for the dashboard (templates/store_status.html escapes them), or "" when
+    there is nothing to say."""
     notices = store_notices(classroom)
     if not notices:
         return ""
-    items = "".join(f"<p>{escape(notice)}</p>" for notice in notices)
-    return f'<div class="bt-notice store-status" role="alert">{items}</div>'
+    return render("store_status.html", notices=notices)

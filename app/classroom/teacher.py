@@ -1,8 +1,8 @@
 """The teacher's pages: a live view of what the class predicted, reveal, export and archive.
 
-Plain Tornado handlers rendering escaped HTML on the server (no Panel session per refresh), behind
-HTTP Basic authentication checked by login_guard: the password is compared in constant time, and
-guessing is limited per address and in total without locking out the teacher's own browser.
+Plain Tornado handlers filling in autoescaping templates (templates/, rendering.py) on the server (no Panel
+session per refresh), behind HTTP Basic authentication checked by login_guard: the password is compared in
+constant time, and guessing is limited per address and in total without locking out the teacher's own browser.
 Students without the password get 401, or 429 when guessing. The forms carry Tornado's XSRF token
 (a random value in a cookie and in the form, checked by `check_xsrf_cookie`), as JupyterHub's do.
 """
@@ -10,8 +10,7 @@ Students without the password get 401, or 429 when guessing. The forms carry Tor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from tornado.ioloop import IOLoop
 from tornado.web import HTTPError, RequestHandler
@@ -21,12 +20,13 @@ from blocktrace.app.classroom.join import student_base, teacher_card
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
 from blocktrace.app.classroom.pacing import HOLDABLE, read_pushed_state
+from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.classroom.store_status import store_status_html
 from blocktrace.app.classroom.teacher_view import (
     archive_confirmation,
     archive_form,
-    counted,
+    class_links,
     lesson_section,
     pace_forms,
     presenter_bars,
@@ -125,11 +125,7 @@ class DashboardHandler(TeacherHandler):
 
     def _body(self, store, code: str, token: str) -> str:
         theme = self.theme()
-        codes = sorted(set(store.class_codes()) | {code})
-        links = " · ".join(f'<a href="{escape(teacher_href("/teacher", c, theme))}"'
-                           f'{" aria-current=page" if c == code else ""}>{escape(c)}</a>' for c in codes)
-        parts = [f'<p>Classes: {links} · <a href="/teacher/events.csv?class={quote(code)}">Export this class '
-                 f'(CSV)</a> · <a href="/teacher/events.csv">Export everything (CSV)</a></p>']
+        parts = [class_links(sorted(set(store.class_codes()) | {code}), code, theme)]
         questions = {question_id(eid): (spec.title(), spec.choices()) for eid, spec in EXPLORABLE_SPECS.items()}
         paces = store.current_paces()  # one read for every lesson's pacing
         for lesson in load_lessons():
@@ -151,17 +147,11 @@ class DashboardHandler(TeacherHandler):
 
 
 def teacher_page(title: str, tagline: str, body: str, theme: str, refresh: bool, other_theme: str) -> str:
-    """The teacher's pages in the house style: the students' header and styles, light or dark."""
-    script = '<script src="/assets/js/teacher.js" defer></script>' if refresh else ""
-    dark = '<link rel="stylesheet" href="/assets/css/dark.css">' if theme == "dark" else ""
-    switch = "Light theme" if theme == "dark" else "Dark theme"
-    return (f'<!doctype html><html lang="en" class="bt-{theme}"><head><meta charset="utf-8">{script}'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{escape(title)} · blocktrace</title>"
-            f'<link rel="icon" href="data:,"><link rel="stylesheet" href="/assets/css/blocktrace.css">{dark}</head>'
-            f'<body class="teacher bt-page" data-refresh="{REFRESH_SECONDS}"><header class="bt-header">'
-            f'<a class="bt-home" href="/">blocktrace</a><span class="bt-tagline">{escape(tagline)}</span>'
-            f'<a class="bt-theme" href="{escape(other_theme)}">{switch}</a></header><main>{body}</main></body></html>')
+    """The teacher's pages in the house style: the students' header and styles, light or dark.
+
+    `body`: the page's <main>, HTML made by the templates (teacher_view)."""
+    return render("page.html", title=title, tagline=tagline, body=body, theme=theme, refresh=refresh,
+                  other_theme=other_theme, refresh_seconds=REFRESH_SECONDS)
 
 
 class PresentHandler(TeacherHandler):
@@ -178,26 +168,22 @@ class PresentHandler(TeacherHandler):
         eid = lesson.explorables[0]
         spec = EXPLORABLE_SPECS[eid]
         questions = {question_id(eid): (spec.title(), spec.choices())}
-        body = '<p class="bt-muted">The classroom store is off for this server.</p>'
+        state, summary, answers = "off", None, ""
         if classroom is not None:
             try:
                 summary = await off_the_loop(classroom.store.summary, code, lesson.id)
-                body = presenter_bars(summary, questions) + (
-                    f"<p>{counted(summary['committed'], 'learner')} of {summary['joined']} committed</p>")
+                state, answers = "ok", presenter_bars(summary, questions)
             except StoreUnavailable:
-                body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
+                state = "unavailable"
         secret = classroom.secret if classroom is not None else b""
         arguments = {"embed": "1", **({"theme": "dark"} if theme == "dark" else {}),
                      **(predict_links.teacher_arguments(spec.route(), secret) if classroom is not None else {})}
-        src = f"{spec.route()}?{urlencode(arguments)}"
-        page = teacher_page(f"Present · {lesson.title}", f"presenter view · class {code} · {lesson.title}",
-                            "", theme, True, teacher_href("/teacher/present", code,
-                                                          "light" if theme == "dark" else "dark", lesson=lesson.id))
-        layout = (f'<div class="bt-present"><iframe class="bt-present-frame" src="{escape(src)}" '
-                  f'title="{escape(spec.title())}"></iframe><main class="bt-present-answers" aria-live="polite">'
-                  f'<h1 class="bt-title">{escape(lesson.title)}</h1>{body}</main></div>')
-        self.finish(page.replace("<main></main>", layout).replace('class="teacher bt-page"',
-                                                                  'class="teacher bt-page bt-presenter"'))
+        other_theme = teacher_href("/teacher/present", code, "light" if theme == "dark" else "dark", lesson=lesson.id)
+        self.finish(render("present.html", title=f"Present · {lesson.title}",
+                           tagline=f"presenter view · class {code} · {lesson.title}", theme=theme, refresh=True,
+                           refresh_seconds=REFRESH_SECONDS, other_theme=other_theme,
+                           src=f"{spec.route()}?{urlencode(arguments)}", frame_title=spec.title(),
+                           lesson_title=lesson.title, state=state, summary=summary, answers=answers))
 
 
 class PaceHandler(TeacherHandler):

@@ -15,11 +15,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from html import escape
 from urllib.parse import urlencode
 
 from blocktrace.app import signing
 from blocktrace.app.classroom import learner as learners
+from blocktrace.app.classroom.rendering import render
 
 SIGNATURE_KEY = "predict_sig"
 UNTIL_KEY = "predict_until"
@@ -96,16 +96,7 @@ def teacher_section(base: str, explorables: Iterable[tuple[str, str]], secret: b
     """HTML for the teacher's page: per explorable (route, title), a link and an iframe without the gate."""
     from blocktrace.explorables.components.embed import iframe_snippet  # the Embed dialog's, sized by its script
 
-    rows = []
-    for route, title in explorables:
-        link = f"{route}?{urlencode(teacher_arguments(route, secret))}"  # on this server, whichever address
-        frame = iframe_snippet(base, route, teacher_arguments(route, secret, EMBED_DAYS * 86400), title)
-        rows.append(f'<li><a class="bt-predict-off" href="{escape(link)}">{escape(title)}</a>'
-                    f'<pre class="bt-command"><code>{escape(frame)}</code></pre></li>')
-    return ('<section class="bt-card"><h2 class="bt-h2">Links without the prediction step</h2>'
-            f"<p>For a demonstration: each link opens its explorable with every control unlocked, for the next "
-            f"{DEMO_HOURS} hours (anyone who has it can pass it on; by the next lesson it has run out). Below each, "
-            f"the snippet for a page of your own that embeds the explorable without the prediction step, which "
-            f"works for {EMBED_DAYS} days. Students who type <code>?predict=off</code> still get the prediction "
-            "step; only these signed links skip it.</p>"
-            f'<ul class="bt-predict-links">{"".join(rows)}</ul></section>')
+    rows = [(f"{route}?{urlencode(teacher_arguments(route, secret))}",  # on this server, whichever address
+             title, iframe_snippet(base, route, teacher_arguments(route, secret, EMBED_DAYS * 86400), title))
+            for route, title in explorables]
+    return render("predict_links.html", rows=rows, demo_hours=DEMO_HOURS, embed_days=EMBED_DAYS)
