@@ -15,12 +15,15 @@ properties exactly as Panel does (`_process_property_change`), keeps Panel's gua
 echoing a value back to the browser that sent it (`_in_process__events`, `_syncing`), and sets
 the parameters. Anything out of the ordinary (a read-only or constant parameter such as a
 slider's `value_throttled`, a nested property, Panel's throttled mode) goes through Panel's own
-method unchanged.
+method unchanged. A change whose callbacks raise is logged as Panel logs it ("Callback failed for
+object named ..." with the exception, on Panel's `panel.reactive` logger) and raised again.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from pprint import pformat
 from typing import Any
 
 import panel as pn
@@ -28,6 +31,8 @@ from param.parameterized import _syncing
 
 from blocktrace.explorables.components.explorable import CONTROL_HOOKS
 from blocktrace.explorables.components.updates import batched
+
+panel_log = logging.getLogger("panel.reactive")  # where Panel's own `_process_events` logs a failed callback
 
 
 def apply_directly(widget: pn.widgets.Widget, wrap: Callable[[Callable], Callable] = lambda f: f) -> None:
@@ -50,6 +55,10 @@ def apply_directly(widget: pn.widgets.Widget, wrap: Callable[[Callable], Callabl
                     setattr(widget, name, value)
                 else:
                     widget.param.update(**params)
+        except Exception:
+            change = "changing property" if len(params) == 1 else "changing properties"
+            panel_log.exception(f"Callback failed for object named {widget.name!r} {change} {pformat(params)} \n")
+            raise
         finally:
             if doc is not None:
                 widget._in_process__events.pop(doc, None)

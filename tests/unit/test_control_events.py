@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import panel as pn
 import param
 import pytest
@@ -83,3 +85,31 @@ def test_a_failing_watcher_still_lets_the_next_change_through(page):
     assert widgets["slider"]._in_process__events == {}
     widgets["slider"]._process_events({"value": 0.6})
     assert state.scale == 0.6
+
+
+@pytest.mark.parametrize("tuned", [True, False], ids=["tuned", "no-tuning"])
+def test_a_failing_callback_is_logged_as_panel_logs_it(tuned, caplog):
+    """A callback that raises leaves Panel's "Callback failed for object named ..." line, with the exception,
+    on the tuned path as on stock Panel's."""
+    state = Controls()
+    slider = pn.widgets.FloatSlider.from_param(state.param.scale, step=0.05, name="Scale")
+    doc = Document()
+    doc.add_root(slider.get_root(doc))
+    if tuned:
+        apply_directly(slider)
+
+    def fail(_event):
+        raise RuntimeError("boom")
+
+    state.param.watch(fail, "scale")
+    panel_log = logging.getLogger("panel.reactive")  # Panel's loggers do not propagate to the root
+    panel_log.addHandler(caplog.handler)
+    try:
+        with set_curdoc(doc), pytest.raises(RuntimeError):
+            slider._process_events({"value": 0.5})
+    finally:
+        panel_log.removeHandler(caplog.handler)
+    [record] = [r for r in caplog.records if r.name == "panel.reactive" and r.levelno == logging.ERROR]
+    assert record.getMessage().startswith("Callback failed for object named 'Scale' changing property")
+    assert "0.5" in record.getMessage()
+    assert isinstance(record.exc_info[1], RuntimeError) and str(record.exc_info[1]) == "boom"
