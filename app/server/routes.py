@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import panel as pn
+from bokeh.settings import settings as bokeh_settings
 
 from blocktrace.app import tuning
 from blocktrace.app.lessons.loading import lesson_for_explorable
@@ -49,11 +50,30 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
     return page
 
 
+def configure() -> None:
+    """Public settings of Panel and Bokeh for every session of this server, with or without `--no-tuning`
+    (they are configuration, not patches of internals):
+
+    - no BrowserInfo on the pages: its view opens a WebGL context on every load (about 20 ms of a cold load
+      in headless Chromium, a GPU start-up on a laptop) to report what nothing here reads (`pn.state.browser_info`;
+      the theme comes from the page's address);
+    - no per-session integrity check of the document (Bokeh only logs what it finds) and no signature check of
+      every callback registered on a model (Panel registers a few thousand per session, about a tenth of a
+      session build; it also drops Bokeh's "did you mean" hint for a property that does not exist). Every
+      session of a route builds the same kind of document: tests/app/test_first_load.py runs both checks on
+      each route's.
+    """
+    pn.config.browser_info = False
+    bokeh_settings.perform_document_validation.set_value(False)
+    bokeh_settings.perform_error_diagnostics.set_value(False)
+
+
 def routes(tuned: bool = True) -> dict[str, Callable[[], pn.viewable.Viewable]]:
-    """Every page's route function. First applies the tuning layer unless `tuned` is False; the first
-    call in a process decides (tuning.apply)."""
+    """Every page's route function. First sets the server's public settings (configure) and applies the
+    tuning layer unless `tuned` is False; the first call in a process decides (tuning.apply)."""
     from blocktrace.app.lessons.page import lesson_routes
 
+    configure()
     tuning.apply(tuned)
 
     out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}

@@ -23,8 +23,9 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
   40 ms of delayed-acknowledgement wait per update.
 - early_page: a page's HTML goes out before its session is built; the HTML arrives after 8-13 ms
   instead of 186-286 ms.
-- first_load: no es-module-shims, no BrowserInfo, no per-session diagnostics; about 60 + 20 ms of a
-  cold page load, and a tenth of a session build.
+- first_load: no es-module-shims on the pages; about 60 ms of a cold page load. (The public settings
+  beside it, no BrowserInfo and no per-session checks, are configuration: app/server/routes.py
+  `configure()`, on with --no-tuning too.)
 - compressed_static: scripts and stylesheets gzipped once per process for browsers on other machines;
   0.73 MB instead of 2.7 MB, and over 20 Mbit/s 1.3 s to an interactive page instead of 2.3 s
   (stop 12's measurement; README gives the latest).
@@ -80,7 +81,7 @@ PATCHES: tuple[Patch, ...] = (
     Patch("live_html", {"panel": PANEL}),
     Patch("socket_tuning", {"panel": PANEL, "tornado": TORNADO}),
     Patch("early_page", {"panel": PANEL, "bokeh": BOKEH}),
-    Patch("first_load", {"panel": PANEL, "bokeh": BOKEH}),
+    Patch("first_load", {"panel": PANEL}),
     Patch("compressed_static", {"bokeh": BOKEH, "tornado": TORNADO}),
     Patch("panel_fixes", {"panel": PANEL}),
 )

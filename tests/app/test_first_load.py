@@ -1,6 +1,8 @@
-"""What app/tuning/first_load.py (and early_page.py) leave out of every page, and the checks that stand in for it.
+"""What the server leaves out of every page, and the checks that stand in for it.
 
-The server skips Bokeh's per-session document validation and Panel's ESM polyfill. Each route
+The server's configuration (app/server/routes.py `configure()`) skips Bokeh's per-session document
+validation and signature checks and Panel's BrowserInfo; app/tuning/first_load.py leaves out Panel's ESM
+polyfill, and app/tuning/early_page.py bokeh-gl. Each route
 builds the same kind of document for every student, so checking one of each here covers them all.
 """
 

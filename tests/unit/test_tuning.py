@@ -89,10 +89,11 @@ def test_no_tuning_leaves_panel_bokeh_and_tornado_as_shipped() -> None:
 import json, sys
 import panel, bokeh.core.has_props, bokeh.server.tornado, bokeh.server.urls, panel.io.document, panel.io.server
 import panel.reactive, bokeh.document, bokeh.protocol.messages.patch_doc
-from bokeh.settings import settings
 from blocktrace.explorables.components.explorable import CONTROL_HOOKS
 from blocktrace.explorables.components.updates import LiveHTML
+from panel.models.esm import ReactiveESM
 watched = {
+    "ReactiveESM.__javascript_raw__": lambda: ReactiveESM.__javascript_raw__,
     "Reactive._update_properties": lambda: panel.reactive.Reactive._update_properties,
     "Reactive._get_properties": lambda: panel.reactive.Reactive._get_properties,
     "HasProps.query_properties_with_values": lambda: bokeh.core.has_props.HasProps.query_properties_with_values,
@@ -103,8 +104,6 @@ watched = {
     "patch_doc.create": lambda: sys.modules["bokeh.protocol.messages.patch_doc"].patch_doc.create,
     "Document.apply_json_patch": lambda: bokeh.document.Document.apply_json_patch,
     "LiveHTML._update": lambda: LiveHTML._update,
-    "diagnostics": lambda: settings.perform_error_diagnostics(),
-    "browser_info": lambda: panel.config.browser_info,
 }
 before = {k: get() for k, get in watched.items()}
 from blocktrace.app.server.routes import routes, server_kwargs
@@ -119,6 +118,23 @@ print(json.dumps({"changed": changed, "applied": tuning.applied(), "hooks": len(
                       "patterns": ["/health", "/health/memory", "/embed-check"],
                       "pages": result["pages"]}
     assert result["pages"] >= 7
+
+
+@pytest.mark.parametrize("tuned", [True, False], ids=["tuned", "no-tuning"])
+def test_the_servers_public_settings_hold_with_or_without_tuning(tuned: bool) -> None:
+    """No BrowserInfo and no per-session validation or signature checks are configuration (routes.configure),
+    set with --no-tuning too; Panel and Bokeh ship them on."""
+    result = run_python(f"""
+import json
+import panel
+from bokeh.settings import settings
+shipped = [panel.config.browser_info, settings.perform_document_validation(), settings.perform_error_diagnostics()]
+from blocktrace.app.server.routes import routes
+routes(tuned={tuned})
+print(json.dumps({{"shipped": shipped, "served": [panel.config.browser_info, settings.perform_document_validation(),
+                                                 settings.perform_error_diagnostics()]}}))
+""")
+    assert result == {"shipped": [True, True, True], "served": [False, False, False]}
 
 
 def test_the_same_attributes_are_replaced_when_tuned() -> None:
