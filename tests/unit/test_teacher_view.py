@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
+from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import EventStore, new_event_id
-from blocktrace.app.classroom.teacher_view import bars, lesson_section, plural, roster_table, teacher_href
+from blocktrace.app.classroom.teacher_view import (
+    bars,
+    lesson_section,
+    pace_forms,
+    plural,
+    presenter_bars,
+    roster_table,
+    teacher_href,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -71,3 +81,28 @@ def test_unreveal_takes_a_reveal_back(tmp_path):
     assert not store.is_revealed("p3", "q") and store.visible_distribution("p3", "a" * 32, "q") is None
     assert store.learner_count("p3") == 1
     store.close()
+
+
+def test_the_pacing_forms_carry_the_token_and_show_what_was_typed_as_text():
+    """Both pacing forms carry the XSRF token; a pushed state and an error message with markup show as text."""
+    pace = SimpleNamespace(hold="experiment", pushed={"state": {"attention_scale": "<b>0</b>"}})
+    html = pace_forms("p3", "l", "e", pace, "tok", "light", error="<i>no</i>")
+    assert html.count('<input type="hidden" name="_xsrf" value="tok">') == 2
+    assert "attention_scale=&lt;b&gt;0&lt;/b&gt;" in html and "&lt;i&gt;no&lt;/i&gt;" in html
+    assert "<b>" not in html and "<i>" not in html
+    assert 'value="experiment" aria-pressed="true">Hold at Experiment' in html and "Release" in html
+    assert "Release" not in pace_forms("p3", "l", "e", None, "tok", "light")
+
+
+def test_the_presenter_page_says_when_the_store_is_off_or_unreachable():
+    """The presenter's page keeps its layout (the explorable beside the answers) when there are no counts."""
+    values = {"title": "Present", "tagline": "t", "theme": "dark", "refresh": True, "refresh_seconds": 5,
+              "other_theme": "/teacher/present?class=p3", "src": "/x?a=1&b=2", "frame_title": "X",
+              "lesson_title": "L", "summary": None, "answers": ""}
+    off = render("present.html", state="off", **values)
+    assert "The classroom store is off" in off and 'class="teacher bt-page bt-presenter"' in off
+    assert '<iframe class="bt-present-frame" src="/x?a=1&amp;b=2" title="X">' in off and "dark.css" in off
+    assert "cannot be reached" in render("present.html", state="unavailable", **values)
+    shown = render("present.html", state="ok", **{**values, "summary": summary(joined=2, committed=1),
+                                                     "answers": presenter_bars(summary(), {})})
+    assert "No predictions committed yet." in shown and "<strong>1</strong> learner of 2 committed" in shown
