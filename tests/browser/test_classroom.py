@@ -24,16 +24,14 @@ def classroom(tmp_path_factory):
     yield from module_server(tmp_path_factory, "classroom", "--teacher-password", PASSWORD)
 
 
-_TEACHERS_BROWSER = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))  # keeps its _xsrf
-
-
-def _get(url: str, password: str | None = None, data: dict | None = None) -> tuple[int, str]:
+def _get(url: str, password: str | None = None, data: dict | None = None,
+         opener: urllib.request.OpenerDirector | None = None) -> tuple[int, str]:
+    """A request without cookies, or through `opener` (a browser's cookie jar)."""
     request = urllib.request.Request(url, data=urllib.parse.urlencode(data).encode() if data else None)
-    opener = urllib.request.build_opener()
+    opener = opener or urllib.request.build_opener()
     if password is not None:
         token = base64.b64encode(f"teacher:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
-        opener = _TEACHERS_BROWSER
     try:
         with opener.open(request, timeout=10) as response:
             return response.status, response.read().decode()
@@ -76,10 +74,12 @@ def test_reveal_shows_the_class_only_to_those_who_committed(browser: Browser, cl
     waiting = browser.new_context().new_page()
     waiting.goto(classroom.url(TRACE + "?class=period2"))
     expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()
-    status, dashboard = _get(classroom.url("/teacher?class=period2"), PASSWORD)
+    teachers_browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))  # its _xsrf
+    status, dashboard = _get(classroom.url("/teacher?class=period2"), PASSWORD, opener=teachers_browser)
     token = dashboard.split('name="_xsrf" value="', 1)[1].split('"', 1)[0]
     status, _ = _get(classroom.url("/teacher/reveal"), PASSWORD,
-                     {"_xsrf": token, "class": "period2", "question": "transformer-block-trace/prediction"})
+                     {"_xsrf": token, "class": "period2", "question": "transformer-block-trace/prediction"},
+                     opener=teachers_browser)
     assert status == 200  # followed the redirect back to the dashboard
     expect(committed.get_by_text("The class answered (revealed by your teacher)")).to_be_visible(timeout=20_000)
     waiting.reload()
