@@ -29,6 +29,13 @@ from blocktrace.explorables.engine.forward import COMBINE as COMBINE_FORWARD
 from blocktrace.explorables.engine.forward import PLACEMENTS, Sublayers, check_input
 from blocktrace.explorables.engine.params import Params, check_params, position_vectors
 
+__all__ = [
+    "StreamGradients", "SublayersBackward", "add_backward", "attention_backward", "dense_mlp_backward", "depth_profile",
+    "gelu_backward", "grad_wrt_input", "layer_norm_backward", "loss_direction", "post_norm_block_backward",
+    "pre_norm_block_backward", "relu_backward", "replace_backward", "rms_norm_backward", "rms_normalize_backward",
+    "silu_backward", "softmax_backward", "swiglu_backward"
+]
+
 Array = np.ndarray
 Saved = dict[str, Array]  # forward intermediates of one block, under the stages' local keys
 

@@ -14,6 +14,8 @@ import numpy as np
 from blocktrace.explorables.engine.forward import Trace
 from blocktrace.explorables.engine.stages import Stage
 
+__all__ = ["CSV_COLUMNS", "to_csv", "to_dict", "to_json", "to_table"]
+
 EXPORT_VERSION = 1
 # Column names used in the CSV for each kind of axis.
 _AXIS_COLUMNS = {"batch": "batch", "n_heads": "head", "pos": "pos", "key_pos": "key_pos"}

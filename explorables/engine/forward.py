@@ -12,6 +12,11 @@ from blocktrace.explorables.engine.config import MAX_ABS_VALUE, MAX_TOKENS, Bloc
 from blocktrace.explorables.engine.params import Params, check_params, position_vectors
 from blocktrace.explorables.engine.stages import BLOCK_KEYS, Stage, stage_texts
 
+__all__ = [
+    "COMBINE", "PLACEMENTS", "Sublayers", "Trace", "block_keys", "check_input", "forward", "post_norm_block",
+    "pre_norm_block"
+]
+
 Record = Callable[[str, np.ndarray], None]
 
 

@@ -10,6 +10,11 @@ from functools import lru_cache
 
 import numpy as np
 
+__all__ = [
+    "attention", "attention_scores", "causal_mask", "dense_mlp", "gelu", "layer_norm", "merge_heads", "relu", "rms",
+    "rms_norm", "rms_normalize", "sigmoid", "silu", "softmax", "split_heads", "swiglu"
+]
+
 Array = np.ndarray
 
 

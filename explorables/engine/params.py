@@ -14,6 +14,10 @@ import numpy as np
 
 from blocktrace.explorables.engine.config import BlockConfig
 
+__all__ = [
+    "Params", "_rng", "check_params", "init_params", "param_names", "param_shape", "position_vectors", "word_embedding"
+]
+
 Params = dict[str, np.ndarray]
 
 

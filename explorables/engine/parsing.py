@@ -7,6 +7,8 @@ import re
 
 from blocktrace.explorables.engine.config import MAX_ABS_VALUE, MAX_TOKENS, ConfigError
 
+__all__ = ["MAX_WORD_LENGTH", "parse_phrase", "parse_vector"]
+
 # Minus signs people paste from documents, mapped to ASCII.
 _MINUS = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2012": "-", "\ufe63": "-", "\uff0d": "-"})
 _SEPARATORS = re.compile(r"[\s,;]+")

@@ -17,6 +17,8 @@ from blocktrace.explorables.engine.config import BlockConfig, ConfigError
 from blocktrace.explorables.engine.forward import Trace, forward
 from blocktrace.explorables.engine.params import Params, init_params, word_embedding
 
+__all__ = ["PRESETS", "Preset", "get_preset", "run_preset"]
+
 
 @dataclass(frozen=True)
 class Preset:

@@ -15,6 +15,8 @@ import numpy as np
 
 from blocktrace.explorables.engine.config import BlockConfig
 
+__all__ = ["BLOCK_KEYS", "Stage", "describe", "stage_texts"]
+
 # The keys of one block, in forward order ("embed" and "pos_embed" come before the first block).
 BLOCK_KEYS = (
     "resid_pre",
