@@ -16,6 +16,8 @@ for caches).
 and stylesheets); `apply()` has Bokeh route each app's /static/ (BokehJS) to a gzipping handler
 instead of Bokeh's StaticHandler (wrapping `bokeh.server.tornado.create_static_handler`, which Panel
 itself replaces). Both serve the same folders as Bokeh's handlers.
+
+Upstream: app/tuning/UPSTREAM.md, "compressed_static" (what would retire this patch).
 """
 
 from __future__ import annotations

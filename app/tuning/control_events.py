@@ -17,6 +17,8 @@ the parameters. Anything out of the ordinary (a read-only or constant parameter 
 slider's `value_throttled`, a nested property, Panel's throttled mode) goes through Panel's own
 method unchanged. A change whose callbacks raise is logged as Panel logs it ("Callback failed for
 object named ..." with the exception, on Panel's `panel.reactive` logger) and raised again.
+
+Upstream: app/tuning/UPSTREAM.md, "control_events" (what would retire this patch).
 """
 
 from __future__ import annotations

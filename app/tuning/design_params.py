@@ -6,6 +6,8 @@ modifiers, then uses them only if the change is to `stylesheets`. Asking costs a
 design's modifiers and path look-ups: about a twentieth of the server's time per slider change.
 
 Here the design is asked only when `stylesheets` changes; otherwise the result is the same.
+
+Upstream: app/tuning/UPSTREAM.md, "design_params" (what would retire this patch).
 """
 
 from __future__ import annotations

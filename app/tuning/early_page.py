@@ -23,9 +23,20 @@ draw the page without them, and draw it again when they come. Not earlier: on to
 scripts they would exceed the browser's six connections to the server, and a script still waiting
 when the session build starts would wait for all of it.
 
+Panel's own `reuse_sessions="warm"` with a `session_key_func` is the same idea, and this handler
+steps aside when it is on (`_ordinary`). It is not used instead because of what it lacks (Panel 1.9.4
+and 1.10.0 alike): it keeps the route's first session, the first student's, alive for good
+(`block_expiration`) and renders every later page again from that live document; it starts the
+build at once, while the browser's requests for the scripts arrive; a build that fails leaves
+Bokeh's pending session unresolved, so the page's websocket waits for good (`build` below resolves
+it); and it lists bokeh-gl and no stylesheet preload. Put in this handler's place, it made the tuned
+page slower (one run each, `benchmarks/latency.py --compare-tuning`: stock/tuned 1.18 against 1.47).
+
 tests/app/test_early_page.py checks that each route's early page lists the same scripts and styles
 as a page built the ordinary way (bokeh-gl aside), and that a session is built once, from the token
 of its page.
+
+Upstream: app/tuning/UPSTREAM.md, "early_page" (what would retire this patch).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Panel's HTML pane answers a new `object` by recomputing every property of its Bo
 of server time per pane. Only the text changes in a LiveHTML pane, so only the text is set; everything
 else (visibility, classes, styles) still follows Panel's ordinary path. Overrides Panel's private
 `PaneBase._update` on our own subclass only.
+
+Upstream: app/tuning/UPSTREAM.md, "live_html" (what would retire this patch).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ A page loaded through autoload.js lives inside someone else's page, so every URL
 absolute to this server. Panel 1.9 gets three of them wrong: its bundled scripts are prefixed with the
 request's relative path ("../../static/…"), its theme stylesheets fall back to its CDN, and the loading
 stylesheet is relative to the host page. Each fix applies only to script-tag sessions.
+
+Upstream: app/tuning/UPSTREAM.md, "panel_fixes" (what would retire this patch).
 """
 
 from __future__ import annotations

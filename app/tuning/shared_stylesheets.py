@@ -14,6 +14,8 @@ so the page looks the same (tests/app/test_shared_stylesheets.py, and the browse
 Outside a served session (a page built in a test) nothing changes: a Bokeh model may belong to one
 document only. A document's entry goes when the document does: Bokeh clears its models' links to the
 document when the session is destroyed.
+
+Upstream: app/tuning/UPSTREAM.md, "shared_stylesheets" (what would retire this patch).
 """
 
 from __future__ import annotations

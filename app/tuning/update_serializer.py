@@ -12,6 +12,8 @@ Bokeh's own); the document's list of models still new to the browser is updated 
 The other way, `Document.apply_json_patch` starts each update from the browser by building a map
 from id to model over every model, reading each model's id property. The document keeps that
 very map; here it is copied in one step instead. The rest of the method is Bokeh's.
+
+Upstream: app/tuning/UPSTREAM.md, "update_serializer" (what would retire this patch).
 """
 
 from __future__ import annotations
