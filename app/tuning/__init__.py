@@ -40,12 +40,8 @@ server in Chromium.
 
 `benchmarks/latency.py --compare-tuning` measures the tuned and the stock server in one run.
 
-Two of these mend upstream bugs rather than save time; what upstream would need:
-- panel_fixes: in an autoload (script-tag) session, Panel should make its bundled script URLs, theme
-  stylesheets and loading stylesheet absolute to the server (it prefixes the request's relative path,
-  and falls back to its CDN for the theme CSS).
-- update_serializer: Bokeh's `patch_doc.create` could look a model up in the document's synced set
-  when it meets it, instead of building a reference object for every synced model per message.
+UPSTREAM.md says, for each patch, the upstream issue or pull request that would retire it (or the
+text of the one to open).
 """
 
 from __future__ import annotations
