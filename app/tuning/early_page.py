@@ -29,8 +29,10 @@ and 1.10.0 alike): it keeps the route's first session, the first student's, aliv
 (`block_expiration`) and renders every later page again from that live document; it starts the
 build at once, while the browser's requests for the scripts arrive; a build that fails leaves
 Bokeh's pending session unresolved, so the page's websocket waits for good (`build` below resolves
-it); and it lists bokeh-gl and no stylesheet preload. Put in this handler's place, it made the tuned
-page slower (one run each, `benchmarks/latency.py --compare-tuning`: stock/tuned 1.18 against 1.47).
+it); and it lists bokeh-gl and no stylesheet preload. Nor was it quicker: put in this handler's
+place, the tuned page was interactive in 2577 and 2155 ms (stock 3036 and 2367) against 1770 and
+1772 ms (stock 1983 and 2153) with this handler, medians of two runs each of
+`benchmarks/latency.py --compare-tuning` on a busy 2-core machine (app/tuning/UPSTREAM.md).
 
 tests/app/test_early_page.py checks that each route's early page lists the same scripts and styles
 as a page built the ordinary way (bokeh-gl aside), and that a session is built once, from the token
