@@ -304,3 +304,22 @@ def test_panels_admin_access_check_still_runs_for_an_admin_route(monkeypatch) ->
 
     monkeypatch.setattr(pn.config, "admin_password", "a teacher's secret")
     run_without_frames(scenario)
+
+
+def test_with_panels_own_session_reuse_on_the_early_handler_steps_aside(monkeypatch) -> None:
+    """A server started with Panel's reuse_sessions gets Panel's own reuse (root placeholders, a new session
+    per page), and no page frame of ours is kept beside it."""
+    import panel as pn
+    from panel.io.state import state
+
+    monkeypatch.setattr(pn.config, "reuse_sessions", "warm")
+    monkeypatch.setattr(state, "_sessions", {})  # Panel keeps the reused sessions here, per process
+    monkeypatch.setattr(state, "_session_key_funcs", {})
+
+    async def scenario(base: str, context) -> None:
+        pages = [(await AsyncHTTPClient().fetch(base + TRACE, request_timeout=60)).body.decode() for _ in range(2)]
+        assert [PageParts(page).roots >= 1 for page in pages] == [True, True]  # Panel's page, not a frame
+        assert get_session_id(page_token(pages[0])) != get_session_id(page_token(pages[1]))
+        assert early_page.FRAMES == {}
+
+    run_without_frames(scenario)
