@@ -61,7 +61,7 @@ from bokeh.server.callbacks import NextTickCallback
 from blocktrace.app.server import session_reclaim
 from blocktrace.app.settings import settings
 
-log = logging.getLogger("blocktrace.gc")
+log = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
 CHECK_SECONDS = 1.0  # how often the reclaimer looks at closed sessions and the class's activity

@@ -53,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
-log = logging.getLogger("blocktrace.tuning")
+log = logging.getLogger(__name__)
 
 # (lowest verified, highest verified minor): a release in [lowest, next minor after highest) is in range.
 PANEL = ("1.9.0", "1.10")

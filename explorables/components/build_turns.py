@@ -45,7 +45,7 @@ from blocktrace.explorables.components.weak_callbacks import weakly
 
 __all__ = ["PACER", "Pacer", "in_turn", "running_loop"]
 
-log = logging.getLogger("blocktrace.builds")
+log = logging.getLogger(__name__)
 
 GAP_S = 0.02  # after each build step, the loop's own for at least this long ...
 SHARE = 1.0  # ... or, while other steps wait, this share of the time the step took, if longer

@@ -265,7 +265,7 @@ def test_a_long_collection_is_logged_and_a_short_one_is_not(caplog):
     """The collection timer names a collection that held the server past LONG_COLLECTION_MS, and only that."""
     ticks = iter([0.0, 0.010, 1.0, 1.0 + session_memory.LONG_COLLECTION_MS / 1000 + 0.05])
     timer = session_memory.CollectionTimer(clock=lambda: next(ticks))
-    with caplog.at_level("INFO", logger="blocktrace.gc"):
+    with caplog.at_level("INFO", logger="blocktrace.app.server.session_memory"):
         timer("start", {"generation": 0})
         timer("stop", {"generation": 0})
         timer("start", {"generation": 2})
@@ -327,7 +327,7 @@ def test_a_closed_page_still_held_elsewhere_is_left_for_the_quiet_reclaim(fresh_
     page, body, _doc = a_closed_page()
     held = [body()]  # a lingering reference (a store call in flight)
     reclaimer.session_closed()
-    with caplog.at_level("INFO", logger="blocktrace.gc"):
+    with caplog.at_level("INFO", logger="blocktrace.app.server.session_memory"):
         asyncio.run(session_memory.take_apart_in_turn(page))
     assert held[0].doc.view is held[0], "untouched"
     assert caplog.text.count("still held elsewhere") == 1
@@ -422,7 +422,7 @@ def test_switched_off_a_closed_page_is_left_whole_for_the_quiet_reclaim(monkeypa
         served.close()
         await asyncio.sleep(0)  # a task made on close would run on the loop's next round
 
-    with overridden(session_reclaim=False), caplog.at_level("INFO", logger="blocktrace.gc"):
+    with overridden(session_reclaim=False), caplog.at_level("INFO", logger="blocktrace.app.server.session_memory"):
         asyncio.run(open_and_close(page, body))
     assert taken == [], "no step of its own was scheduled"
     assert body.me is body and body.table["items"] == [body], "nothing of the page was emptied"
@@ -440,7 +440,7 @@ def test_on_an_interpreter_the_reclaim_does_not_support_it_stands_down_with_one_
 
     monkeypatch.setattr(session_memory, "_stood_down", set())
     newer = unsupported(version=(3, 14), implementation="cpython", free_threaded=False)
-    with caplog.at_level("INFO", logger="blocktrace.gc"):
+    with caplog.at_level("INFO", logger="blocktrace.app.server.session_memory"):
         assert not session_memory.own_steps(enabled=True, why_not=newer)
         assert not session_memory.own_steps(enabled=True, why_not=newer)
         assert session_memory.own_steps(enabled=True, why_not=None)
