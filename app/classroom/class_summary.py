@@ -17,8 +17,8 @@ from blocktrace.app.classroom.store_engine import as_utc
 from blocktrace.app.classroom.store_validation import PREDICTION
 
 __all__ = [
-    "MISCONCEPTIONS", "STEPS", "STEP_KINDS", "Misconception", "RosterEntry", "Summary", "exercise_words",
-    "learner_label", "summarize",
+    "DISCUSSED_KINDS", "MISCONCEPTIONS", "STEPS", "STEP_KINDS", "Misconception", "RosterEntry", "Summary",
+    "exercise_words", "learner_label", "summarize",
 ]
 
 # question -> (the choice that names a misconception, its name for the teacher).

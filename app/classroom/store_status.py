@@ -1,6 +1,6 @@
 """What the teacher is told about the class database: writes waiting, no answer, a deleted file.
 
-The students' pages say "your progress is not being saved" from the same facts (learner.SessionRecorder);
+The students' pages say "your progress is not being saved" from the same facts (recorder.SessionRecorder);
 the teacher's dashboard shows these sentences above the counts, so counts read while writes are failing
 are never shown as if all was well. Each server process keeps its own outbox: with `--num-procs` a
 sentence speaks for the process that answered the dashboard.

@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from blocktrace.app.classroom.classroom import ClassroomSettings, configure, current
 from blocktrace.app.classroom.outbox import Outbox
+from blocktrace.app.classroom.schema import SCHEMA_VERSION
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, new_event_id
 from blocktrace.app.classroom.store_thread import STALLED_AFTER_S, StoreThread
 
@@ -167,3 +169,26 @@ def test_a_teacher_write_lands_after_the_learner_writes_queued_before_it(tmp_pat
     rows = [line.split(",") for line in store.export_csv("p3").splitlines()[1:]]
     assert [(row[3], row[-1]) for row in rows] == [("1", '"{""text"":""before""}"')], "in the epoch it was made in"
     assert store.learner_count("p3") == 0, "the archive came after it: the new epoch starts empty"
+
+
+def test_a_worker_s_classroom_checks_its_schema_on_the_store_thread(tmp_path, monkeypatch):
+    """The first `current()` of a process (called on the event loop) leaves the schema upgrade to the store
+    thread, so the loop never waits for the database."""
+    ran_on: list[str] = []
+    upgrade = EventStore.upgrade
+
+    def recorded(store: EventStore, *args, **kwargs) -> int:
+        ran_on.append(threading.current_thread().name)
+        return upgrade(store, *args, **kwargs)
+
+    monkeypatch.setattr(EventStore, "upgrade", recorded)
+    configure(ClassroomSettings(db_url=f"sqlite:///{tmp_path / 'class.db'}", secret=b"s" * 32))
+    try:
+        room = current()
+        assert room is not None and current() is room, "one classroom per process"
+        assert room.thread.drain()
+        assert ran_on and set(ran_on) == {"blocktrace-store"}, "(the thread's first refresh may upgrade first)"
+        assert room.store.schema_version() == SCHEMA_VERSION
+    finally:
+        configure(None)
+        room.store.close()

@@ -1,0 +1,76 @@
+"""The process-wide classroom: one store, its outbox and store thread, and the server's secret per process.
+
+`blocktrace serve` calls `configure` once, before it forks its workers; each worker process opens its
+own store on its first `current()`, so no database connection crosses a fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+
+from blocktrace.app.classroom.outbox import Outbox
+from blocktrace.app.classroom.store import EventStore, StoreUnavailable
+from blocktrace.app.classroom.store_thread import StoreThread
+
+__all__ = ["Classroom", "ClassroomSettings", "configure", "current"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Classroom:
+    """The process-wide store, its outbox and the cookie secret (set up once by `blocktrace serve`)."""
+
+    store: EventStore
+    secret: bytes
+    outbox: Outbox = field(init=False)
+    thread: StoreThread = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outbox = Outbox(self.store)
+        self.thread = StoreThread(self.outbox)
+
+
+@dataclass(frozen=True)
+class ClassroomSettings:
+    """Where the store is and the server's secret: all a worker needs to open its own classroom."""
+
+    db_url: str
+    secret: bytes
+
+
+_settings: ClassroomSettings | None = None
+_classroom: Classroom | None = None
+_pid: int | None = None
+_lock = threading.Lock()
+
+
+def configure(settings: ClassroomSettings | None) -> None:
+    """Remember how to reach the store; each worker process opens its own on first use (after the fork)."""
+    global _settings, _classroom, _pid
+    with _lock:
+        _settings, _classroom, _pid = settings, None, None
+
+
+def current() -> Classroom | None:
+    """This process's classroom (None when the store is off), opened on the first call in each worker.
+
+    Its schema is checked on the store thread, as every other database call is: the event loop that
+    calls this never waits for the database.
+    """
+    global _classroom, _pid
+    if _settings is None:
+        return None
+    with _lock:
+        if _classroom is None or _pid != os.getpid():
+            _classroom, _pid = Classroom(EventStore(_settings.db_url), _settings.secret), os.getpid()
+            _classroom.thread.submit(_classroom.store.upgrade, _upgraded)
+        return _classroom
+
+
+def _upgraded(result: object) -> None:
+    if isinstance(result, StoreUnavailable):  # students keep exploring; writes wait in the outbox
+        log.warning("the classroom store is unavailable at start: %s", result)
