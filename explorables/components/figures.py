@@ -8,11 +8,12 @@ toolbar read as a stray blue mark). Colours follow the session's theme (`session
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import panel as pn
 from bokeh.models import HoverTool
 from bokeh.plotting import figure
+from panel.viewable import Viewable
 
 from blocktrace.explorables.components.focus import focus_ring
 from blocktrace.explorables.components.palette import ChartColours, chart_colours
@@ -88,6 +89,11 @@ class DrawnAfterLoad:
     students' changes are answered between them. Outside a served page (no session, e.g. in tests) each
     figure is placed at once. Panel's loading spinner is not used: it is an image from this server, which a
     page embedding us by script tag may not load (cross-origin).
+
+    What belongs to a figure (its text alternative, a heading above it) comes in the figure's message
+    (`before`, `after`), and what the page shows below its results (`later`) in one step before the
+    figures: the first page carries only what is used first. Each HTML pane, widget or layout is models
+    to build on the server and views to build in the browser before the page can be used.
     """
 
     PENDING = "bt-figure-pending"
@@ -95,26 +101,47 @@ class DrawnAfterLoad:
                    "color: var(--panel-on-background-color, #212529); opacity: 0.75; }")
 
     def __init__(self) -> None:
-        self._waiting: list[tuple[pn.Column, Callable[[], figure]]] = []
+        self._waiting: list[tuple[pn.Column, Callable[[], list]]] = []  # figures, each a step of its own
+        self._later: list[tuple[pn.Column, Callable[[], list]]] = []  # content, all in one step before them
 
-    def place(self, make: Callable[[], figure], height: int) -> pn.Column:
-        """A place `height` px tall that `make()`'s figure fills once the page is up."""
+    def place(self, make: Callable[[], figure], height: int, before: Sequence[Viewable] = (),
+              after: Sequence[Viewable] = ()) -> pn.Column:
+        """A place `height` px tall that `make()`'s figure fills once the page is up, between `before` and
+        `after` (panes that belong to the figure, sent with it)."""
         slot = pn.Column(sizing_mode="stretch_width", min_height=height, css_classes=[self.PENDING],
                          stylesheets=[self.WAITING_CSS])
-        self._waiting.append((slot, make))
-        if len(self._waiting) == 1:  # one onload callback draws every place asked for before the page is up
-            pn.state.onload(self._draw)
+
+        def content() -> list:
+            return [*before, pn.pane.Bokeh(make(), sizing_mode="stretch_width"), *after]
+
+        self._wait(self._waiting, slot, content)
         return slot
+
+    def later(self, make: Callable[[], list], **params) -> pn.Column:
+        """A place (a Column with `params`) that `make()`'s panes fill once the page is up, before any figure;
+        no waiting text: this is for what the page shows below its first screen."""
+        slot = pn.Column(**{"sizing_mode": "stretch_width", "margin": 0, **params}, css_classes=[self.PENDING])
+        self._wait(self._later, slot, make)
+        return slot
+
+    def _wait(self, queue: list, slot: pn.Column, make: Callable[[], list]) -> None:
+        queue.append((slot, make))
+        if len(self._waiting) + len(self._later) == 1:  # one onload callback fills every place asked for
+            pn.state.onload(self._draw)
 
     def _draw(self) -> None:
         from blocktrace.explorables.components.build_turns import in_turn
 
+        later, self._later = self._later, []
         waiting, self._waiting = self._waiting, []
-        for slot, make in waiting:
-            in_turn(functools.partial(self._fill, slot, make))
+        if later:
+            in_turn(functools.partial(self._fill, later))
+        for place in waiting:
+            in_turn(functools.partial(self._fill, [place]))
 
     @staticmethod
     @batched
-    def _fill(slot: pn.Column, make: Callable[[], figure]) -> None:
-        slot.objects = [pn.pane.Bokeh(make(), sizing_mode="stretch_width")]
-        slot.css_classes = []
+    def _fill(places: list[tuple[pn.Column, Callable[[], list]]]) -> None:
+        for slot, make in places:
+            slot.objects = make()
+            slot.css_classes = []

@@ -206,27 +206,31 @@ class TraceExplorable(ExplorableView):
         )
         left = pn.Column(*gate, controls, styles=self.side_styles(),
                          stylesheets=[] if self.embed else [STICKY_SIDE])  # in view while the results scroll
+        # The first page is what is used first: the controls, the diagram and the stage table. Each text
+        # alternative comes with its figure, and what is below the results after them (DrawnAfterLoad).
         after_load = DrawnAfterLoad()
 
-        def plot(name: str) -> pn.Column:
-            return after_load.place(lambda: getattr(self.figures, f"{name}_fig"), plots.HEIGHTS[name])
+        def plot(name: str, before=(), after=()) -> pn.Column:
+            return after_load.place(lambda: getattr(self.figures, f"{name}_fig"), plots.HEIGHTS[name], before, after)
 
+        swiglu_heading = LiveHTML(
+            '<h2 class="bt-h2">Inside SwiGLU</h2><p class="bt-lead">Each hidden unit multiplies SiLU(gate) by '
+            "its value. A gate near 0 (or well below it) lets almost nothing through; for a large positive gate "
+            "SiLU is close to the gate itself, so the unit can pass more than its whole value.</p>",
+            **styled(sizing_mode="stretch_width"))
         right = pn.Column(
             self.live, *self.diagram.panes, self.stage_table,
-            plot("norm"), self.norm_alt,
-            self.inspect, plot("comp"), self.comp_alt,  # the stage picker above the chart it drives
-            LiveHTML('<h2 class="bt-h2">Inside SwiGLU</h2><p class="bt-lead">Each hidden unit multiplies '
-                         "SiLU(gate) by its value. A gate near 0 (or well below it) lets almost nothing through; for a "
-                         "large positive gate SiLU is close to the gate itself, so the unit can pass more than its "
-                         "whole value.</p>", **styled(sizing_mode="stretch_width")),
-            plot("swiglu"), self.swiglu_alt, self.swiglu_table,
-            self.baseline_table,
+            plot("norm", after=[self.norm_alt]),
+            self.inspect, plot("comp", after=[self.comp_alt]),  # the stage picker above the chart it drives
+            plot("swiglu", before=[swiglu_heading], after=[self.swiglu_alt]),
+            after_load.later(lambda: [self.swiglu_table, self.baseline_table]),
             styles=self.main_styles("36rem"),
         )
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
-        share.styles = {"flex": "1 1 100%"}  # after the results: between the controls and the plots it kept them apart
-        body = pn.FlexBox(left, right, share, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
+        # After the results (flex 100%): between the controls and the plots it kept them apart.
+        share_place = after_load.later(lambda: [share], styles={"flex": "1 1 100%"})
+        body = pn.FlexBox(left, right, share_place, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
                           sizing_mode="stretch_width")
         return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS])
