@@ -71,9 +71,12 @@ class StoreThread:
 
         It runs after every call submitted before it, and after the outbox has delivered the writes queued
         while the database was down (it would otherwise overtake them: an archive would put them in the
-        next epoch). While some still wait, or the database fails, StoreUnavailable is raised here and
-        nothing is queued: the handler answers that the database cannot be reached, and the person retries.
+        next epoch). While some still wait, the database fails or a call on this thread has hung, StoreUnavailable
+        is raised here and nothing is queued: the handler answers that the database cannot be reached, and the
+        person retries.
         """
+        if self.stalled():  # it would wait behind the call that hangs: the person hears so now, and retries
+            raise StoreUnavailable("the class database is not answering")
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[T] = loop.create_future()
 

@@ -71,9 +71,10 @@ class TeacherHandler(RequestHandler):
         return code if valid_class_code(code) else DEFAULT_CLASS
 
     async def stored(self, write, *args) -> bool:
-        """Run a store write off the event loop; on an outage answer 503 with a message and return False."""
+        """Run a store write on the store thread (after the learners' writes it holds) and wait for its commit; on
+        an outage answer 503 with a message and return False."""
         try:
-            await off_the_loop(write, *args)
+            await current_classroom().thread.write(write, *args)
         except StoreUnavailable:
             self.set_status(503)
             self.finish("The class database cannot be reached right now; go back and try again in a moment.\n")

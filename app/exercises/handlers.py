@@ -13,7 +13,6 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from tornado.ioloop import IOLoop
 from tornado.web import RequestHandler
 
 from blocktrace.app.classroom.identity import COOKIE_NAME, chosen_class, verify
@@ -108,7 +107,7 @@ class ReportHandler(RequestHandler):
                   "checked": True}
         try:
             stored_at = datetime.now(UTC)  # no later than the row's own time: the next refresh keeps it or newer
-            await IOLoop.current().run_in_executor(None, lambda: classroom.store.record(
+            await classroom.thread.write(lambda: classroom.store.record(
                 new_event_id(), code, learner, "exercise", result, exercise.lesson, None))
         except (StoreUnavailable, ValueError) as error:
             log.warning("an exercise report was not stored: %s", type(error).__name__)

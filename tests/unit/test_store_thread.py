@@ -192,3 +192,22 @@ def test_a_worker_s_classroom_checks_its_schema_on_the_store_thread(tmp_path, mo
     finally:
         configure(None)
         room.store.close()
+
+
+def test_an_awaited_write_is_refused_at_once_while_a_call_hangs(tmp_path):
+    """While the store thread is stuck in a call (a database that does not answer), a teacher's form or a report
+    is told so at once instead of waiting behind it, and nothing of it runs later."""
+    now = [0.0]
+    store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
+    worker = StoreThread(Outbox(store), refresh_s=3600.0, clock=lambda: now[0])
+    running, release = threading.Event(), threading.Event()
+    worker.submit(lambda: (running.set(), release.wait(10)))
+    assert running.wait(10)
+    now[0] = STALLED_AFTER_S + 0.1
+    ran: list[str] = []
+    with pytest.raises(StoreUnavailable, match="not answering"):
+        asyncio.run(worker.write(lambda: ran.append("archive")))
+    release.set()
+    assert worker.drain()
+    assert ran == []
+    store.close()
