@@ -19,6 +19,8 @@ from blocktrace.explorables.components.focus import focus_design
 from blocktrace.explorables.components.style import STATIC_DIR
 from blocktrace.explorables.components.url_state import session_query
 
+__all__ = ["explorable_page", "page_titles", "routes", "server_kwargs"]
+
 # Before any widget is built: every Panel component gets the keyboard focus ring (explorables/components/focus.py).
 pn.config.design = focus_design()
 
