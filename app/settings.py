@@ -51,6 +51,34 @@ class Settings:
     # Closed pages' memory (app/server/session_memory.py)
     session_reclaim: bool = _setting(True, "a closed page's own cycles taken apart as it closes (session_reclaim.py); "
                                            "off, the quiet-time full collection frees it")
+    young_collection_every: int = _setting(20_000, "allocations between collections of the young generation "
+                                                   "(Python's default: 700)")
+    memory_check_every: float = _setting(1.0, "seconds between looks at closed pages and the class's activity")
+    freeze_every: float = _setting(5.0, "seconds between freezes of what was made since (its garbage collected first)")
+    quiet_after: float = _setting(10.0, "seconds in which no browser changed anything: the class is quiet")
+    long_collection_ms: float = _setting(100.0, "milliseconds: a collection that holds the server longer is logged")
+    reclaim_gap: float = _setting(60.0, "seconds: at most one full reclaim in this long, even in a quiet class")
+    reclaim_forced_after: int = _setting(50, "closed pages left behind that force the full reclaim in a busy class ...")
+    reclaim_forced_share: float = _setting(1.0, "... once they are also this share of the pages still open")
+    housekeeping_after: int = _setting(100, "pages freed by their own step after which a quiet class's full reclaim "
+                                            "also runs (for what each leaves)")
+    reclaim_figures_kept: int = _setting(1000, "the last closed pages' own reclaim figures kept (/health/memory)")
+    take_apart_tries: int = _setting(3, "tries to take a closed page apart while something still holds it ...")
+    take_apart_retry: float = _setting(2.0, "... seconds apart")
+    reclaim_walk_limit: int = _setting(200_000, "objects a closed page's walk may reach, else nothing is taken apart")
+    reclaim_step_objects: int = _setting(10_000, "objects walked per step of a closed page's reclaim (15-25 ms)")
+    # Page builds taking turns (explorables/components/build_turns.py; set by app/server/build_pacing.py)
+    build_gap: float = _setting(0.02, "seconds the loop is left to other work after each build step ...")
+    build_gap_share: float = _setting(1.0, "... or, while more steps wait, this share of the step's time, if longer")
+    build_behind: float = _setting(0.01, "seconds late a rest's timer fires when the loop is still behind: rest on ...")
+    build_busy_share: float = _setting(0.2, "... if the loop's thread was busy this share of the rest")
+    build_max_rest: float = _setting(0.5, "seconds after a build step the next one starts at the latest")
+    build_stuck: float = _setting(5.0, "seconds after which a step not reported done frees the queue")
+    # How often an open page looks for news (app/lessons/page.py, app/server/session_setup.py)
+    pace_poll_ms: int = _setting(3000, "milliseconds between a lesson page's looks for the teacher's hold or release")
+    exercise_poll_ms: int = _setting(2000, "milliseconds between a lesson page's looks for `blocktrace check` results")
+    reveal_poll_ms: int = _setting(4000, "milliseconds between an explorable page's looks for the class's pace, "
+                                         "push and revealed answers")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -19,6 +19,7 @@ from blocktrace.app.lessons.markdown import render
 from blocktrace.app.server.pages import apply_theme, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import attach_explorable, learner_bar, put_back, start_session
+from blocktrace.app.settings import settings
 from blocktrace.explorables.components.checkpoint import Checkpoint, CheckpointView, Option
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, beside, readable
 from blocktrace.explorables.components.style import styled
@@ -31,9 +32,7 @@ __all__ = ["LessonView", "lesson_routes"]
 log = logging.getLogger(__name__)
 
 MAX_EXPLANATION = 2000
-PACE_POLL_MS = 3000  # how soon a hold or a release reaches an open lesson page
 STEP_OF_DIRECTIVE = {"exercise": "implement", "explain": "explain"}  # the parts a hold can close
-EXERCISE_POLL_MS = 2000  # how soon a result sent by `blocktrace check` shows on the open page
 STEPS = (("predict", "Predict"), ("experiment", "Experiment"), ("implement", "Implement"), ("explain", "Explain"))
 
 
@@ -117,7 +116,7 @@ class LessonView(pn.viewable.Viewer):
             self._follow_pace()
             doc = pn.state.curdoc
             if doc is not None and doc.session_context is not None:
-                pn.state.add_periodic_callback(weakly(self._follow_pace), period=PACE_POLL_MS)
+                pn.state.add_periodic_callback(weakly(self._follow_pace), period=settings().pace_poll_ms)
 
     @property
     def _stores(self) -> bool:
@@ -267,7 +266,7 @@ class LessonView(pn.viewable.Viewer):
                 show(found)
 
         self._polls.append(poll)
-        pn.state.add_periodic_callback(weakly(poll), period=EXERCISE_POLL_MS)
+        pn.state.add_periodic_callback(weakly(poll), period=settings().exercise_poll_ms)
 
     def _directive_answer(self, attrs: dict) -> pn.viewable.Viewable:
         """An explanation of a result: only a note until the student has committed what it explains.

@@ -1,7 +1,8 @@
 """Each session's document is built in its turn of the process's build queue (explorables/components/build_turns.py).
 
 Bokeh lets an application handler's `on_session_created` hook delay a session's creation; this one waits
-for the queue, so the document is built as one step of it.
+for the queue, so the document is built as one step of it. The queue's numbers are the server's settings
+(`pace_from_settings`; the explorables package keeps only their defaults, as it never imports the app).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 
 from bokeh.application.handlers.handler import Handler
 
+from blocktrace.app.settings import settings
+from blocktrace.explorables.components import build_turns
 from blocktrace.explorables.components.build_turns import PACER
 
 
@@ -24,9 +27,20 @@ class TakeTurns(Handler):
         await PACER.turn()
 
 
+def pace_from_settings() -> None:
+    """The process's build queue (build_turns.PACER) takes its numbers from the server's settings."""
+    numbers = settings()
+    build_turns.PACER.configure(gap_s=numbers.build_gap, share=numbers.build_gap_share, behind_s=numbers.build_behind,
+                                busy_share=numbers.build_busy_share, max_rest_s=numbers.build_max_rest,
+                                stuck_s=numbers.build_stuck)
+
+
 def paced_applications(pages: dict[str, Callable], titles: dict[str, str]) -> dict[str, Any]:
-    """Panel's applications for `pages` (as `pn.serve` would make them), each building its sessions in turn."""
+    """Panel's applications for `pages` (as `pn.serve` would make them), each building its sessions in turn, in
+    a queue set to the server's settings."""
     from panel.io.application import build_applications
+
+    pace_from_settings()
 
     apps = build_applications(pages, title=titles)
     for app in apps.values():

@@ -8,7 +8,7 @@ object: 117 ms for the start-up heap alone, 1.4 s with 100 block-trace pages (be
 - **Live pages are kept out of the collector's walk.** Once a page is built, and again once it has
   loaded in the browser (its figures are built then), what was made since the last freeze is
   collected and every surviving object is frozen (`gc.freeze()`); a collection after that walks only
-  what was made since. Everything is frozen again every FREEZE_SECONDS too, so the walk stays short:
+  what was made since. Everything is frozen again every `freeze_every` seconds too, so the walk stays short:
   Bokeh runs a full `gc.collect()` for each session it discards, and on a heap left unfrozen that is
   a whole-heap walk per closed tab (1.4 s each with 100 pages; 2 ms each on the frozen heap). A freeze
   waits (a little) for pages' next-tick callbacks to have run: one frozen while waiting would stay.
@@ -27,14 +27,14 @@ object: 117 ms for the start-up heap alone, 1.4 s with 100 block-trace pages (be
 - **What that leaves is reclaimed when the class is quiet.** Frozen objects are never collected, and
   CPython (3.11-3.13) cannot collect part of the frozen heap: the only way is to thaw everything, run
   one full collection and freeze again (`Reclaimer.reclaim`), a pause as long as the whole heap's
-  walk. It runs once no browser has changed anything in any session for QUIET_SECONDS, for pages the
-  step above could not free (still held after TAKE_APART_TRIES tries), or once HOUSEKEEPING_AFTER pages
+  walk. It runs once no browser has changed anything in any session for `quiet_after` seconds, for pages the
+  step above could not free (still held after `take_apart_tries` tries), or once `housekeeping_after` pages
   were freed by it (each leaves a few hundred objects: its emptied Document, which what Bokeh's server
   keeps of a session's callbacks still holds). If the class is never quiet and unfreed pages pile up
-  (as many as are open, and at least FORCE_AFTER_CLOSED) it runs anyway, and says so.
-- The young generation is collected every YOUNG_THRESHOLD allocations instead of 700, so the
+  (as many as are open, and at least `reclaim_forced_after`) it runs anyway, and says so.
+- The young generation is collected every `young_collection_every` allocations instead of 700, so the
   short-lived cycles of one update die young instead of being promoted.
-- Any collection that holds the server longer than LONG_COLLECTION_MS is logged, so a pause the
+- Any collection that holds the server longer than `long_collection_ms` is logged, so a pause the
   collector causes can be told from other work (`benchmarks/classroom.py --reopen` lists them).
   GET /health/memory reports the open pages, the frozen objects and what was reclaimed each way.
 
@@ -63,18 +63,8 @@ from blocktrace.app.settings import settings
 
 log = logging.getLogger(__name__)
 
-YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
-CHECK_SECONDS = 1.0  # how often the reclaimer looks at closed sessions and the class's activity
-FREEZE_SECONDS = 5.0  # everything made since is frozen this often (what of it is garbage collected first)
-QUIET_SECONDS = 10.0  # no browser changed anything for this long: the class is quiet
-LONG_COLLECTION_MS = 100.0  # any collection longer than this is logged (the reclaim logs itself)
-MIN_GAP_SECONDS = 60.0  # at most one reclaim per this long, even in a quiet class
-FORCE_AFTER_CLOSED = 50  # reclaim even in a busy class once this many sessions closed ...
-FORCE_SHARE = 1.0  # ... and at least this share of the sessions still open
-HOUSEKEEPING_AFTER = 100  # a quiet class's full reclaim also runs once this many closed pages were taken apart
-TAKEN_APART_KEPT = 1000  # the last closed sessions' own reclaim figures, for benchmarks and logs
-TAKE_APART_TRIES = 3  # a closed page still held (a store call in flight for it) is tried again ...
-RETRY_SECONDS = 2.0  # ... this long after
+# The numbers named `like_this` above are settings (app/settings.py, "Closed pages' memory"), read when used;
+# these two are how a freeze waits for pages' callbacks, not something to tune.
 SETTLE_TRIES = 50  # a freeze waits at most this many rounds for pages' next-tick callbacks to run ...
 SETTLE_S = 0.01  # ... this long each
 
@@ -108,7 +98,7 @@ class Reclaimer:
         self.taken_apart_count += 1
         self.taken_apart_since += 1
         self.taken_apart.append(outcome)
-        del self.taken_apart[:-TAKEN_APART_KEPT]
+        del self.taken_apart[:max(0, len(self.taken_apart) - settings().reclaim_figures_kept)]
 
     def browser_changed(self) -> None:
         self.last_change = self.clock()
@@ -116,11 +106,12 @@ class Reclaimer:
     def due(self) -> str | None:
         """Why a reclaim should run now ("quiet", "closed sessions piling up"), or None: for sessions whose own
         step could not free them, or, in a quiet class, for what every freed one leaves (see the module)."""
-        now = self.clock()
-        if self.closed_since and self.closed_since >= max(FORCE_AFTER_CLOSED, FORCE_SHARE * self.open_sessions):
+        now, numbers = self.clock(), settings()
+        forced_at = max(numbers.reclaim_forced_after, numbers.reclaim_forced_share * self.open_sessions)
+        if self.closed_since and self.closed_since >= forced_at:
             return "closed sessions piling up"
-        quiet = now - self.last_change >= QUIET_SECONDS and now - self.last_reclaim >= MIN_GAP_SECONDS
-        if quiet and (self.closed_since or self.taken_apart_since >= HOUSEKEEPING_AFTER):
+        quiet = now - self.last_change >= numbers.quiet_after and now - self.last_reclaim >= numbers.reclaim_gap
+        if quiet and (self.closed_since or self.taken_apart_since >= numbers.housekeeping_after):
             return "quiet"
         return None
 
@@ -146,7 +137,7 @@ class Reclaimer:
 
 @dataclass
 class CollectionTimer:
-    """A `gc.callbacks` hook: one log line for each collection that held the server longer than LONG_COLLECTION_MS."""
+    """A `gc.callbacks` hook: one log line for each collection that held the server longer than `long_collection_ms`."""
 
     clock: Callable[[], float] = time.perf_counter
     started: float = 0.0
@@ -158,7 +149,7 @@ class CollectionTimer:
             return
         took = 1000 * (self.clock() - self.started)
         self.longest_ms = max(self.longest_ms, took)
-        if took >= LONG_COLLECTION_MS:
+        if took >= settings().long_collection_ms:
             log.info("a generation-%d collection paused the server %.0f ms", info.get("generation", -1), took)
 
 
@@ -326,13 +317,14 @@ def _closed(page: OpenPage) -> None:
 async def take_apart_in_turn(page: OpenPage) -> None:
     """Once Bokeh has finished discarding the session, in turns of the build queue behind every page build
     waiting: its own cycles taken apart. Something still at work for it (a store call in flight, a callback
-    about to run) may hold it a moment longer: then again RETRY_SECONDS later, up to TAKE_APART_TRIES
-    times; after that, the quiet-time reclaim is left to free it."""
+    about to run) may hold it a moment longer: then again `take_apart_retry` seconds later, up to
+    `take_apart_tries` times; after that, the quiet-time reclaim is left to free it."""
     from blocktrace.explorables.components.build_turns import PACER
 
-    for attempt in range(1, TAKE_APART_TRIES + 1):
+    numbers = settings()
+    for attempt in range(1, numbers.take_apart_tries + 1):
         if attempt > 1:
-            await asyncio.sleep(RETRY_SECONDS)
+            await asyncio.sleep(numbers.take_apart_retry)
         await PACER.turn_after_builds()
         roots = page.take()
         outcome = await session_reclaim.reclaim_in_steps(roots, PACER.turn_after_builds, shared=shared_types())
@@ -378,16 +370,21 @@ def _browser_changed(event) -> None:
 
 
 def start() -> None:
-    """In the serving process, once: thresholds, the start-up heap frozen, the periodic checks."""
+    """In the serving process, once: the build queue's numbers and the thresholds set, the start-up heap frozen, the
+    periodic checks."""
     global _started
     if _started:
         return
     _started = True
     from tornado.ioloop import PeriodicCallback
 
+    from blocktrace.app.server.build_pacing import pace_from_settings
+
+    pace_from_settings()  # done already under `blocktrace serve`; not under plain `panel serve`
     own_steps()  # says so now if closed pages will not be taken apart in their own steps
-    gc.set_threshold(YOUNG_THRESHOLD, 10, 10)
+    numbers = settings()
+    gc.set_threshold(numbers.young_collection_every, 10, 10)
     gc.callbacks.append(CollectionTimer())
     freeze_young()  # the start-up heap: imports and Panel's warm-up, never garbage
-    PeriodicCallback(reclaimer.reclaim_if_due, CHECK_SECONDS * 1000).start()
-    PeriodicCallback(freeze_soon, FREEZE_SECONDS * 1000).start()
+    PeriodicCallback(reclaimer.reclaim_if_due, numbers.memory_check_every * 1000).start()
+    PeriodicCallback(freeze_soon, numbers.freeze_every * 1000).start()

@@ -25,9 +25,9 @@ meanwhile only decides what is walked. Steps 2 to 4 run in one go, from the refe
 then, with the collector off (`gc.disable()`: a collection and its callbacks cannot run while counts are
 read) and the interpreter's thread switching held off (`sys.setswitchinterval`), so no other thread
 can change a reference between the counts and the decision; step 5 only touches objects nothing else
-can reach. A walk that passes WALK_LIMIT objects (a session reaching into shared state) stops and takes
-nothing apart. What this cannot take apart (cycles through tuples or slots only, an instance with
-`__del__`) is left to the collector, as before.
+can reach. A walk that passes `reclaim_walk_limit` objects (a setting, app/settings.py; a session
+reaching into shared state) stops and takes nothing apart. What this cannot take apart (cycles through
+tuples or slots only, an instance with `__del__`) is left to the collector, as before.
 
 The reference-count probe (step 2) and the clearing of weak references (step 4, CPython's own
 `_PyWeakref_ClearRef`, the function the collector uses, through ctypes) hold for CPython 3.11 to 3.13
@@ -55,13 +55,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from blocktrace.app.settings import settings
+
 log = logging.getLogger(__name__)
 
-WALK_LIMIT = 200_000  # objects; a block-trace page is about 16,000, a lesson page under twice that
 NOT_WALKED = (types.ModuleType, type, types.CodeType, types.FrameType, types.CoroutineType,
               types.GeneratorType, types.AsyncGeneratorType)
 EMPTIED = (dict, list, set, deque)
-STEP_OBJECTS = 10_000  # objects walked per step of reclaim_in_steps (about 15-25 ms)
 HOLD_GIL_S = 10.0  # the switch interval while the references are counted (no other thread runs)
 SUPPORTED = ((3, 11), (3, 13))  # the CPython releases (lowest, highest) the counts and the clearing hold for
 
@@ -97,28 +97,33 @@ WHY_NOT = unsupported() or (None if _CLEAR_REF else "this CPython does not expor
 class Reclaimed:
     walked: int  # objects walked from the session's roots
     freed: int  # of them, found unreachable from anything else and taken apart
-    aborted: bool  # the walk passed WALK_LIMIT: nothing was taken apart
+    aborted: bool  # the walk passed its limit: nothing was taken apart
     ms: float  # time spent, all steps together (not counting the waits between them)
     longest_ms: float  # the longest step: how long the event loop was held at once
 
 
-def reclaim(roots: list[Any], limit: int = WALK_LIMIT, shared: tuple[type, ...] = ()) -> Reclaimed:
-    """Take apart whatever `roots` reach that nothing else refers to, in one go. `roots` is emptied (its
-    references would otherwise count as references from outside); the caller must hold no other reference
-    to them. Instances of `shared` types (objects every session uses) are not walked into: what they refer
-    to counts as referred to from outside, which keeps the walk to the session's own objects."""
+def reclaim(roots: list[Any], limit: int | None = None, shared: tuple[type, ...] = ()) -> Reclaimed:
+    """Take apart whatever `roots` reach that nothing else refers to, in one go, unless that is more than `limit`
+    objects (the `reclaim_walk_limit` setting: a block-trace page is about 16,000, a lesson page under twice
+    that). `roots` is emptied (its references would otherwise count as references from outside); the caller
+    must hold no other reference to them. Instances of `shared` types (objects every session uses) are not
+    walked into: what they refer to counts as referred to from outside, which keeps the walk to the session's
+    own objects."""
     timer = StepTimer()
     with timer:
         walk = Walk(roots, shared, limit)
         while not walk.done:
-            walk.step(limit + 1)
+            walk.step(walk.limit + 1)
         return finish(walk, timer)
 
 
-async def reclaim_in_steps(roots: list[Any], pause: Callable[[], Awaitable[None]], step_objects: int = STEP_OBJECTS,
-                           limit: int = WALK_LIMIT, shared: tuple[type, ...] = ()) -> Reclaimed:
-    """reclaim(), with the walk cut into steps of `step_objects` and `await pause()` between them (and before
-    the last step), so other work runs in between; only the decision and the taking apart run in one go."""
+async def reclaim_in_steps(roots: list[Any], pause: Callable[[], Awaitable[None]], step_objects: int | None = None,
+                           limit: int | None = None, shared: tuple[type, ...] = ()) -> Reclaimed:
+    """reclaim(), with the walk cut into steps of `step_objects` (the `reclaim_step_objects` setting: 15-25 ms
+    each) and `await pause()` between them (and before the last step), so other work runs in between; only the
+    decision and the taking apart run in one go."""
+    if step_objects is None:
+        step_objects = settings().reclaim_step_objects
     timer = StepTimer()
     with timer:
         walk = Walk(roots, shared, limit)
@@ -178,9 +183,10 @@ class Walk:
     """Every object the collector tracks that `roots` reach, not going into `not_walked` types, modules'
     globals or what NOT_WALKED names; resumable (`step`), as long as nothing is decided from it in between."""
 
-    def __init__(self, roots: list[Any], not_walked: tuple[type, ...], limit: int = WALK_LIMIT) -> None:
+    def __init__(self, roots: list[Any], not_walked: tuple[type, ...], limit: int | None = None) -> None:
         self.shared = {id(vars(m)) for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
-        self.not_walked, self.limit = NOT_WALKED + not_walked, limit
+        self.not_walked = NOT_WALKED + not_walked
+        self.limit = settings().reclaim_walk_limit if limit is None else limit  # past it, nothing is taken apart
         self.order: list[Any] = []  # every walked object, once: the one reference the counts allow for
         self.index: dict[int, int] = {}  # id -> position in order (ids are stable: order keeps each alive)
         self.stack = roots  # emptied as the walk goes (its references would count as from outside)

@@ -14,6 +14,7 @@ from blocktrace.app.classroom.identity import DEFAULT_CLASS, clean_display_name
 from blocktrace.app.classroom.learner import Learner, SessionRecorder, newest_per_slot
 from blocktrace.app.classroom.pacing import PUSH_ENDED, PUSH_NOTE, PushedView, pace_of
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
+from blocktrace.app.settings import settings
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
@@ -25,8 +26,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-REVEAL_POLL_MS = 4000
 
 
 def question_id(explorable_id: str) -> str:
@@ -145,7 +144,7 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
     follow_pace()  # a class already held: locked from the first frame
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         explorable._class_poll = poll  # held by the page: the periodic callback calls it weakly
-        pn.state.add_periodic_callback(weakly(poll), period=REVEAL_POLL_MS)
+        pn.state.add_periodic_callback(weakly(poll), period=settings().reveal_poll_ms)
 
 
 def put_back(explorable: Any, event: Any, fixed: frozenset[str] = frozenset()) -> None:

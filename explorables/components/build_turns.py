@@ -24,7 +24,9 @@ the session destroyed (`on_session_destroyed`), and one whose session went while
 begins, not STUCK_S later.
 
 Only public hooks are used (a Bokeh lifecycle handler, `Document.add_next_tick_callback`), so this holds
-with and without `--no-tuning`. The session hook is app/server/build_pacing.py.
+with and without `--no-tuning`. The session hook is app/server/build_pacing.py, which also sets the process's
+PACER to the server's settings (`BLOCKTRACE_BUILD_GAP` and the others, app/settings.py) as it starts; the
+numbers below are their defaults, and a Pacer made here without arguments uses them.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ BEHIND_S = 0.01  # a rest whose timer fires this late means the loop still has o
 BUSY_SHARE = 0.2  # ... if the loop's thread was busy for this share of the rest (else other programs were)
 MAX_REST_S = 0.5  # however busy the loop, the next step starts this long after the last one at the latest
 STUCK_S = 5.0  # a step not reported done after this long (a waiter that never resumes) frees the queue
+NUMBERS = ("gap_s", "stuck_s", "share", "behind_s", "max_rest_s", "busy_share")  # what `Pacer.configure` sets
 
 Start = Callable[[Callable[[], None]], None]  # begins a step, given the function that ends its turn
 
@@ -61,9 +64,9 @@ class Pacer:
     """One queue of build steps per process, run one at a time with a gap between them."""
 
     def __init__(self, gap_s: float = GAP_S, stuck_s: float = STUCK_S, share: float = SHARE,
-                 behind_s: float = BEHIND_S, max_rest_s: float = MAX_REST_S):
+                 behind_s: float = BEHIND_S, max_rest_s: float = MAX_REST_S, busy_share: float = BUSY_SHARE):
         self.gap_s, self.stuck_s, self.share = gap_s, stuck_s, share
-        self.behind_s, self.max_rest_s = behind_s, max_rest_s
+        self.behind_s, self.max_rest_s, self.busy_share = behind_s, max_rest_s, busy_share
         self._began = 0.0  # when the running step was given its turn, on the loop's clock
         self._queue: deque[Start] = deque()  # page builds, first come first served ...
         self._after_builds: deque[Start] = deque()  # ... and then, once none waits, closed pages' reclaim steps
@@ -72,6 +75,14 @@ class Pacer:
         self.steps = 0  # steps begun, for tests and logs
         self._steps: dict[int, Callable[[], None]] = {}  # steps handed to a document, not run yet
         self._keys = itertools.count()
+
+    def configure(self, **numbers: float) -> None:
+        """Set some of the numbers it was made with (NUMBERS), for its next steps: the server's settings."""
+        unknown = set(numbers) - set(NUMBERS)
+        if unknown:
+            raise TypeError(f"Pacer has no number {', '.join(sorted(unknown))}")
+        for name, value in numbers.items():
+            setattr(self, name, value)
 
     @property
     def waiting(self) -> int:
@@ -181,7 +192,7 @@ class Pacer:
         now = loop.time()
         # Late, and because the loop had work of its own (its thread used the CPU for much of the rest), not
         # because other programs on the machine had the CPU: it is still catching up, others first.
-        busy = time.thread_time() - cpu_began >= BUSY_SHARE * (now - began)
+        busy = time.thread_time() - cpu_began >= self.busy_share * (now - began)
         if now - due > self.behind_s and busy and now < latest:
             self._rest(loop, turn, self.gap_s, latest)
             return

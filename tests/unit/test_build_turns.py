@@ -366,3 +366,14 @@ def test_a_step_whose_session_went_while_it_waited_ends_its_turn_as_it_begins() 
 
     asyncio.run(asyncio.wait_for(main(), 20))
     assert log == ["first", "next page"] and gone.kept == []
+
+
+def test_configure_sets_the_numbers_a_pacer_was_made_with_and_no_others() -> None:
+    """The server sets its queue's numbers after it was made; a name the pacer has no number for is refused."""
+    import pytest
+
+    pacer = Pacer()
+    pacer.configure(gap_s=0.5, busy_share=0.9, stuck_s=7.0)
+    assert (pacer.gap_s, pacer.busy_share, pacer.stuck_s, pacer.share) == (0.5, 0.9, 7.0, 1.0)
+    with pytest.raises(TypeError, match="gap"):
+        pacer.configure(gap=0.1)

@@ -11,12 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from blocktrace.app.server import session_memory
-from blocktrace.app.server.session_memory import (
-    FORCE_AFTER_CLOSED,
-    MIN_GAP_SECONDS,
-    QUIET_SECONDS,
-    Reclaimer,
-)
+from blocktrace.app.server.session_memory import Reclaimer
+from blocktrace.app.settings import overridden, settings
 
 
 class Cycle:
@@ -69,7 +65,7 @@ def test_a_frozen_cycle_survives_collection_until_a_quiet_reclaim(thawed):
     assert ref() is not None  # frozen: the collector no longer looks at it
     clock = Clock()
     reclaimer = class_of(10, 1, clock)
-    clock.now += QUIET_SECONDS
+    clock.now += settings().quiet_after
     assert reclaimer.reclaim_if_due()
     assert ref() is None
     assert gc.get_freeze_count() > 0  # the survivors are frozen again
@@ -86,15 +82,15 @@ def test_fresh_garbage_is_collected_before_freezing(thawed):
 
 
 def test_no_reclaim_while_any_browser_is_changing_something():
-    """30 of 100 closed in a class still at work: nothing runs until no browser changed anything for QUIET_SECONDS."""
+    """30 of 100 closed in a class still at work: nothing runs until no browser changed anything for `quiet_after`."""
     clock = Clock()
     reclaimer = class_of(100, 30, clock)
     for _ in range(20):  # a change every 5 s, for 100 s
         reclaimer.browser_changed()
-        clock.now += QUIET_SECONDS / 2
+        clock.now += settings().quiet_after / 2
         assert reclaimer.due() is None
         assert not reclaimer.reclaim_if_due()
-    clock.now += QUIET_SECONDS / 2
+    clock.now += settings().quiet_after / 2
     assert reclaimer.due() == "quiet"
 
 
@@ -102,32 +98,35 @@ def test_nothing_to_reclaim_in_a_quiet_class_with_no_closed_session():
     """A quiet class whose sessions are all open has nothing to give back: no pause."""
     clock = Clock()
     reclaimer = class_of(100, 0, clock)
-    clock.now += 10 * QUIET_SECONDS
+    clock.now += 10 * settings().quiet_after
     assert reclaimer.due() is None
 
 
 def test_a_busy_class_reclaims_once_closed_sessions_pile_up():
-    """Never quiet: the reclaim waits until as many sessions closed as are open (and FORCE_AFTER_CLOSED)."""
+    """Never quiet: the reclaim waits until as many sessions closed as are open (and `reclaim_forced_after`)."""
     clock = Clock()
-    reclaimer = class_of(60, FORCE_AFTER_CLOSED, clock)
-    reclaimer.browser_changed()
-    assert reclaimer.due() is None  # 50 closed, 60 open
-    for _ in range(10):
-        leave(reclaimer)
-    assert reclaimer.due() == "closed sessions piling up"  # 60 closed, 50 open
-    small = class_of(5, FORCE_AFTER_CLOSED - 1, clock)
-    small.browser_changed()
-    assert small.due() is None  # far more closed than open, but fewer than FORCE_AFTER_CLOSED
+    with overridden(reclaim_forced_after=50, reclaim_forced_share=1.0):
+        reclaimer = class_of(60, 50, clock)
+        reclaimer.browser_changed()
+        assert reclaimer.due() is None  # 50 closed, 60 open
+        for _ in range(10):
+            leave(reclaimer)
+        assert reclaimer.due() == "closed sessions piling up"  # 60 closed, 50 open
+        small = class_of(5, 49, clock)
+        small.browser_changed()
+        assert small.due() is None  # far more closed than open, but fewer than `reclaim_forced_after`
+    with overridden(reclaim_forced_after=5, reclaim_forced_share=0.5):
+        assert class_of(20, 10, clock).due() == "closed sessions piling up", "the settings are read when deciding"
 
 
 def test_a_quiet_class_reclaims_at_most_once_per_gap(thawed):
-    """Tabs closing one by one in a quiet class: one pause per MIN_GAP_SECONDS, not one per tab."""
+    """Tabs closing one by one in a quiet class: one pause per `reclaim_gap`, not one per tab."""
     clock = Clock()
     reclaimer = class_of(50, 1, clock)
-    clock.now += QUIET_SECONDS
+    clock.now += settings().quiet_after
     assert reclaimer.reclaim_if_due()
     leave(reclaimer)
-    clock.now += MIN_GAP_SECONDS - 1
+    clock.now += settings().reclaim_gap - 1
     assert not reclaimer.reclaim_if_due()
     clock.now += 1
     assert reclaimer.reclaim_if_due()
@@ -256,14 +255,14 @@ def test_a_closed_sessions_document_comes_back_only_with_the_quiet_reclaim(fresh
     assert ref() is not None  # frozen: no collection sees it
     reclaimer.browser_changed()
     assert not reclaimer.reclaim_if_due()  # someone is still working
-    clock.now += QUIET_SECONDS
+    clock.now += settings().quiet_after
     assert reclaimer.reclaim_if_due()
     assert ref() is None
 
 
 def test_a_long_collection_is_logged_and_a_short_one_is_not(caplog):
-    """The collection timer names a collection that held the server past LONG_COLLECTION_MS, and only that."""
-    ticks = iter([0.0, 0.010, 1.0, 1.0 + session_memory.LONG_COLLECTION_MS / 1000 + 0.05])
+    """The collection timer names a collection that held the server past `long_collection_ms`, and only that."""
+    ticks = iter([0.0, 0.010, 1.0, 1.0 + settings().long_collection_ms / 1000 + 0.05])
     timer = session_memory.CollectionTimer(clock=lambda: next(ticks))
     with caplog.at_level("INFO", logger="blocktrace.app.server.session_memory"):
         timer("start", {"generation": 0})
@@ -313,26 +312,24 @@ def test_a_closed_page_is_taken_apart_in_its_turn_without_a_full_collection(fres
     asyncio.run(session_memory.take_apart_in_turn(page))
     assert page.freed and body() is None and doc() is None
     assert reclaimer.closed_since == 0 and reclaimer.taken_apart[-1].freed > 100
-    clock.now += 10 * QUIET_SECONDS
+    clock.now += 10 * settings().quiet_after
     assert not reclaimer.reclaim_if_due()
 
 
-def test_a_closed_page_still_held_elsewhere_is_left_for_the_quiet_reclaim(fresh_reclaimer, thawed, caplog,
-                                                                          monkeypatch):
+def test_a_closed_page_still_held_elsewhere_is_left_for_the_quiet_reclaim(fresh_reclaimer, thawed, caplog):
     """If something still refers to the page after every try, nothing of it is taken apart and the full
     reclaim stays due."""
-    monkeypatch.setattr(session_memory, "RETRY_SECONDS", 0)
     reclaimer, clock = fresh_reclaimer
     reclaimer.session_opened()
     page, body, _doc = a_closed_page()
     held = [body()]  # a lingering reference (a store call in flight)
     reclaimer.session_closed()
-    with caplog.at_level("INFO", logger="blocktrace.app.server.session_memory"):
+    with overridden(take_apart_retry=0), caplog.at_level("INFO", logger="blocktrace.app.server.session_memory"):
         asyncio.run(session_memory.take_apart_in_turn(page))
     assert held[0].doc.view is held[0], "untouched"
     assert caplog.text.count("still held elsewhere") == 1
     assert reclaimer.closed_since == 1
-    clock.now += QUIET_SECONDS
+    clock.now += settings().quiet_after
     del held
     assert reclaimer.reclaim_if_due() and body() is None
 
@@ -359,22 +356,37 @@ async def _noted(taken: list, page) -> None:
 
 def test_a_quiet_class_also_reclaims_what_freed_pages_leave_once_enough_closed():
     """Each page freed by its own step leaves its emptied Document: a quiet class sweeps those up once
-    HOUSEKEEPING_AFTER pages were freed, and not before."""
-    from blocktrace.app.server.session_memory import HOUSEKEEPING_AFTER
+    `housekeeping_after` pages were freed, and not before."""
     from blocktrace.app.server.session_reclaim import Reclaimed
 
     clock = Clock()
     reclaimer = class_of(50, 0, clock)
-    clock.now += 10 * QUIET_SECONDS
-    for _ in range(HOUSEKEEPING_AFTER - 1):
+    with overridden(housekeeping_after=7, quiet_after=10.0, reclaim_gap=60.0):
+        clock.now += 100.0
+        for _ in range(7 - 1):
+            reclaimer.session_closed()
+            reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0, 1.0))
+        assert reclaimer.due() is None
         reclaimer.session_closed()
         reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0, 1.0))
-    assert reclaimer.due() is None
-    reclaimer.session_closed()
-    reclaimer.session_taken_apart(Reclaimed(100, 90, False, 1.0, 1.0))
-    assert reclaimer.due() == "quiet"
-    reclaimer.browser_changed()
-    assert reclaimer.due() is None, "never while students work"
+        assert reclaimer.due() == "quiet"
+        reclaimer.browser_changed()
+        assert reclaimer.due() is None, "never while students work"
+
+
+def test_only_the_last_closed_pages_figures_are_kept():
+    """The reclaimer keeps the own-step figures of the last `reclaim_figures_kept` closed pages, and counts all."""
+    from blocktrace.app.server.session_reclaim import Reclaimed
+
+    reclaimer = Reclaimer()
+    with overridden(reclaim_figures_kept=3):
+        for walked in range(10):
+            reclaimer.session_taken_apart(Reclaimed(walked, 0, False, 1.0, 1.0))
+    assert [outcome.walked for outcome in reclaimer.taken_apart] == [7, 8, 9]
+    assert reclaimer.taken_apart_count == 10
+    with overridden(reclaim_figures_kept=0):
+        reclaimer.session_taken_apart(Reclaimed(10, 0, False, 1.0, 1.0))
+    assert reclaimer.taken_apart == [] and reclaimer.taken_apart_count == 11, "none kept means none"
 
 
 def test_a_freeze_waits_for_pages_next_tick_callbacks(monkeypatch, thawed):
@@ -429,7 +441,7 @@ def test_switched_off_a_closed_page_is_left_whole_for_the_quiet_reclaim(monkeypa
     assert reclaimer.closed_since == 1 and reclaimer.taken_apart_count == 0
     assert caplog.text.count("switched off") == 1
     del body, page
-    clock.now += QUIET_SECONDS
+    clock.now += settings().quiet_after
     assert reclaimer.reclaim_if_due() and gone() is None, "the quiet-time reclaim frees it"
 
 

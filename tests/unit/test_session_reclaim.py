@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blocktrace.app.server.session_reclaim import reclaim, reclaim_in_steps
+from blocktrace.app.settings import overridden
 
 
 class Node:
@@ -87,6 +88,29 @@ def test_a_walk_past_its_limit_takes_nothing_apart():
     gc.unfreeze()
     gc.collect()
     assert gone() is None, "the collector still frees it"
+
+
+def test_the_walk_limit_and_the_step_size_are_the_server_s_settings():
+    """Given no numbers, a reclaim in steps walks `reclaim_step_objects` at a time and stops past
+    `reclaim_walk_limit`, as the settings say."""
+    import asyncio
+
+    chain = [Node(str(i)) for i in range(50)]
+    for first, second in zip(chain, chain[1:], strict=False):
+        first.links.append(second)
+    chain[-1].links.append(chain[0])
+    gone = weakref.ref(chain[0])
+    roots = [chain[0]]
+    del chain, first, second
+    pauses = []
+
+    async def pause() -> None:
+        pauses.append(1)
+
+    with overridden(reclaim_walk_limit=20, reclaim_step_objects=5):
+        done = asyncio.run(reclaim_in_steps(roots, pause))
+    assert done.aborted and done.freed == 0 and gone() is not None
+    assert len(pauses) >= 4, "steps of 5 objects, not one step of the default 10,000"
 
 
 def test_containers_are_emptied_with_their_builtin_clear():
