@@ -16,6 +16,8 @@ from blocktrace.app.settings import settings
 from blocktrace.explorables.components import build_turns
 from blocktrace.explorables.components.build_turns import PACER
 
+__all__ = ["pace_from_settings", "paced_applications"]
+
 
 class TakeTurns(Handler):
     """A Bokeh application handler whose session hook waits for the pacer: the document is built in its turn."""

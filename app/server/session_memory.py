@@ -61,6 +61,8 @@ from bokeh.server.callbacks import NextTickCallback
 from blocktrace.app.server import session_reclaim
 from blocktrace.app.settings import settings
 
+__all__ = ["Reclaimer", "reclaimer"]
+
 log = logging.getLogger(__name__)
 
 # The numbers named `like_this` above are settings (app/settings.py, "Closed pages' memory"), read when used;
