@@ -80,6 +80,21 @@ class Settings:
     reveal_poll_ms: int = _setting(4000, "milliseconds between an explorable page's looks for the class's pace, "
                                          "push and revealed answers")
 
+    # The class's store (app/classroom): its thread, the outbox of writes waiting for it, each page's recorder
+    store_refresh: float = _setting(4.0, "seconds between the store thread's retries of waiting writes and its reads")
+    store_stalled_after: float = _setting(5.0, "seconds a database call may run before it counts as not answering")
+    results_window: float = _setting(60.0, "seconds back each refresh reads exercise results stored by any process")
+    results_kept: int = _setting(10_000, "learners' newest exercise results a process keeps in memory")
+    outbox_events: int = _setting(100_000, "writes waiting for the database, at most; past that a write is refused")
+    outbox_chars: int = _setting(20_000_000, "characters of the writes waiting for the database, at most")
+    coalesce_ms: int = _setting(1000, "milliseconds within which a page's control changes are stored as one event")
+    session_store_calls: int = _setting(8, "store calls one page may have waiting on the store thread")
+    session_waiting_slots: int = _setting(32, "kinds of events one page may hold back beyond those; then the oldest go")
+    commit_retry_ms: int = _setting(2000, "milliseconds between tries of a prediction the store did not take yet")
+    sqlite_busy_timeout_ms: int = _setting(10_000, "milliseconds an SQLite write waits for another process's lock")
+    db_pool_timeout: float = _setting(15.0, "seconds a thread waits for a free pooled database connection")
+    db_connect_timeout: int = _setting(5, "seconds before an unreachable PostgreSQL host counts as down")
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The defaults, with each setting whose `BLOCKTRACE_*` variable is set in `environ` (os.environ) read

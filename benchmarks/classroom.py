@@ -101,10 +101,10 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import select  # noqa: E402
 
 from blocktrace.app.classroom.identity import COOKIE_NAME, verify  # noqa: E402
-from blocktrace.app.classroom.learner import COALESCE_MS  # noqa: E402
 from blocktrace.app.classroom.schema import events  # noqa: E402
 from blocktrace.app.classroom.store import EventStore, default_url  # noqa: E402
 from blocktrace.app.serve import SECRET_ENV  # noqa: E402
+from blocktrace.app.settings import settings  # noqa: E402
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES, TraceState  # noqa: E402
 from blocktrace.explorables.transformer_block_trace.view import stage_table_html  # noqa: E402
 
@@ -604,7 +604,7 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
             while any(s.outstanding for s in students) and time.perf_counter() < wait_until:
                 await asyncio.sleep(0.05)
             await wait_until_idle(server)  # a backlogged server is still working through changes and writes
-            await asyncio.sleep(COALESCE_MS / 1000 + 1.0)  # the last bursts' coalesced events
+            await asyncio.sleep(settings().coalesce_ms / 1000 + 1.0)  # the last bursts' coalesced events
             await wait_until_idle(server)
             elapsed = time.perf_counter() - t0
             cpu, client = server.cpu_seconds() - cpu0, time.process_time() - client0

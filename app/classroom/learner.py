@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from blocktrace.app.classroom.classroom import Classroom, ClassroomSettings, configure, current
 from blocktrace.app.classroom.identity import COOKIE_NAME, chosen_class, valid_class_code, verify
-from blocktrace.app.classroom.recorder import COALESCE_MS, MAX_IN_FLIGHT, SessionRecorder, newest_per_slot, slot_key
+from blocktrace.app.classroom.recorder import SessionRecorder, newest_per_slot, slot_key
 
 __all__ = [
     "Learner", "identify",
     # kept importable from here: classroom.py and recorder.py hold them
-    "COALESCE_MS", "MAX_IN_FLIGHT", "Classroom", "ClassroomSettings", "SessionRecorder", "configure", "current",
+    "Classroom", "ClassroomSettings", "SessionRecorder", "configure", "current",
     "newest_per_slot", "slot_key",
 ]
 

@@ -29,13 +29,12 @@ from typing import Any
 from blocktrace.app.classroom.store import EventStore
 from blocktrace.app.classroom.store_engine import StoreUnavailable
 from blocktrace.app.classroom.store_validation import check_prediction, check_record
+from blocktrace.app.settings import settings
 
-__all__ = ["MAX_PENDING", "MAX_PENDING_CHARS", "Outbox", "PendingWrite"]
+__all__ = ["Outbox", "PendingWrite"]
 
 log = logging.getLogger(__name__)
 
-MAX_PENDING = 100_000  # about 100 learners x 15 minutes of events; past it a write is refused, not queued
-MAX_PENDING_CHARS = 20_000_000  # characters of queued payloads (each at most store.MAX_PAYLOAD), the same way
 
 
 @dataclass
@@ -56,10 +55,11 @@ class Outbox:
     ``flush`` delivers the queue.
     """
 
-    def __init__(self, store: EventStore, max_pending: int = MAX_PENDING, max_chars: int = MAX_PENDING_CHARS):
+    def __init__(self, store: EventStore, max_pending: int | None = None,
+                 max_chars: int | None = None):
         self.store = store
-        self.max_pending = max_pending
-        self.max_chars = max_chars
+        self.max_pending = settings().outbox_events if max_pending is None else max_pending
+        self.max_chars = settings().outbox_chars if max_chars is None else max_chars
         self._queued_chars = 0
         self.failed: list[tuple[PendingWrite, Exception]] = []  # writes the store rejected for a bug, not an outage
         self.last_error: str | None = None  # why the store refused the oldest queued write, while any waits

@@ -20,6 +20,7 @@ import panel as pn
 
 from blocktrace.app.classroom.identity import clean_display_name
 from blocktrace.app.classroom.store import StoreUnavailable, check_prediction, check_record, new_event_id
+from blocktrace.app.settings import settings
 from blocktrace.explorables.components.build_turns import running_loop
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.weak_callbacks import weakly
@@ -29,15 +30,11 @@ if TYPE_CHECKING:  # only named in annotations: learner.py imports this module
     from blocktrace.app.classroom.learner import Learner
 
 __all__ = [
-    "COALESCE_MS", "MAX_IN_FLIGHT", "MAX_WAITING", "RETRY_MS", "SessionRecorder", "Slot", "newest_per_slot",
+    "SessionRecorder", "Slot", "newest_per_slot",
     "slot_key",
 ]
 
 log = logging.getLogger(__name__)
-COALESCE_MS = 1000  # parameter changes closer together than this are one event
-MAX_IN_FLIGHT = 8  # store calls one session may have waiting on the store thread
-MAX_WAITING = 32  # slots whose newest event waits in the session beyond that (a page has fewer)
-RETRY_MS = 2000  # a commit the store did not take yet is tried again this often
 
 
 Slot = tuple[str, str | None, str | None]  # (kind, explorable, what in it: checkpoint, parameter, ...)
@@ -71,7 +68,7 @@ class SessionRecorder:
     another thread that mark could land inside a callback of a different session, which then took that
     session's stylesheet models for its own (a RuntimeError: a model in two documents).
 
-    One session never has more than MAX_IN_FLIGHT calls waiting on that thread: past it, each
+    One session never has more than `session_store_calls` (app/settings.py) calls waiting on that thread: past it, each
     event waits here instead, only the newest per slot (one checkpoint, one parameter, the
     name), and an event identical to the one its slot sent last is not sent again. So a button
     pressed 3,000 times costs a handful of writes, and other students' commits are not queued
@@ -140,7 +137,7 @@ class SessionRecorder:
         """One call answered: the oldest waiting slot may go now."""
         with self._lock:
             self._in_flight -= 1
-            if not self._waiting or self._in_flight >= MAX_IN_FLIGHT:
+            if not self._waiting or self._in_flight >= settings().session_store_calls:
                 return
             send = self._waiting.pop(next(iter(self._waiting)))
             self._in_flight += 1
@@ -148,21 +145,22 @@ class SessionRecorder:
 
     def _send_once(self, slot: Slot, content: str, call: Callable[[], Any],
                    then: Callable[[Any], None] | None) -> bool:
-        """Submit now, or wait here (the newest per slot) while MAX_IN_FLIGHT calls are out; drop a repeat.
+        """Submit now, or wait here (the newest per slot) while `session_store_calls` calls are out; drop a repeat.
 
         False for a dropped repeat."""
         with self._lock:
             if self._last.get(slot) == content:
                 return False  # the same as this slot's last event: nothing new to store
             self._last[slot] = content
-            if self._in_flight >= MAX_IN_FLIGHT:
+            if self._in_flight >= settings().session_store_calls:
                 self._waiting.pop(slot, None)  # the newer event replaces it, and goes to the back
                 self._waiting[slot] = lambda: self._submit(call, then)
-                if len(self._waiting) > MAX_WAITING:
+                if len(self._waiting) > settings().session_waiting_slots:
                     dropped = next(iter(self._waiting))
                     del self._waiting[dropped]
                     self._last.pop(dropped, None)
-                    log.warning("a session has %d kinds of events waiting; the oldest is dropped", MAX_WAITING)
+                    log.warning("a session has %d kinds of events waiting; the oldest is dropped",
+                                settings().session_waiting_slots)
                 return True
             self._in_flight += 1
         self._submit(call, then)
@@ -280,7 +278,7 @@ class SessionRecorder:
 
         "stored": durably written (the row when known). "refused": another answer was stored
         first (its row), or none is stored and the store refused this one (None). "pending":
-        the store did not take it yet; it is retried every RETRY_MS and answered again.
+        the store did not take it yet; it is retried every `commit_retry_ms` and answered again.
         """
         if not self.active:
             answer("stored", None)
@@ -318,7 +316,7 @@ class SessionRecorder:
             status, row = ("pending", None) if isinstance(result, Exception) else result
             self._show_unsaved(status == "pending")
             if status == "pending":
-                self._later(lambda: self._run(retry, answered), RETRY_MS)
+                self._later(lambda: self._run(retry, answered), settings().commit_retry_ms)
             answer(status, row)
 
         self._run(commit, answered)
@@ -366,7 +364,7 @@ class SessionRecorder:
                 self._last[slot] = self._stored[slot] = json.dumps(payload, sort_keys=True, default=str)
 
     def parameter_changed(self, explorable: str, name: str, value: Any) -> None:
-        """Coalesce: only the last value of a burst is recorded, COALESCE_MS after the burst ends."""
+        """Coalesce: only the last value of a burst is recorded, `coalesce_ms` after the burst ends."""
         if not self.active:
             return
         self._pending_params[(explorable, name)] = value
@@ -376,7 +374,8 @@ class SessionRecorder:
         if doc is None or doc.session_context is None:
             self.flush_parameters()
             return
-        doc.add_timeout_callback(functools.partial(weakly(self._flush_if_latest), generation), COALESCE_MS)
+        doc.add_timeout_callback(functools.partial(weakly(self._flush_if_latest), generation),
+                                 settings().coalesce_ms)
 
     def _flush_if_latest(self, generation: int) -> None:
         if generation == self._generation:  # no change came after the one that scheduled this

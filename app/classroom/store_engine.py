@@ -21,15 +21,14 @@ from typing import Any
 from sqlalchemy import URL, Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 
+from blocktrace.app.settings import settings
+
 __all__ = [
-    "BUSY_TIMEOUT_MS", "CONNECT_TIMEOUT_S", "DB_FILE", "POOL_TIMEOUT_S", "WRITE", "StoreUnavailable", "as_utc",
+    "DB_FILE", "WRITE", "StoreUnavailable", "as_utc",
     "available", "default_url", "make_engine",
 ]
 
 DB_FILE = "blocktrace.db"
-BUSY_TIMEOUT_MS = 10_000  # how long an SQLite writer waits for another's lock before giving up
-POOL_TIMEOUT_S = 15  # how long a thread waits for a free pooled connection
-CONNECT_TIMEOUT_S = 5  # PostgreSQL: an unreachable host fails after this, not after minutes
 WRITE = "blocktrace_write"  # execution option: this transaction will write (BEGIN IMMEDIATE on SQLite)
 
 
@@ -54,7 +53,8 @@ def make_engine(url: str | URL, pool_size: int = 5, max_overflow: int = 10) -> E
     parsed = make_url(url)
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # `--db postgresql://...` means psycopg 3
-    pool = dict(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=POOL_TIMEOUT_S, pool_pre_ping=True)
+    pool = dict(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=settings().db_pool_timeout,
+                pool_pre_ping=True)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         if parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
@@ -65,7 +65,7 @@ def make_engine(url: str | URL, pool_size: int = 5, max_overflow: int = 10) -> E
         event.listen(engine, "handle_error", _drop_failed_connections)
         return engine
     if backend == "postgresql":
-        return create_engine(parsed, connect_args={"connect_timeout": CONNECT_TIMEOUT_S}, **pool)
+        return create_engine(parsed, connect_args={"connect_timeout": settings().db_connect_timeout}, **pool)
     raise ValueError(f"the classroom store supports sqlite and postgresql URLs, not {parsed.drivername}")
 
 
@@ -97,7 +97,7 @@ def _sqlite_connect(dbapi_connection: sqlite3.Connection, _record: object) -> No
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout = {settings().sqlite_busy_timeout_ms}")
         mode = _set_wal(cursor)
         if str(mode).lower() != "wal":
             raise sqlite3.OperationalError(f"SQLite could not use write-ahead logging here (journal mode {mode})")
@@ -113,7 +113,7 @@ def _set_wal(cursor: sqlite3.Cursor) -> str:
     Changing the journal mode needs a lock that SQLite's busy timeout does not wait for, so several
     workers (`--num-procs`) opening a new database at once would fail with "database is locked".
     """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + settings().sqlite_busy_timeout_ms / 1000
     delay = 0.01
     while True:
         try:

@@ -5,7 +5,7 @@ later; the event loop that serves every student never waits for the database. A 
 hangs without answering holds up this thread only: students keep exploring, their events wait in
 order, and `stalled()` lets the pages say that progress is not being saved.
 
-Between calls, every REFRESH_S seconds, the thread retries the outbox and reads which questions
+Between calls, every `store_refresh` seconds (app/settings.py), the thread retries the outbox and reads which questions
 teachers have revealed (one read per process instead of one per page).
 
 A request handler that must answer a person only once a write is stored (the teacher's forms, the
@@ -27,27 +27,24 @@ from typing import Any, TypeVar
 
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.store_engine import StoreUnavailable
+from blocktrace.app.settings import settings
 
-__all__ = ["REFRESH_S", "RESULT_WINDOW_S", "STALLED_AFTER_S", "StoreThread"]
+__all__ = ["StoreThread"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-REFRESH_S = 4.0  # how often queued writes are retried and reveals are read
-STALLED_AFTER_S = 5.0  # a call running this long counts as a database that does not answer
 
 Reveals = dict[tuple[str, str], dict[str, int]]
 ResultKey = tuple[str, str, str]  # (class, learner, exercise)
-RESULT_WINDOW_S = 60.0  # each refresh reads the exercise results stored this recently, by any process
-RESULTS_KEPT = 10_000
 
 
 class StoreThread:
     """Runs store calls one at a time, in the order submitted, off the event loop."""
 
-    def __init__(self, outbox: Outbox, refresh_s: float = REFRESH_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, outbox: Outbox, refresh_s: float | None = None, clock: Callable[[], float] = time.monotonic):
         self.outbox = outbox
-        self.refresh_s = refresh_s
+        self.refresh_s = settings().store_refresh if refresh_s is None else refresh_s
         self.clock = clock
         self.reveals: Reveals = {}  # replaced whole by the thread, read by the pages
         self.paces: dict = {}  # (class, lesson) -> Pace, replaced whole by the thread, read by the pages
@@ -110,7 +107,7 @@ class StoreThread:
 
     def stalled(self) -> bool:
         started = self._busy_since
-        return started is not None and self.clock() - started >= STALLED_AFTER_S
+        return started is not None and self.clock() - started >= settings().store_stalled_after
 
     def drain(self, timeout: float = 10.0) -> bool:
         """Wait until every call submitted so far has run (for tests and shutdown); False on timeout."""
@@ -168,12 +165,12 @@ class StoreThread:
                 return
             self._results.pop(key, None)
             self._results[key] = (stored_at, result)
-            while len(self._results) > RESULTS_KEPT:
+            while len(self._results) > settings().results_kept:
                 self._results.popitem(last=False)
 
     def _refresh(self) -> None:
         self.outbox.flush()
         self.reveals = self.outbox.store.revealed_distributions()
         self.paces = self.outbox.store.current_paces()
-        for stored_at, code, learner, result in self.outbox.store.recent_results(RESULT_WINDOW_S):
+        for stored_at, code, learner, result in self.outbox.store.recent_results(settings().results_window):
             self.took_result((code, learner, result["id"]), stored_at, result)

@@ -9,7 +9,7 @@ from pathlib import Path
 from blocktrace.app.classroom.learner import Classroom
 from blocktrace.app.classroom.store import EventStore, default_url, new_event_id
 from blocktrace.app.classroom.store_status import store_notices, store_status_html
-from blocktrace.app.classroom.store_thread import STALLED_AFTER_S
+from blocktrace.app.settings import settings
 from tests.mounts import read_only
 
 CLASS = "physics-3"
@@ -47,7 +47,7 @@ def test_a_hung_database_and_a_deleted_file_are_told_escaped(tmp_path: Path):
     running, release = threading.Event(), threading.Event()
     classroom.thread.submit(lambda: (running.set(), release.wait(10)))
     assert running.wait(10)
-    now[0] = STALLED_AFTER_S + 1
+    now[0] = settings().store_stalled_after + 1
     classroom.store.file_notice = "The file <b>x</b> was deleted"
     try:
         notices = store_notices(classroom)

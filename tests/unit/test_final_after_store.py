@@ -18,9 +18,10 @@ from collections.abc import Callable
 import pytest
 
 from blocktrace.app.classroom.identity import COOKIE_NAME, sign
-from blocktrace.app.classroom.learner import MAX_IN_FLIGHT, Classroom, SessionRecorder, identify
+from blocktrace.app.classroom.learner import Classroom, SessionRecorder, identify
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable
 from blocktrace.app.server.session_setup import attach_explorable, learner_bar, question_id
+from blocktrace.app.settings import settings
 from blocktrace.explorables.components.prediction import SAVING, SAVING_DELAYED, Prediction, PredictionGate
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
@@ -197,7 +198,8 @@ def test_an_answer_stored_earlier_is_what_becomes_final(classroom) -> None:
 
 
 def test_check_answer_pressed_3000_times_queues_a_bounded_number_of_writes(classroom) -> None:
-    """A session's store calls stay under MAX_IN_FLIGHT while the store is busy; the newest answer still lands."""
+    """A session's store calls stay under `session_store_calls` while the store is busy; the newest answer still
+    lands."""
     _explorable, recorder, doc = session(classroom)
     running, release = threading.Event(), threading.Event()
     classroom.thread.submit(lambda: (running.set(), release.wait(DEADLINE_S)))
@@ -209,12 +211,12 @@ def test_check_answer_pressed_3000_times_queues_a_bounded_number_of_writes(class
         for press in range(3000):
             recorder.emit("checkpoint", {"checkpoint": "q1", "answer": press % 2, "correct": press % 2 == 1})
             recorder.emit("checkpoint", {"checkpoint": "q2", "answer": 1, "correct": True})  # the same each time
-            assert recorder.in_flight <= MAX_IN_FLIGHT
+            assert recorder.in_flight <= settings().session_store_calls
     finally:
         release.set()
     doc.run_until(lambda: recorder.in_flight == 0)
     classroom.thread.submit = real_submit
-    assert len(submitted) <= MAX_IN_FLIGHT + 2  # one waiting per checkpoint after the bound
+    assert len(submitted) <= settings().session_store_calls + 2  # one waiting per checkpoint after the bound
     answers = stored_answers(classroom)
     assert len(answers) == len(submitted)
     assert [a for q, a in answers if q == "q2"] == [1]  # an identical answer is stored once

@@ -13,7 +13,8 @@ from blocktrace.app.classroom.classroom import ClassroomSettings, configure, cur
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.schema import SCHEMA_VERSION
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, new_event_id
-from blocktrace.app.classroom.store_thread import STALLED_AFTER_S, StoreThread
+from blocktrace.app.classroom.store_thread import StoreThread
+from blocktrace.app.settings import settings
 
 
 def make(tmp_path, refresh_s: float = 3600.0) -> tuple[EventStore, StoreThread]:
@@ -51,7 +52,7 @@ def test_an_outage_or_a_bug_is_an_answer_and_later_calls_still_run(tmp_path):
 
 
 def test_a_call_that_does_not_return_counts_as_stalled_after_a_while(tmp_path):
-    """A call running past STALLED_AFTER_S makes stalled() true, and it is false again once it returns."""
+    """A call running past `store_stalled_after` makes stalled() true, and it is false again once it returns."""
     now = [0.0]
     store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
     worker = StoreThread(Outbox(store), refresh_s=3600.0, clock=lambda: now[0])
@@ -59,7 +60,7 @@ def test_a_call_that_does_not_return_counts_as_stalled_after_a_while(tmp_path):
     worker.submit(lambda: (running.set(), release.wait(10)))
     assert running.wait(10)
     assert not worker.stalled()
-    now[0] = STALLED_AFTER_S + 0.1
+    now[0] = settings().store_stalled_after + 0.1
     assert worker.stalled()
     release.set()
     assert worker.drain()
@@ -203,7 +204,7 @@ def test_an_awaited_write_is_refused_at_once_while_a_call_hangs(tmp_path):
     running, release = threading.Event(), threading.Event()
     worker.submit(lambda: (running.set(), release.wait(10)))
     assert running.wait(10)
-    now[0] = STALLED_AFTER_S + 0.1
+    now[0] = settings().store_stalled_after + 0.1
     ran: list[str] = []
     with pytest.raises(StoreUnavailable, match="not answering"):
         asyncio.run(worker.write(lambda: ran.append("archive")))

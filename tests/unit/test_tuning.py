@@ -62,7 +62,8 @@ import json, logging
 from blocktrace.app import tuning
 lines = []
 handler = logging.Handler(); handler.emit = lambda record: lines.append(record.getMessage())
-logging.getLogger("blocktrace.app.tuning").addHandler(handler); logging.getLogger("blocktrace.app.tuning").setLevel("INFO")
+tuning_log = logging.getLogger("blocktrace.app.tuning")
+tuning_log.addHandler(handler); tuning_log.setLevel("INFO")
 fake = lambda name: "1.11.0" if name == "panel" else tuning.installed(name)
 applied = tuning.apply(True, version_of=fake)
 from blocktrace.app.server.routes import routes, server_kwargs
