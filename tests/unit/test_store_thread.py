@@ -51,14 +51,20 @@ def test_an_outage_or_a_bug_is_an_answer_and_later_calls_still_run(tmp_path):
     assert isinstance(answers[0], StoreUnavailable) and isinstance(answers[1], KeyError) and answers[2] == "fine"
 
 
-def test_a_call_that_does_not_return_counts_as_stalled_after_a_while(tmp_path):
-    """A call running past `store_stalled_after` makes stalled() true, and it is false again once it returns."""
+def hung(tmp_path) -> tuple[StoreThread, list[float], threading.Event]:
+    """A store thread on a clock the test moves, busy in a call that returns once `release` is set."""
     now = [0.0]
-    store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
-    worker = StoreThread(Outbox(store), refresh_s=3600.0, clock=lambda: now[0])
+    worker = StoreThread(Outbox(EventStore(f"sqlite:///{tmp_path / 'class.db'}")), refresh_s=3600.0,
+                         clock=lambda: now[0])
     running, release = threading.Event(), threading.Event()
     worker.submit(lambda: (running.set(), release.wait(10)))
     assert running.wait(10)
+    return worker, now, release
+
+
+def test_a_call_that_does_not_return_counts_as_stalled_after_a_while(tmp_path):
+    """A call running past `store_stalled_after` makes stalled() true, and it is false again once it returns."""
+    worker, now, release = hung(tmp_path)
     assert not worker.stalled()
     now[0] = settings().store_stalled_after + 0.1
     assert worker.stalled()
@@ -198,12 +204,7 @@ def test_a_worker_s_classroom_checks_its_schema_on_the_store_thread(tmp_path, mo
 def test_an_awaited_write_is_refused_at_once_while_a_call_hangs(tmp_path):
     """While the store thread is stuck in a call (a database that does not answer), a teacher's form or a report
     is told so at once instead of waiting behind it, and nothing of it runs later."""
-    now = [0.0]
-    store = EventStore(f"sqlite:///{tmp_path / 'class.db'}")
-    worker = StoreThread(Outbox(store), refresh_s=3600.0, clock=lambda: now[0])
-    running, release = threading.Event(), threading.Event()
-    worker.submit(lambda: (running.set(), release.wait(10)))
-    assert running.wait(10)
+    worker, now, release = hung(tmp_path)
     now[0] = settings().store_stalled_after + 0.1
     ran: list[str] = []
     with pytest.raises(StoreUnavailable, match="not answering"):
@@ -211,4 +212,4 @@ def test_an_awaited_write_is_refused_at_once_while_a_call_hangs(tmp_path):
     release.set()
     assert worker.drain()
     assert ran == []
-    store.close()
+    worker.outbox.store.close()
