@@ -105,8 +105,9 @@ class InvalidMessageFilter(logging.Filter):
     - a value of the right type beyond the state's bounds or choices: Panel sets it on the widget, the
       widget's link to the explorable's state (param) refuses it, and Tornado logs the failed callback
       with its traceback. The state keeps its value.
-    Matched by where the error was raised (the last frame in Bokeh's property code or in param), so any
-    other error keeps its traceback.
+    Panel also logs the second as "Callback failed for object named …": that line stays, shortened to one
+    line. Matched by where the error was raised (the last frame in Bokeh's property code or in param), so
+    any other error keeps its traceback.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -122,6 +123,16 @@ class InvalidMessageFilter(logging.Filter):
         elif record.name == "tornado.application" and "/param/" in raised_in and any(
                 path.endswith("panel/reactive.py") for path, _ in frames):
             _shorten(record, "a widget value", exc_info[1])
+        elif record.name == "panel.reactive" and "/param/" in raised_in \
+                and record.getMessage().startswith("Callback failed for object named"):
+            # Panel's own line for the same refusal (the one above says why): kept, as one line
+            heading = " ".join(record.getMessage().split())
+            record.msg = "%s: %s, the value stays as it was"
+            record.args = (heading if len(heading) <= MAX_REASON else heading[: MAX_REASON - 1] + "…",
+                           type(exc_info[1]).__name__)
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+            record.exc_info = None
+            record.exc_text = None
         return True
 
 
@@ -162,5 +173,6 @@ def install() -> None:
     logging.getLogger("tornado.application").addFilter(LateCloseFilter())
     logging.getLogger("tornado.application").addFilter(InvalidMessageFilter())
     logging.getLogger("bokeh.server.protocol_handler").addFilter(InvalidMessageFilter())
+    logging.getLogger("panel.reactive").addFilter(InvalidMessageFilter())  # Panel's "Callback failed" line
     logging.getLogger("tornado.application").addFilter(RefusedSocketFilter())
     logging.getLogger("bokeh.util.asyncio").addFilter(CallbackErrorFilter())

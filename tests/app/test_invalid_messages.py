@@ -54,8 +54,12 @@ def check(server, value, wanted: str) -> None:
 
 
 def test_an_out_of_range_value_is_one_short_line(server) -> None:
-    """B = 99 on a slider bounded at 4: the state keeps its value, the log gets one line saying so."""
+    """B = 99 on a slider bounded at 4: the state keeps its value, the log gets one line saying so, and Panel's
+    own "Callback failed" line for it is there too, as one line."""
     check(server, 99, OUT_OF_RANGE)
+    panels = [line for line in server.log().splitlines()
+              if "Callback failed for object named 'B (batch items)' changing property {'value': 99}" in line]
+    assert len(panels) == 1 and panels[0].endswith("ValueError, the value stays as it was"), panels
 
 
 def test_a_value_of_the_wrong_type_is_one_short_line(server) -> None:
