@@ -32,7 +32,6 @@ its own counts (`--num-procs`, several machines).
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import logging
 import secrets
@@ -86,7 +85,7 @@ class Guard:
         self._secret = secret
         # What the device cookie holds: the password as only this server's secret can tell it (a new password
         # makes every remembered browser log in again; a copied cookie tells nobody anything of the password).
-        self._password_tag = hmac.new(secret, b"teacher password\x00" + self.password, hashlib.sha256).hexdigest()
+        self._password_tag = signing.derived_key(secret, f"teacher password\x00{password}").decode("ascii")
         limits = settings()  # whatever is not given
         self.max_failures = limits.login_failures if max_failures is None else max_failures
         self.max_global = limits.login_failures_total if max_global is None else max_global
