@@ -73,15 +73,18 @@ def test_garbage_that_refers_to_a_live_object_frees_only_itself():
     assert settings_ == {"theme": "dark"}
 
 
-def test_a_walk_past_its_limit_takes_nothing_apart():
-    """A session that reaches too much (shared state) is left to the collector: nothing is cleared."""
-    chain = [Node(str(i)) for i in range(50)]
+def ring(size: int) -> tuple[list[Node], weakref.ref]:
+    """A cycle of `size` nodes held only by the returned roots, and a weak reference to its first node."""
+    chain = [Node(str(i)) for i in range(size)]
     for first, second in zip(chain, chain[1:], strict=False):
         first.links.append(second)
     chain[-1].links.append(chain[0])
-    gone = weakref.ref(chain[0])
-    roots = [chain[0]]
-    del chain, first, second
+    return [chain[0]], weakref.ref(chain[0])
+
+
+def test_a_walk_past_its_limit_takes_nothing_apart():
+    """A session that reaches too much (shared state) is left to the collector: nothing is cleared."""
+    roots, gone = ring(50)
     done = reclaim(roots, limit=20)
     assert done.aborted and done.freed == 0
     assert gone() is not None and gone().links[0].name == "1"
@@ -95,13 +98,7 @@ def test_the_walk_limit_and_the_step_size_are_the_server_s_settings():
     `reclaim_walk_limit`, as the settings say."""
     import asyncio
 
-    chain = [Node(str(i)) for i in range(50)]
-    for first, second in zip(chain, chain[1:], strict=False):
-        first.links.append(second)
-    chain[-1].links.append(chain[0])
-    gone = weakref.ref(chain[0])
-    roots = [chain[0]]
-    del chain, first, second
+    roots, gone = ring(50)
     pauses = []
 
     async def pause() -> None:
