@@ -182,7 +182,7 @@ def run_serve(args: argparse.Namespace) -> int:
         use_xheaders=args.use_xheaders,
         # Build every page once at start, so the first student does not wait for imports. Bokeh refuses to
         # fork workers once application code has run, so with --num-procs each worker warms up on its first page.
-        warm=args.num_procs == 1,
+        warm=args.num_procs == 1 and settings().warm_up,
         show=False,
         start=True,
         **kwargs,

@@ -21,9 +21,11 @@ class HealthHandler(RequestHandler):
 
 
 class MemoryHandler(RequestHandler):
-    """This process's pages and the memory of closed ones (session_memory.py), as JSON: no student's data."""
+    """This process's pages, the memory of closed ones (session_memory.py) and its event loop's long pauses
+    (loop_pauses.py), as JSON: no student's data."""
 
     def get(self) -> None:
+        from blocktrace.app.server import loop_pauses
         from blocktrace.app.server.session_memory import reclaimer
 
         self.set_header("Content-Type", "application/json")
@@ -34,4 +36,5 @@ class MemoryHandler(RequestHandler):
             "closed_taken_apart": reclaimer.taken_apart_count,
             "closed_left_for_full_reclaim": reclaimer.closed_since,
             "full_reclaims": len(reclaimer.reclaims),
+            **loop_pauses.report(),
         }) + "\n")

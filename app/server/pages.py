@@ -8,8 +8,9 @@ from urllib.parse import urlencode
 
 import panel as pn
 
-from blocktrace.app.server import session_memory
+from blocktrace.app.server import loop_pauses, session_memory
 from blocktrace.app.server.catalogue import EXPLORABLES
+from blocktrace.app.server.session_setup import for_a_browser
 from blocktrace.explorables.components.style import dark, styled
 
 __all__ = ["apply_theme", "index_page", "lesson_cards", "page_title", "query_flag", "shell", "theme_of"]
@@ -82,8 +83,12 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
 
 
 def tracked(page: pn.viewable.Viewable) -> pn.viewable.Viewable:
-    """The page, its memory looked after (session_memory.py): frozen once built, given back once it closes."""
+    """The page, its memory looked after (session_memory.py): frozen once built, given back once it closes; the
+    serving process's event loop watched for pauses from its first page on (loop_pauses.py)."""
     session_memory.track_page(page)
+    doc = pn.state.curdoc
+    if doc is not None and for_a_browser(doc.session_context):
+        loop_pauses.start()
     return page
 
 

@@ -20,6 +20,17 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 expect.set_options(timeout=15_000)  # a 2-core machine serving several sessions at once
 
 
+@pytest.fixture(scope="package", autouse=True)
+def servers_start_without_warm_up() -> Iterator[None]:
+    """The servers these tests start skip Panel's start-up build of every page (BLOCKTRACE_WARM_UP=0): it is 6 s
+    of each of their starts, and the browser builds what it opens. (tests/app keeps it: its Python clients
+    read the documents with the model types the warm-up registered.)"""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("BLOCKTRACE_WARM_UP", "0")
+    yield
+    patch.undo()
+
+
 @dataclass
 class Opened:
     """A page in its own browser context (its own cookies: a separate session) and what it recorded."""

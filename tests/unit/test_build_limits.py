@@ -29,6 +29,12 @@ def test_a_class_behind_one_address_gets_its_burst_then_builds_are_refused() -> 
     assert limits.pending.get("192.0.2.7") == 150  # a refused request is not counted as pending
 
 
+def test_a_school_behind_one_address_gets_its_pages_with_the_default_settings() -> None:
+    """600 pages at once from one address are all built (most once loaded) under the default `page_builds`."""
+    limits = BuildLimits()
+    assert Build.REFUSED not in [limits.decide("198.51.100.7") for _ in range(600)]
+
+
 def test_outside_a_served_page_the_content_is_built_at_once() -> None:
     """A page built in a test or at Panel's warm-up (no request) is its content, built now and never limited."""
     limits = BuildLimits(pending_eager=0, builds=(1, 0.001))

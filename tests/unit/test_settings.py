@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def test_without_variables_every_setting_is_its_default() -> None:
     """An empty environment gives the documented defaults."""
     assert Settings.from_environ({}) == Settings()
-    assert Settings().page_builds == (150.0, 2.0) and Settings().pending_eager == 2
+    assert Settings().page_builds == (1000.0, 4.0) and Settings().pending_eager == 2
 
 
 def test_variables_are_read_by_the_setting_s_type() -> None:
