@@ -241,9 +241,8 @@ class FloorExplorable(ExplorableView):
         self.checkpoints_place = OnceUnlocked(s.bet, pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
                                                                  sizing_mode="stretch_width"),
                                               "Two checkpoints follow once your bet is committed.")
-        self.downloads = Downloads("block-floor", lambda: s.original, self._worksheet)
-        self.files = OnceUnlocked(s.bet, self.downloads,
-                                  "The traces' files and the worksheet can be downloaded once you commit your bet.")
+        self.downloads = Downloads("block-floor", lambda: s.original, self._worksheet, s.bet,
+                                   "The traces' files and the worksheet can be downloaded once you commit your bet.")
         self.controls = [self.phrase, self.positions, self.tracked, self.reverse, self.causal, self.stage,
                          self.prev, self.next, self.floors, self.claim, self.never]
         self.respond_quickly(self.controls)
@@ -390,7 +389,7 @@ class FloorExplorable(ExplorableView):
         )
         gate = [self.gate] if self.show_gate else []
         share = pn.Column(
-            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.files,
+            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
             *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE, self.state.bet)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )

@@ -9,8 +9,9 @@ from html import escape
 
 import panel as pn
 
-from blocktrace.explorables.components.prediction import Prediction
-from blocktrace.explorables.components.style import stylesheet
+from blocktrace.explorables.components.prediction import GATE_EVENTS, Prediction
+from blocktrace.explorables.components.style import styled, stylesheet
+from blocktrace.explorables.components.updates import batched
 from blocktrace.explorables.engine import Trace
 from blocktrace.explorables.engine.export import to_csv, to_json
 
@@ -45,24 +46,54 @@ def worksheet_html(title: str, link: str, prediction: Prediction, tables: list[s
 
 
 class Downloads(pn.viewable.Viewer):
-    """Three buttons; each file is made from the state at the moment it is clicked."""
+    """Three buttons; each file is made from the state at the moment it is clicked.
 
-    def __init__(self, basename: str, get_trace: Callable[[], Trace], worksheet: Callable[[], str]):
+    With a `gate`, the buttons are hidden behind `note` until it is unlocked, and until then they have no file
+    to give: a click sent by a crafted message makes nothing (the server decides, not the button's visibility).
+    They are in the page's document from the start, so the unlock changes properties only: putting them in then
+    made Bokeh walk every model of the page again, the largest part of a commit's cost in a class of 100.
+    """
+
+    def __init__(self, basename: str, get_trace: Callable[[], Trace], worksheet: Callable[[], str],
+                 gate: Prediction | None = None, note: str = ""):
         super().__init__()
-        self._trace, self._worksheet = get_trace, worksheet
+        self._trace, self._worksheet, self._gate = get_trace, worksheet, gate
 
         def text_file(make: Callable[[], str]) -> Callable[[], io.BytesIO]:
             return lambda: io.BytesIO(make().encode("utf-8"))
 
-        self.csv = pn.widgets.FileDownload(callback=text_file(lambda: to_csv(self._trace())),
-                                           filename=f"{basename}-trace.csv", label="Trace (CSV)",
+        self._makers = {
+            "csv": text_file(lambda: to_csv(self._trace())),
+            "json": text_file(lambda: to_json(self._trace())),
+            "sheet": text_file(self._worksheet),
+        }
+        self.csv = pn.widgets.FileDownload(filename=f"{basename}-trace.csv", label="Trace (CSV)",
                                            color="light", embed=False)
-        self.json = pn.widgets.FileDownload(callback=text_file(lambda: to_json(self._trace())),
-                                            filename=f"{basename}-trace.json", label="Trace (JSON)",
+        self.json = pn.widgets.FileDownload(filename=f"{basename}-trace.json", label="Trace (JSON)",
                                             color="light", embed=False)
-        self.sheet = pn.widgets.FileDownload(callback=text_file(self._worksheet),
-                                             filename=f"{basename}-worksheet.html", label="Worksheet (printable)",
+        self.sheet = pn.widgets.FileDownload(filename=f"{basename}-worksheet.html", label="Worksheet (printable)",
                                              color="light", embed=False)
+        self.buttons = pn.FlexBox(self.csv, self.json, self.sheet, flex_wrap="wrap", sizing_mode="stretch_width")
+        self.note = pn.pane.HTML(f'<p class="bt-muted bt-locked">{escape(note)}</p>', visible=False,
+                                 **styled(sizing_mode="stretch_width"))
+        self._follow_gate()
+        if gate is not None:
+            gate.param.watch(self._follow_gate, GATE_EVENTS)
+
+    @property
+    def open(self) -> bool:
+        """Whether the files can be downloaded now."""
+        return self._gate is None or self._gate.unlocked
+
+    @batched
+    def _follow_gate(self, *_events) -> None:
+        open_ = self.open
+        for name, widget in (("csv", self.csv), ("json", self.json), ("sheet", self.sheet)):
+            widget.callback = self._makers[name] if open_ else None
+        if self.buttons.visible != open_:
+            self.buttons.visible = open_
+        if self.note.visible == open_:
+            self.note.visible = not open_
 
     def __panel__(self):
-        return pn.FlexBox(self.csv, self.json, self.sheet, flex_wrap="wrap", sizing_mode="stretch_width")
+        return pn.Column(self.note, self.buttons, sizing_mode="stretch_width")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from blocktrace.explorables.components.floor_model import FloorSpec, Shown, shown, spec_from
 from blocktrace.explorables.components.numbers import norm, number, words_of_number
+from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.engine import Trace
 from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
 
-__all__ = ["diagram_view"]
+__all__ = ["VIEWS", "diagram_view"]
 
 MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU", "relu": "ReLU"}
 NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
@@ -29,8 +30,17 @@ def caption(state: TraceState) -> str:
     return f"{head} Each card shows its stage's norm ‖·‖; select a stage to inspect it."
 
 
+# One view per setting and gate state, shared by the sessions of a process as the renderings are (a Shown
+# is never changed: the component copies what it sends).
+VIEWS: SharedCache[Shown] = SharedCache(256)
+
+
 def diagram_view(state: TraceState) -> Shown:
     """The diagram for the state as it is: the inspected stage selected; norms only once unlocked."""
+    return VIEWS.get((state.settings(), state.prediction.unlocked), lambda: _view(state))
+
+
+def _view(state: TraceState) -> Shown:
     trace = state.trace
     locked = not state.prediction.unlocked
     values, alerts = None, None

@@ -13,7 +13,7 @@ from blocktrace.explorables.components.embed import EmbedButton, server_base, st
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
-from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
+from blocktrace.explorables.components.locked_controls import LockedControls
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, TIGHT_LINES, readable
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
@@ -127,8 +127,8 @@ class TraceExplorable(ExplorableView):
             self.live.stylesheets = [*self.live.stylesheets, TIGHT_LINES]
         self.diagram = DiagramPlace(lambda key: setattr(s, "inspect", key))  # a stage picked in it is inspected
         self.diagram.show(lambda: diagram_view(s))
-        self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet)
-        self.files = OnceUnlocked(s.prediction, self.downloads, FILES_NOTE)
+        self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet, s.prediction,
+                                   FILES_NOTE)
 
     @cached_property
     def figures(self) -> plots.TraceFigures:
@@ -200,7 +200,7 @@ class TraceExplorable(ExplorableView):
         controls = self.control_card(LiveHTML('<h2 class="bt-h2">Controls</h2>', **styled()), *cells)
         gate = [self.gate] if self.show_gate else []
         share = pn.Column(
-            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.files,
+            LiveHTML('<h2 class="bt-h2">Save and share</h2>', **styled()), self.downloads,
             *([] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE, self.state.prediction)]),
             css_classes=["bt-card"], sizing_mode="stretch_width",
         )
