@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
@@ -109,6 +110,27 @@ def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
     slider_to_zero(page)  # the unlocked controls really drive the trace
     expect(numbers(stage_row(page, "Attention update"))).to_have_text(["0.000"] * 5)
     opened.assert_clean()
+
+
+def test_the_trace_files_wait_for_the_commit_then_download(open_page) -> None:
+    """Before the commit the download buttons are not shown (a note says why); after it, the CSV downloads with
+    the trace of the state on screen."""
+    page = open_page(TRACE).page
+    locked(page)
+    expect(page.get_by_text("can be downloaded once you commit your prediction")).to_be_visible()
+    expect(page.get_by_role("button", name="Trace (CSV)")).to_be_hidden()
+    page.get_by_label(ANSWER).check()
+    page.get_by_role("button", name="Commit prediction").click()
+    ready(page)
+    slider_to_zero(page)
+    expect(numbers(stage_row(page, "Attention update"))).to_have_text(["0.000"] * 5)
+    expect(page.get_by_text("can be downloaded once you commit your prediction")).to_be_hidden()
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Trace (CSV)").click()
+    lines = Path(info.value.path()).read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "key,label,batch,head,pos,token,key_pos,component,value"
+    attention = [line.split(",")[-1] for line in lines if line.startswith("blocks.0.attn_out,")]
+    assert attention and all(float(value) == 0.0 for value in attention)  # the state on screen: scale 0
 
 
 def test_scale_zero_zeroes_attention_and_keeps_the_input(open_page) -> None:
