@@ -79,6 +79,7 @@ class SessionRecorder:
                  doc: Any = None):
         self.classroom, self.learner, self.lesson = classroom, learner, lesson
         self.notice = LiveHTML("", sizing_mode="stretch_width", visible=False)
+        self.unrecorded = False  # a classroom page that records nothing (its address made too many learners)
         self._pending_params: dict[tuple[str, str], Any] = {}
         self._generation = 0
         if doc is None and getattr(pn.state.curdoc, "session_context", None) is not None:

@@ -11,8 +11,9 @@ only when the server trusts it: an IPv4 address, or an IPv6 /64):
   place, and its content (the explorable, the learner bar) is built only once its browser has loaded
   it. A request that never opens the page's websocket costs a frame. A class arriving together gets its
   pages all the same, a moment later for most of them.
-- **A bucket of builds** (the `page_builds` setting): a burst of 1,000 pages per address (a school behind one router), then four a second. Beyond it
-  the page is one short notice, built in microseconds, asking to reload in a minute.
+- **A bucket of builds** (the `page_builds` setting): a burst of 1,000 pages per address (a school behind one
+  router), then four a second. Beyond it the page is one short notice, built in microseconds, asking to reload
+  in a minute.
 
 Requests from this machine itself (loopback: the teacher's own browser, the test suite) are not limited;
 behind a balancer on the same machine the server must be told to trust its forwarding header

@@ -60,6 +60,7 @@ def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRe
     if learner is None:  # over the new-learner limit of the address (app/server/page_requests.py)
         recorder = SessionRecorder(None, None, lesson)
         recorder.notice.param.update(object=NO_LEARNER, visible=True)
+        recorder.unrecorded = True
         return recorder
     recorder = SessionRecorder(classroom, learner, lesson)
     # Joined once the page is up in the browser, which happens only in the process that holds its websocket.
@@ -72,6 +73,8 @@ def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRe
 def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionRecorder) -> None:
     """Restore a committed prediction, store new commits (final only once stored), record what changes."""
     if not recorder.active:
+        # A classroom page over its address's new-learner limit stores nothing: its commit is not called final.
+        explorable.gate.prediction.unsaved = recorder.unrecorded
         return
     gate = explorable.gate
     prediction = gate.prediction

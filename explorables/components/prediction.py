@@ -18,7 +18,10 @@ from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, rea
 from blocktrace.explorables.components.style import WRAPPING_CHOICES
 from blocktrace.explorables.components.updates import LiveHTML
 
-__all__ = ["CHOICES_CLASS", "GATE_EVENTS", "SAVING", "SAVING_DELAYED", "Prediction", "PredictionGate", "unanswered"]
+__all__ = [
+    "CHOICES_CLASS", "GATE_EVENTS", "NOT_SAVED", "SAVING", "SAVING_DELAYED", "Prediction", "PredictionGate",
+    "unanswered",
+]
 
 MAX_NOTE = 500
 CHOICES_CLASS = "bt-choices"  # the gate's radio group: the class tests and benchmarks find it by
@@ -29,6 +32,7 @@ SAVING_HINT = "The controls unlock once your teacher's server has saved it."
 
 HELD_NOTE = ("Your teacher is holding the class at the prediction step: the controls unlock when they release "
              "it. Meanwhile, think about why you chose your answer.")
+NOT_SAVED = "Your prediction (not saved: this page is not recording, reload it in a minute):"
 GATE_EVENTS = ["committed", "skipped", "held"]  # the parameters `unlocked` follows: watch these
 
 
@@ -49,6 +53,7 @@ class Prediction(param.Parameterized):
         self.choices = choices
         self.param.choice.objects = list(choices)
         self.needs_store = False  # set by the classroom: then a commit is final only once stored
+        self.unsaved = False  # set by the classroom when this page records nothing: a commit is never called final
 
     @property
     def unlocked(self) -> bool:
@@ -168,7 +173,8 @@ class PredictionGate(pn.viewable.Viewer):
         if not p.committed:
             return '<p class="bt-muted" aria-live="polite">The controls unlock once you commit.</p>'
         held = (f'<p class="bt-notice bt-held" role="status">{escape(HELD_NOTE)}</p>' if p.held else "")
-        return (f'<p class="bt-committed" aria-live="polite"><strong>Your prediction (final):</strong> '
+        said = NOT_SAVED if p.unsaved else "Your prediction (final):"
+        return (f'<p class="bt-committed" aria-live="polite"><strong>{escape(said)}</strong> '
                 f'{escape(p.choices[p.choice])}{note}</p>{held}{self._extra}')
 
     def _sync(self) -> None:

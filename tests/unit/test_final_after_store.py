@@ -9,6 +9,7 @@ those callbacks itself, as the loop would.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import threading
@@ -22,7 +23,13 @@ from blocktrace.app.classroom.learner import Classroom, SessionRecorder, identif
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable
 from blocktrace.app.server.session_setup import attach_explorable, learner_bar, question_id
 from blocktrace.app.settings import settings
-from blocktrace.explorables.components.prediction import SAVING, SAVING_DELAYED, Prediction, PredictionGate
+from blocktrace.explorables.components.prediction import (
+    NOT_SAVED,
+    SAVING,
+    SAVING_DELAYED,
+    Prediction,
+    PredictionGate,
+)
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
 CLASS, LEARNER, EXPLORABLE = "final", "0123456789abcdef0123456789abcdef", "transformer-block-trace"
@@ -144,6 +151,18 @@ def test_without_a_classroom_a_commit_is_final_at_once() -> None:
     assert prediction.commit("a") is None
     assert prediction.committed and prediction.unlocked and not prediction.saving
     assert FINAL in gate._summary.object
+
+
+def test_a_classroom_page_that_records_nothing_never_calls_a_commit_final() -> None:
+    """A page over its address's new-learner limit stores nothing: its commit unlocks the experiment but is
+    shown as not saved, never as final."""
+    explorable = TraceExplorable()
+    recorder = SessionRecorder(None, None)
+    recorder.unrecorded = True  # as start_session makes it for such a page
+    attach_explorable(explorable, EXPLORABLE, recorder)
+    commit(explorable, "keep-erase")
+    assert explorable.state.prediction.unlocked
+    assert FINAL not in summary(explorable) and NOT_SAVED in html.unescape(summary(explorable))
 
 
 def test_a_commit_is_saving_until_the_store_answers_then_final(classroom) -> None:
