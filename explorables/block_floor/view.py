@@ -409,7 +409,8 @@ class FloorExplorable(ExplorableView):
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
-        share.styles = {"flex": "1 1 100%"}  # after the results: between the controls and the plots it kept them apart
-        body = pn.FlexBox(left, right, share, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
+        # After the results, outside the row whose controls stay in view: inside it, the sticky controls slid over it.
+        body = pn.FlexBox(left, right, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
                           sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS])
+        return pn.Column(*head, *notice_pane, body, share, sizing_mode="stretch_width",
+                         stylesheets=[READABLE_CONTROLS])

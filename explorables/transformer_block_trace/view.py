@@ -229,8 +229,9 @@ class TraceExplorable(ExplorableView):
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()
-        # After the results (flex 100%): between the controls and the plots it kept them apart.
-        share_place = after_load.later(lambda: [share], styles={"flex": "1 1 100%"})
-        body = pn.FlexBox(left, right, share_place, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
+        # After the results, outside the row whose controls stay in view: inside it, the sticky controls slid over it.
+        share_place = after_load.later(lambda: [share], sizing_mode="stretch_width")
+        body = pn.FlexBox(left, right, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
                           sizing_mode="stretch_width")
-        return pn.Column(*head, *notice_pane, body, sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS])
+        return pn.Column(*head, *notice_pane, body, share_place, sizing_mode="stretch_width",
+                         stylesheets=[READABLE_CONTROLS])
