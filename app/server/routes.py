@@ -15,6 +15,8 @@ from blocktrace.app.server.health import HealthHandler, MemoryHandler
 from blocktrace.app.server.pages import apply_theme, index_page, page_title, query_flag, shell
 from blocktrace.app.server.registry import EXPLORABLE_SPECS, ExplorableSpec
 from blocktrace.app.server.session_setup import attach_explorable, learner_bar, restore_explorable, start_session
+from blocktrace.app.settings import settings
+from blocktrace.explorables.components import url_state
 from blocktrace.explorables.components.focus import focus_design
 from blocktrace.explorables.components.style import STATIC_DIR
 from blocktrace.explorables.components.url_state import session_query
@@ -59,6 +61,7 @@ def configure() -> None:
     - no BrowserInfo on the pages: its view opens a WebGL context on every load (about 20 ms of a cold load
       in headless Chromium, a GPU start-up on a laptop) to report what nothing here reads (`pn.state.browser_info`;
       the theme comes from the page's address);
+    - the browser's address follows a change after the `url_write_ms` setting (explorables/components/url_state.py);
     - no per-session integrity check of the document (Bokeh only logs what it finds) and no signature check of
       every callback registered on a model (Panel registers a few thousand per session, about a tenth of a
       session build; it also drops Bokeh's "did you mean" hint for a property that does not exist). Every
@@ -66,6 +69,7 @@ def configure() -> None:
       each route's.
     """
     pn.config.browser_info = False
+    url_state.WRITES.delay_ms = settings().url_write_ms
     bokeh_settings.perform_document_validation.set_value(False)
     bokeh_settings.perform_error_diagnostics.set_value(False)
 

@@ -9,8 +9,10 @@ from typing import Any
 import panel as pn
 from panel.io.document import unlocked
 
-__all__ = ["QueryKey", "apply_query", "read_choice", "read_int", "read_number", "read_on_off", "session_query",
-           "sync_to_url", "write_number", "write_on_off"]
+from blocktrace.explorables.components.weak_callbacks import weakly
+
+__all__ = ["WRITES", "QueryKey", "Writes", "apply_query", "read_choice", "read_int", "read_number", "read_on_off",
+           "session_query", "sync_to_url", "write_number", "write_on_off"]
 
 
 @dataclass(frozen=True)
@@ -47,18 +49,48 @@ def apply_query(state: Any, keys: Mapping[str, QueryKey], query: Mapping[str, st
     return notices
 
 
-def sync_to_url(state: Any, keys: Mapping[str, QueryKey]) -> None:
-    """Keep the browser's query string in step with the state (server sessions only)."""
+@dataclass
+class Writes:
+    """When the address follows a change; the server sets it from its settings (app/server/routes.configure), as
+    this package never imports the app."""
+
+    delay_ms: int = 500
+
+
+WRITES = Writes()
+
+
+def sync_to_url(state: Any, keys: Mapping[str, QueryKey], delay_ms: int | None = None) -> None:
+    """Keep the browser's query string in step with the state (server sessions only).
+
+    In a served session the address is written `delay_ms` (WRITES.delay_ms: the server's `url_write_ms` setting)
+    after a change, once for a burst of changes: writing it with every step of a slider was a tenth of the server's
+    work per change.
+    """
     location = pn.state.location
     if location is None or "bokeh-autoload-element" in (pn.state.session_args or {}):
         return  # no server, or a script-tag embed, whose location is the host page's: leave it alone
+    doc = pn.state.curdoc
+    delay_ms = WRITES.delay_ms if delay_ms is None else delay_ms
+    pending = [False]
 
     def written() -> dict[str, str]:
         return {name: spec.write(getattr(state, spec.param)) for name, spec in keys.items()}
 
-    def update(*_: Any) -> None:
+    def write() -> None:
+        pending[0] = False
         with unlocked():  # may run from a key-press event, outside Bokeh's document lock (see updates.py)
             location.update_query(**written())
+
+    def update(*_: Any) -> None:
+        if delay_ms <= 0 or doc is None or doc.session_context is None:
+            write()
+        elif not pending[0]:
+            pending[0] = True
+            try:
+                doc.add_timeout_callback(weakly(write), delay_ms)  # `update`, held by the watcher, holds `write`
+            except (RuntimeError, AttributeError):  # the page is being taken apart
+                pending[0] = False
 
     state.param.watch(update, sorted({spec.param for spec in keys.values()}))
     # An update made before the browser connected (work put back from the store while the page was being

@@ -1,4 +1,5 @@
-"""One slider change comes back as one PATCH-DOC message carrying every view it changed.
+"""One slider change comes back as one PATCH-DOC message carrying every view it changed; the address bar follows
+in one message of its own once the change has settled (url_state.py writes it once for a burst).
 
 Panel sends changes made outside a batch one message per property, and each message costs the
 server a walk over every model of the session; with 100 students that was most of its time.
@@ -50,8 +51,12 @@ async def change_and_collect(page_url: str, value: float) -> list:
 
 def test_a_slider_change_is_answered_by_a_single_message(server):
     messages = asyncio.run(change_and_collect(server.url(server.teacher_link(ROUTE)), 0.35))
-    assert len(messages) == 1
+    assert len(messages) == 2
+    address = messages[1].content["events"]
+    assert [e.get("kind") for e in address if e.get("attr") == "search"] == ["ModelChanged"]
+    assert "attention_scale=0.35" in next(e["new"] for e in address if e.get("attr") == "search")
     events = messages[0].content["events"]
+    assert not any(e.get("attr") == "search" for e in events)
     texts = [e for e in events if e.get("kind") == "ModelChanged" and e.get("attr") == "text"]
     data = [e for e in events if e.get("kind") == "ColumnDataChanged"]
     assert any("0.35" in e["new"] or "stage-table" in e["new"] for e in texts)
