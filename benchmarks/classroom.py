@@ -332,6 +332,8 @@ class Student:
     join_s: float = 0.0
     commit_ms: float = 0.0
     final: bool = False  # the page showed the prediction as final (the server unlocked the slider)
+    why_not_final: str = ""  # for a commit never shown final: what this client saw instead
+    received: int = 0  # messages read since the document
     enabled: asyncio.Event = field(default_factory=asyncio.Event)
     outstanding: list[tuple[float, float]] = field(default_factory=list)  # (value, sent at)
     latencies_ms: list[float] = field(default_factory=list)
@@ -425,6 +427,7 @@ class Student:
 
     async def _read_forever(self) -> None:
         while (message := await self._read()) is not None:
+            self.received += 1
             if message.msgtype != "PATCH-DOC":
                 continue
             now = time.perf_counter()
@@ -472,12 +475,24 @@ class Student:
                       "msg_data": {"type": "event", "name": "button_click",
                                    "values": {"type": "map", "entries": [["model", {"id": self.ids["commit"]}]]}}},
                      ).send(self.sock)
+        received = self.received
         try:
             await asyncio.wait_for(self.enabled.wait(), STEP_TIMEOUT)
-        except TimeoutError:
-            return  # never shown final: reported as such, not as a stored answer
+        except TimeoutError:  # never shown final: reported as such, not as a stored answer
+            self.why_not_final = self._diagnosis(self.received - received)
+            return
         self.final = True
         self.commit_ms = 1000 * (time.perf_counter() - started)
+
+    def _diagnosis(self, messages: int) -> str:
+        """What this client saw of a commit that never unlocked its slider."""
+        if self.reader is not None and self.reader.done() and not self.reader.cancelled():
+            error = self.reader.exception()
+            if error is not None:
+                return f"this client stopped reading: {error!r}"
+            return (f"the server closed the websocket (code {self.ws.close_code}, reason {self.ws.close_reason!r}) "
+                    f"after {messages} message(s) since the click")
+        return f"the websocket stayed open; {messages} message(s) since the click, none unlocked the slider"
 
     async def type_vector(self, text: str, tables: dict[str, float]) -> None:
         """Type an input vector (as on Enter) and wait for its stage table; it is not counted as a change."""
@@ -706,6 +721,9 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
     latencies = [x for s in students for x in s.latencies_ms]
     joins = [s.join_s for s in students]
     finals = [s for s in students if s.final]
+    for s in students:
+        if not s.final:
+            print(f"  student {s.n} never saw their prediction final: {s.why_not_final}", flush=True)
     return Result(
         procs=procs, students=students_n,
         join_median_s=statistics.median(joins), join_p95_s=float(np.percentile(joins, 95)),

@@ -21,7 +21,7 @@ import panel as pn
 from blocktrace.app.classroom.identity import clean_display_name
 from blocktrace.app.classroom.store import StoreUnavailable, check_prediction, check_record, new_event_id
 from blocktrace.app.settings import settings
-from blocktrace.explorables.components.build_turns import running_loop
+from blocktrace.explorables.components.build_turns import serving_loop
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.weak_callbacks import weakly
 
@@ -62,8 +62,10 @@ class SessionRecorder:
     """One session's link to the store. With no classroom configured, it records nothing.
 
     Every store call runs on the process's store thread; answers come back to this session's
-    document as next-tick callbacks, so the page is only ever changed from the event loop. The store
-    thread hands each answer to the event loop first, and the loop adds the callback: Bokeh's
+    document as next-tick callbacks, so the page is only ever changed under its document's lock (on the
+    event loop; Bokeh 3.10 runs them on a worker thread that holds it). The store thread hands each answer
+    to the loop that serves the session first (found even when the page is built on a worker thread, see
+    `serving_loop`), and the loop adds the callback: Bokeh's
     `add_next_tick_callback` marks the current document on a process-wide stack while it runs, and from
     another thread that mark could land inside a callback of a different session, which then took that
     session's stylesheet models for its own (a RuntimeError: a model in two documents).
@@ -85,7 +87,7 @@ class SessionRecorder:
         if doc is None and getattr(pn.state.curdoc, "session_context", None) is not None:
             doc = pn.state.curdoc
         self._doc = doc  # this session's document (None outside a session: answers are handled at once)
-        self._loop = running_loop() if doc is not None else None  # the event loop that serves it
+        self._loop = serving_loop(doc) if doc is not None else None  # the event loop that serves it
         self._lock = threading.Lock()  # guards the bookkeeping below, touched by the loop and the store thread
         self._in_flight = 0
         self._waiting: dict[Slot, Callable[[], None]] = {}  # slot -> the submission of its newest event

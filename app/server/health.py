@@ -36,5 +36,6 @@ class MemoryHandler(RequestHandler):
             "closed_taken_apart": reclaimer.taken_apart_count,
             "closed_left_for_full_reclaim": reclaimer.closed_since,
             "full_reclaims": len(reclaimer.reclaims),
+            "memory_checks": reclaimer.checks,
             **loop_pauses.report(),
         }) + "\n")

@@ -11,6 +11,7 @@ import panel as pn
 from blocktrace.app.server import loop_pauses, session_memory
 from blocktrace.app.server.catalogue import EXPLORABLES
 from blocktrace.app.server.session_setup import for_a_browser
+from blocktrace.explorables.components.build_turns import serving_loop
 from blocktrace.explorables.components.style import dark, styled
 
 __all__ = ["apply_theme", "index_page", "lesson_cards", "page_title", "query_flag", "shell", "theme_of"]
@@ -88,7 +89,7 @@ def tracked(page: pn.viewable.Viewable) -> pn.viewable.Viewable:
     session_memory.track_page(page)
     doc = pn.state.curdoc
     if doc is not None and for_a_browser(doc.session_context):
-        loop_pauses.start()
+        loop_pauses.start(serving_loop(doc))
     return page
 
 

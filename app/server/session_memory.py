@@ -60,6 +60,7 @@ from bokeh.server.callbacks import NextTickCallback
 
 from blocktrace.app.server import session_reclaim
 from blocktrace.app.settings import settings
+from blocktrace.explorables.components.build_turns import running_loop, serving_loop
 
 __all__ = ["Reclaimer", "reclaimer"]
 
@@ -84,6 +85,7 @@ class Reclaimer:
     taken_apart: list[session_reclaim.Reclaimed] = field(default_factory=list)  # each closed session's own step
     taken_apart_count: int = 0
     taken_apart_since: int = 0  # ... since the last full reclaim
+    checks: int = 0  # periodic looks at whether a reclaim is due (each `memory_check_every`)
 
     def session_opened(self) -> None:
         self.open_sessions += 1
@@ -118,6 +120,7 @@ class Reclaimer:
         return None
 
     def reclaim_if_due(self) -> bool:
+        self.checks += 1
         why = self.due()
         if why is None:
             return False
@@ -183,18 +186,19 @@ def freeze_when_settled(tries: int = 0) -> None:
     freeze_young()
 
 
-def freeze_soon() -> None:
-    """freeze_when_settled on the loop's next round, outside the callback this is called from (one at a time)."""
+def freeze_soon(loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """freeze_when_settled on the next round of `loop` (the running one by default), outside the callback this
+    is called from (one at a time). Bokeh 3.10 runs a session's callbacks on worker threads: they name the
+    loop serving their page, which the work is handed to."""
     global _freeze_scheduled_on
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # no loop running (a test's page built by hand)
+    loop = loop or running_loop()
+    if loop is None:  # no loop (a test's page built by hand)
         freeze_young()
         return
     if _freeze_scheduled_on is loop:
         return  # one is on its way
     _freeze_scheduled_on = loop
-    loop.call_soon(freeze_when_settled, context=Context())
+    loop.call_soon_threadsafe(freeze_when_settled, context=Context())
 
 
 reclaimer = Reclaimer()
@@ -278,14 +282,15 @@ def track_page(body: Any = None) -> None:
     doc = pn.state.curdoc
     if doc is None or not for_a_browser(doc.session_context):
         return  # Panel's start-up warm-up, a test's document, a notebook
-    start()
+    loop = serving_loop(doc)  # this thread's, or (Bokeh 3.10 builds pages on worker threads) the server's
+    start(loop)
     reclaimer.session_opened()
     page = OpenPage(doc, body)
     _open_pages.add(page)
     doc.on_session_destroyed(lambda _context: _closed(page))
     doc.on_change(_browser_changed)
-    doc.add_next_tick_callback(freeze_soon)
-    pn.state.onload(lambda: pn.state.execute(freeze_soon, schedule=True))
+    doc.add_next_tick_callback(functools.partial(freeze_soon, loop))
+    pn.state.onload(lambda: pn.state.execute(functools.partial(freeze_soon, loop), schedule=True))
 
 
 def own_steps(enabled: bool | None = None, why_not: str | None = session_reclaim.WHY_NOT) -> bool:
@@ -371,14 +376,13 @@ def _browser_changed(event) -> None:
         reclaimer.browser_changed()
 
 
-def start() -> None:
+def start(loop: asyncio.AbstractEventLoop | None = None) -> None:
     """In the serving process, once: the build queue's numbers and the thresholds set, the start-up heap frozen, the
-    periodic checks."""
+    periodic checks, on `loop` (the loop serving the pages; without one, this thread's)."""
     global _started
     if _started:
         return
     _started = True
-    from tornado.ioloop import PeriodicCallback
 
     from blocktrace.app.server.build_pacing import pace_from_settings
 
@@ -388,5 +392,16 @@ def start() -> None:
     gc.set_threshold(numbers.young_collection_every, 10, 10)
     gc.callbacks.append(CollectionTimer())
     freeze_young()  # the start-up heap: imports and Panel's warm-up, never garbage
-    PeriodicCallback(reclaimer.reclaim_if_due, numbers.memory_check_every * 1000).start()
-    PeriodicCallback(freeze_soon, numbers.freeze_every * 1000).start()
+    checks = functools.partial(start_checks, numbers.memory_check_every, numbers.freeze_every)
+    if loop is None:
+        checks()
+    else:  # Tornado's PeriodicCallback runs on the loop of the thread that starts it: the serving loop's own
+        loop.call_soon_threadsafe(checks)
+
+
+def start_checks(check_every_s: float, freeze_every_s: float) -> None:
+    """The periodic reclaim check and freeze, on this thread's event loop."""
+    from tornado.ioloop import PeriodicCallback
+
+    PeriodicCallback(reclaimer.reclaim_if_due, check_every_s * 1000).start()
+    PeriodicCallback(freeze_soon, freeze_every_s * 1000).start()

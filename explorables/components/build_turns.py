@@ -45,7 +45,7 @@ from typing import Any
 
 from blocktrace.explorables.components.weak_callbacks import weakly
 
-__all__ = ["PACER", "Pacer", "in_turn", "running_loop"]
+__all__ = ["PACER", "Pacer", "in_turn", "running_loop", "serving_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -227,8 +227,26 @@ def in_turn(work: Callable[[], None]) -> None:
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running in this thread, if any (a served session is built on it)."""
+    """The event loop running in this thread, if any (Bokeh 3.9 builds a served session on it)."""
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def serving_loop(doc: Any) -> asyncio.AbstractEventLoop | None:
+    """The event loop that serves `doc`'s session (None outside a served session).
+
+    On that loop's own thread it is the running loop. Bokeh 3.10 builds a session's document, and runs its
+    callbacks, on worker threads (`asyncio.to_thread`), where no loop runs: there it is the loop of the
+    session's application (Bokeh's public `ApplicationContext.io_loop`), which work for the loop is handed to
+    with `call_soon_threadsafe`.
+    """
+    loop = running_loop()
+    if loop is not None:
+        return loop
+    context = getattr(doc, "session_context", None)
+    application = getattr(getattr(context, "server_context", None), "application_context", None)
+    io_loop = getattr(application, "io_loop", None)
+    io_loop = getattr(io_loop, "asyncio_loop", io_loop)  # a Tornado IOLoop, or already asyncio's loop
+    return io_loop if isinstance(io_loop, asyncio.AbstractEventLoop) else None

@@ -31,6 +31,10 @@ def memory(server) -> dict:
         return json.loads(response.read())
 
 
+def trace_ws(server) -> str:
+    return server.url(TRACE).replace("http://", "ws://") + "/ws"
+
+
 def until(condition, what: str, timeout_s: float = 30.0):
     """Poll `condition()` until it gives something true (bounded); the assertions are on what it gave."""
     deadline = time.monotonic() + timeout_s
@@ -76,3 +80,21 @@ def test_closed_tabs_are_taken_apart_and_an_open_one_keeps_working(server) -> No
     after = memory(server)
     assert after["closed_left_for_full_reclaim"] == 0 and after["full_reclaims"] == 0
     assert "still held elsewhere" not in server.log()
+
+
+def test_the_serving_loop_runs_the_periodic_checks_and_the_pause_probe(server) -> None:
+    """Once a page is open, the memory checks and the loop-pause probe run on the loop that serves it, with
+    Bokeh 3.9 (pages built on that loop) and Bokeh 3.10 (built on worker threads, where no loop runs)."""
+
+    async def scenario() -> tuple[dict, dict]:
+        page = await Session.open(trace_ws(server), await fetch_token(server.url(TRACE)))
+        first = await asyncio.to_thread(until, lambda: (m := memory(server))["loop_probes"] > 0 and m,
+                                        "probe of the event loop")
+        later = await asyncio.to_thread(
+            until, lambda: (m := memory(server))["memory_checks"] > first["memory_checks"]
+            and m["loop_probes"] > first["loop_probes"] and m, "periodic memory check")
+        await page.close_and_wait()
+        return first, later
+
+    first, later = asyncio.run(scenario())
+    assert later["memory_checks"] > first["memory_checks"] and later["loop_probes"] > first["loop_probes"]

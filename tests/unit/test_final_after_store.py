@@ -268,11 +268,18 @@ def test_a_name_says_saved_only_once_the_store_has_it(classroom) -> None:
     assert classroom.store.display_name(CLASS, LEARNER) == "Ada"
 
 
-def test_store_answers_reach_the_session_document_from_the_event_loop_thread_only(classroom) -> None:
-    """A session built on an event loop gets each store answer through that loop: the store thread never
-    calls into the Bokeh document itself (Bokeh marks the current document on a process-wide stack there,
-    which a callback of another session running at that moment would take for its own)."""
+@pytest.mark.parametrize("built_on", ["the loop", "a worker thread"])
+def test_store_answers_reach_the_session_document_from_the_event_loop_thread_only(classroom, built_on) -> None:
+    """A served session gets each store answer through the loop that serves it: the store thread never calls
+    into the Bokeh document itself (Bokeh marks the current document on a process-wide stack there, which a
+    callback of another session running at that moment would take for its own). Bokeh 3.9 builds the
+    session on that loop; Bokeh 3.10 builds it on a worker thread, where no loop runs, and the loop is the one
+    of the session's application."""
     import asyncio
+
+    from bokeh.application import Application
+    from bokeh.server.contexts import ApplicationContext, BokehServerContext, BokehSessionContext
+    from tornado.ioloop import IOLoop
 
     callers: list[str] = []
 
@@ -283,8 +290,13 @@ def test_store_answers_reach_the_session_document_from_the_event_loop_thread_onl
 
     async def main() -> None:
         doc = ThreadNoting()
+        application = ApplicationContext(Application(), io_loop=IOLoop.current())  # held: the context is weak
+        doc.session_context = BokehSessionContext("a-session", BokehServerContext(application), doc)
         learner = identify({COOKIE_NAME: sign(LEARNER, classroom.secret)}, {"class": CLASS}, classroom.secret)
-        recorder = SessionRecorder(classroom, learner, doc=doc)  # built on the loop, as a served session is
+        if built_on == "the loop":
+            recorder = SessionRecorder(classroom, learner, doc=doc)
+        else:
+            recorder = await asyncio.to_thread(SessionRecorder, classroom, learner, None, doc)
         answers: list[object] = []
         for n in range(5):
             recorder._run(lambda n=n: n, answers.append)

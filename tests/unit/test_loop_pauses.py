@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 
 from blocktrace.app.server.loop_pauses import LoopPauses
@@ -23,7 +24,7 @@ def test_a_callback_that_holds_the_loop_is_reported_with_its_length_and_time() -
     async def run() -> LoopPauses:
         with overridden(loop_probe_every=0.01, loop_pause_kept_ms=50.0):
             probe = LoopPauses()
-        probe.start()
+        probe.start(asyncio.get_running_loop())
         began = time.time()
         await asyncio.sleep(0.05)  # the probe has fired a few times on an idle loop
         asyncio.get_running_loop().call_soon(busy, 150)
@@ -46,7 +47,7 @@ def test_short_pauses_are_not_kept() -> None:
     async def run() -> LoopPauses:
         with overridden(loop_probe_every=0.01, loop_pause_kept_ms=1000.0):
             probe = LoopPauses()
-        probe.start()
+        probe.start(asyncio.get_running_loop())
         asyncio.get_running_loop().call_soon(busy, 30)
         while probe.longest_ms < 20:
             await asyncio.sleep(0.01)
@@ -54,3 +55,26 @@ def test_short_pauses_are_not_kept() -> None:
 
     probe = asyncio.run(run())
     assert list(probe.pauses) == [] and probe.longest_ms >= 20
+
+
+def test_started_from_a_worker_thread_it_probes_the_loop_it_was_given() -> None:
+    """Bokeh 3.10 builds a page on a worker thread, where no loop runs: the probe still runs on the serving loop."""
+
+    async def run() -> tuple[LoopPauses, set[str]]:
+        with overridden(loop_probe_every=0.01):
+            probe = LoopPauses()
+        threads: set[str] = set()
+        fired = probe._fired
+
+        def noting() -> None:
+            threads.add(threading.current_thread().name)
+            fired()
+
+        probe._fired = noting
+        await asyncio.to_thread(probe.start, asyncio.get_running_loop())
+        while probe.probes < 3:
+            await asyncio.sleep(0.01)
+        return probe, threads
+
+    probe, threads = asyncio.run(run())
+    assert threads == {threading.current_thread().name} and probe.report()["loop_probes"] >= 3

@@ -176,7 +176,7 @@ def fresh_reclaimer(monkeypatch):
     clock = Clock()
     reclaimer = Reclaimer(clock=clock)
     monkeypatch.setattr(session_memory, "reclaimer", reclaimer)
-    monkeypatch.setattr(session_memory, "start", lambda: None)  # no periodic checks on a loop that never runs
+    monkeypatch.setattr(session_memory, "start", lambda _loop=None: None)  # no periodic checks: no loop runs
     return reclaimer, clock
 
 
