@@ -81,6 +81,24 @@ class Session:
                                          "values": {"type": "map", "entries": []}}})
         return session
 
+    async def filled(self) -> list[dict]:
+        """Read until every place the first document left for after load (DrawnAfterLoad) is filled; the
+        PATCH-DOC contents read on the way. Panel sends them in one message (1.9) or one per change (1.10)."""
+        from blocktrace.explorables.components.figures import DrawnAfterLoad
+
+        pending = {m["id"] for m in models(self.document)
+                   if DrawnAfterLoad.PENDING in (m.get("attributes", {}).get("css_classes") or [])}
+        assert pending, "the page has places filled after load"
+        patches = []
+        while pending:
+            message = await self.read()
+            if message.msgtype == "PATCH-DOC":
+                patches.append(message.content)
+                pending -= {e["model"]["id"] for e in message.content["events"]
+                            if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
+                            and DrawnAfterLoad.PENDING not in e["new"]}
+        return patches
+
     def find(self, name: str, **attributes: Any) -> dict:
         """The one model of this type whose attributes include the given ones."""
         found = [m for m in models(self.document) if m.get("name", "").split(".")[-1] == name

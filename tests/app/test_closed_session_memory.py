@@ -59,6 +59,8 @@ def test_closed_tabs_are_taken_apart_and_an_open_one_keeps_working(server) -> No
                                          "pages open")
         await asyncio.to_thread(until, lambda: memory(server)["frozen_objects"] > opened["frozen_objects"],
                                 "freeze after the pages were built")
+        for session in (staying, *leaving):
+            await session.filled()  # no build step of the page still waits in the queue when it closes
         for session in leaving:
             await session.close_and_wait()
         await asyncio.to_thread(until, lambda: memory(server)["closed_taken_apart"] == LEAVING,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import collections
 
-from blocktrace.explorables.components.figures import DrawnAfterLoad
 from tests.app.bokeh_ws_client import Session, fetch_token, models
 
 ROUTE = "/explorables/transformer-block-trace"
@@ -24,18 +23,7 @@ async def first_and_after_load(page_url: str) -> tuple[dict, list[dict]]:
     ws_url = page_url.split("?")[0].replace("http://", "ws://", 1) + "/ws"
     session = await Session.open(ws_url, await fetch_token(page_url))
     try:
-        first = session.document
-        pending = {m["id"] for m in models(first)
-                   if DrawnAfterLoad.PENDING in (m.get("attributes", {}).get("css_classes") or [])}
-        patches = []
-        while pending:
-            message = await session.read()
-            if message.msgtype == "PATCH-DOC":
-                patches.append(message.content)
-                pending -= {e["model"]["id"] for e in message.content["events"]
-                            if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
-                            and DrawnAfterLoad.PENDING not in e["new"]}
-        return first, patches
+        return session.document, await session.filled()
     finally:
         await session.close_and_wait()
 

@@ -9,31 +9,16 @@ from __future__ import annotations
 
 import asyncio
 
-from blocktrace.explorables.components.figures import DrawnAfterLoad
-from tests.app.bokeh_ws_client import Session, fetch_token, models
+from tests.app.bokeh_ws_client import Session, fetch_token
 
 ROUTE = "/explorables/transformer-block-trace"
-
-
-async def figures_arrived(session: Session) -> None:
-    """The page's figures follow document_ready (in one message on Panel 1.9, one per change on 1.10,
-    which lets Bokeh send what it holds during a write); the change is made once every place is filled."""
-    pending = {m["id"] for m in models(session.document)
-               if DrawnAfterLoad.PENDING in (m.get("attributes", {}).get("css_classes") or [])}
-    assert pending, "the page has places for figures"
-    while pending:
-        message = await session.read()
-        if message.msgtype == "PATCH-DOC":
-            pending -= {e["model"]["id"] for e in message.content["events"]
-                        if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
-                        and DrawnAfterLoad.PENDING not in e["new"]}
 
 
 async def change_and_collect(page_url: str, value: float) -> list:
     ws_url = page_url.split("?")[0].replace("http://", "ws://", 1) + "/ws"
     session = await Session.open(ws_url, await fetch_token(page_url))
     try:
-        await figures_arrived(session)
+        await session.filled()  # the figures follow document_ready
         slider = session.find("Slider", title="Attention update scale")
         await session.set(slider["id"], "value", value)
         messages = []
