@@ -27,7 +27,6 @@ from blocktrace.app.server.predict_links import (
     link_state,
     teacher_arguments,
 )
-from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
 from tests.app.bokeh_ws_client import Session, fetch_token, models
 from tests.conftest import Server, start_server, stop_server
@@ -108,17 +107,7 @@ def markup_sent(sent: list[dict]) -> str:
 async def open_and_collect(page_url: str) -> tuple[Session, list[dict]]:
     """Open the page's session as a browser does and read on until its figures (if any) have arrived."""
     session = await Session.open(ws_of(page_url), await fetch_token(page_url))
-    sent = [session.document]
-    pending = {m["id"] for m in models(session.document)
-               if DrawnAfterLoad.PENDING in (m.get("attributes", {}).get("css_classes") or [])}
-    while pending:
-        message = await session.read()
-        if message.msgtype == "PATCH-DOC":
-            sent.append(message.content)
-            pending -= {e["model"]["id"] for e in message.content["events"]
-                        if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
-                        and DrawnAfterLoad.PENDING not in e["new"]}
-    return session, sent
+    return session, [session.document, *await session.filled()]
 
 
 async def read_until(session: Session, sent: list[dict], done) -> bool:

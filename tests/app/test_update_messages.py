@@ -18,7 +18,7 @@ async def change_and_collect(page_url: str, value: float) -> list:
     ws_url = page_url.split("?")[0].replace("http://", "ws://", 1) + "/ws"
     session = await Session.open(ws_url, await fetch_token(page_url))
     try:
-        await session.filled()  # the figures follow document_ready
+        assert await session.filled(), "the page has places for figures"  # they follow document_ready
         slider = session.find("Slider", title="Attention update scale")
         await session.set(slider["id"], "value", value)
         messages = []
