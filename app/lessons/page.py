@@ -25,7 +25,7 @@ from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, bes
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import session_query
-from blocktrace.explorables.components.weak_callbacks import weakly
+from blocktrace.explorables.components.weak_callbacks import periodically
 
 __all__ = ["LessonView", "lesson_routes"]
 
@@ -114,9 +114,7 @@ class LessonView(pn.viewable.Viewer):
             recorder.restore_events(self.resume)  # after the predictions: the store thread answers in order
         if self._stores:
             self._follow_pace()
-            doc = pn.state.curdoc
-            if doc is not None and doc.session_context is not None:
-                pn.state.add_periodic_callback(weakly(self._follow_pace), period=settings().pace_poll_ms)
+            periodically(self._follow_pace, settings().pace_poll_ms)
 
     @property
     def _stores(self) -> bool:
@@ -266,7 +264,7 @@ class LessonView(pn.viewable.Viewer):
                 show(found)
 
         self._polls.append(poll)
-        pn.state.add_periodic_callback(weakly(poll), period=settings().exercise_poll_ms)
+        periodically(poll, settings().exercise_poll_ms)
 
     def _directive_answer(self, attrs: dict) -> pn.viewable.Viewable:
         """An explanation of a result: only a note until the student has committed what it explains.

@@ -18,7 +18,7 @@ from blocktrace.app.settings import settings
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
-from blocktrace.explorables.components.weak_callbacks import weakly
+from blocktrace.explorables.components.weak_callbacks import periodically
 
 __all__ = [
     "attach_explorable", "for_a_browser", "learner_bar", "put_back", "question_id", "restore_explorable",
@@ -145,9 +145,8 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
                 gate.show_message(answers)
 
     follow_pace()  # a class already held: locked from the first frame
-    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
-        explorable._class_poll = poll  # held by the page: the periodic callback calls it weakly
-        pn.state.add_periodic_callback(weakly(poll), period=settings().reveal_poll_ms)
+    explorable._class_poll = poll  # held by the page: the periodic callback calls it weakly
+    periodically(poll, settings().reveal_poll_ms)
 
 
 def put_back(explorable: Any, event: Any, fixed: frozenset[str] = frozenset()) -> None:

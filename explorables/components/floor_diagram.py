@@ -30,6 +30,7 @@ import param
 from blocktrace.explorables.components.floor_layout import payload
 from blocktrace.explorables.components.floor_model import Shown
 from blocktrace.explorables.components.style import STATIC_DIR, dark, stylesheet
+from blocktrace.explorables.components.updates import set_params
 
 __all__ = ["DIAGRAM_ENV", "DiagramPlace", "FloorDiagram"]
 
@@ -146,7 +147,7 @@ class FloorDiagram(pn.reactive.ReactiveHTML):
         changes = {name: value for name, value in new.items()
                    if getattr(self, name) is not value and getattr(self, name) != value}
         if changes:
-            self.param.update(**changes)
+            set_params(self, **changes)
 
     def _picked(self, event) -> None:
         key = event.new

@@ -15,7 +15,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["weakly"]
+import panel as pn
+
+__all__ = ["periodically", "weakly"]
 
 
 def weakly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -31,3 +33,18 @@ def weakly(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     call.__name__ = call.__qualname__ = f"weakly({getattr(fn, '__qualname__', type(fn).__name__)})"
     return call
+
+
+def periodically(fn: Callable[[], Any], period_ms: int) -> None:
+    """Call `fn` every `period_ms` in the current page's session, weakly (the page must hold `fn`); nothing
+    outside a served session.
+
+    Bokeh's own periodic callback (`Document.add_periodic_callback`), not Panel's `add_periodic_callback`:
+    Panel's records every call in its process-wide busy counter, a parameter rewritten about four times a call.
+    With 100 pages polling every few seconds that bookkeeping was about 1.5 ms a call and 4 % of the server's
+    event loop, for a busy indicator these pages do not show. Bokeh drops the callback with its session.
+    """
+    doc = pn.state.curdoc
+    if doc is None or doc.session_context is None:
+        return
+    doc.add_periodic_callback(weakly(fn), period_ms)

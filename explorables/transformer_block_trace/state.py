@@ -7,6 +7,7 @@ import param
 
 from blocktrace.explorables.components.prediction import GATE_EVENTS, Prediction
 from blocktrace.explorables.components.shared_cache import SharedCache
+from blocktrace.explorables.components.updates import set_params
 from blocktrace.explorables.components.url_state import (
     QueryKey,
     read_choice,
@@ -157,10 +158,8 @@ class TraceState(param.Parameterized):
         if baseline is None or getattr(self, "_baseline_key", None) != key:  # it follows the vector only
             baseline, self._baseline_key = traced(vector), key
         seen = self._experiment_on_screen()  # in the same update as the trace it is seen in
-        self.param.update(
-            trace=traced(vector, self.attention_scale, self.mlp_scale, self.replace, self.norm),
-            baseline=baseline, **({"tried": [*self.tried, seen]} if seen else {}),
-        )
+        set_params(self, trace=traced(vector, self.attention_scale, self.mlp_scale, self.replace, self.norm),
+                   baseline=baseline, **({"tried": [*self.tried, seen]} if seen else {}))
 
     def settings(self) -> tuple:
         """Everything the views show depends on: the trace's settings and the inspected stage."""
