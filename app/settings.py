@@ -70,8 +70,8 @@ class Settings:
     reclaim_step_objects: int = _setting(10_000, "objects walked per step of a closed page's reclaim (15-25 ms)")
     warm_up: bool = _setting(True, "every page built once at start (about 6 s), so the first student's page waits for "
                                    "no imports; off starts at once (the test suite's servers)")
-    url_write_ms: int = _setting(500, "milliseconds after a control change the browser's address is written "
-                                      "(once for a burst of changes)")
+    url_write_ms: int = _setting(500, "milliseconds without a control change before the browser's address is "
+                                      "written (once per burst of changes, after its last)")
     # The event loop's pauses, reported by /health/memory (app/server/loop_pauses.py)
     loop_probe_every: float = _setting(0.05, "seconds between looks at how late the event loop runs a timer")
     loop_pause_kept_ms: float = _setting(20.0, "milliseconds: a pause this long or longer is kept for /health/memory")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,7 @@ class Writes:
     this package never imports the app."""
 
     delay_ms: int = 500
+    clock: Callable[[], float] = time.monotonic  # seconds; a test steps its own
 
 
 WRITES = Writes()
@@ -63,34 +65,48 @@ WRITES = Writes()
 def sync_to_url(state: Any, keys: Mapping[str, QueryKey], delay_ms: int | None = None) -> None:
     """Keep the browser's query string in step with the state (server sessions only).
 
-    In a served session the address is written `delay_ms` (WRITES.delay_ms: the server's `url_write_ms` setting)
-    after a change, once for a burst of changes: writing it with every step of a slider was a tenth of the server's
-    work per change.
+    In a served session the address is written once a burst of changes has ended: `delay_ms` (WRITES.delay_ms:
+    the server's `url_write_ms` setting) after the last change. Writing it with every step of a slider was a
+    tenth of the server's work per change; a write `delay_ms` after the first change of a burst still wrote
+    twice in a burst of three changes 0.4 s apart.
     """
     location = pn.state.location
     if location is None or "bokeh-autoload-element" in (pn.state.session_args or {}):
         return  # no server, or a script-tag embed, whose location is the host page's: leave it alone
     doc = pn.state.curdoc
     delay_ms = WRITES.delay_ms if delay_ms is None else delay_ms
-    pending = [False]
+    clock = WRITES.clock
+    timer = {"armed": False, "last": 0.0}  # one timeout waits at a time; `last`: when the newest change came
 
     def written() -> dict[str, str]:
         return {name: spec.write(getattr(state, spec.param)) for name, spec in keys.items()}
 
     def write() -> None:
-        pending[0] = False
         with unlocked():  # may run from a key-press event, outside Bokeh's document lock (see updates.py)
             location.update_query(**written())
+
+    def arm(ms: float) -> None:
+        try:
+            doc.add_timeout_callback(weakly(due), max(1, round(ms)))  # `update`, held by the watcher, holds `due`
+            timer["armed"] = True
+        except (RuntimeError, AttributeError):  # the page is being taken apart
+            timer["armed"] = False
+
+    def due() -> None:
+        quiet_ms = (clock() - timer["last"]) * 1000
+        if quiet_ms < delay_ms:
+            arm(delay_ms - quiet_ms)  # changed meanwhile: wait until the burst has been quiet for delay_ms
+            return
+        timer["armed"] = False
+        write()
 
     def update(*_: Any) -> None:
         if delay_ms <= 0 or doc is None or doc.session_context is None:
             write()
-        elif not pending[0]:
-            pending[0] = True
-            try:
-                doc.add_timeout_callback(weakly(write), delay_ms)  # `update`, held by the watcher, holds `write`
-            except (RuntimeError, AttributeError):  # the page is being taken apart
-                pending[0] = False
+            return
+        timer["last"] = clock()
+        if not timer["armed"]:
+            arm(delay_ms)
 
     state.param.watch(update, sorted({spec.param for spec in keys.values()}))
     # An update made before the browser connected (work put back from the store while the page was being
