@@ -1,15 +1,23 @@
-"""LiveHTML: after a change its Bokeh model holds what Panel's own HTML pane would hold, and only the text moved."""
+"""LiveHTML, tuned (app/tuning/live_html.py): after a change its Bokeh model holds what Panel's own HTML pane would
+hold, and only the text moved."""
 
 from __future__ import annotations
 
 import panel as pn
+import pytest
 from bokeh.document import Document
 
+from blocktrace.app.tuning import live_html
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 
 SAMPLES = ["<p>plain</p>", '<p class="x">a &amp; b <script>alert(1)</script></p>', "",
            "<table><tr><td>1</td></tr></table>"]
+
+
+@pytest.fixture(autouse=True)
+def tuned() -> None:
+    live_html.apply()  # idempotent; what a tuned server applies at start
 
 
 def rendered(pane: pn.pane.HTML):
@@ -47,3 +55,4 @@ def test_visibility_still_follows_panels_path():
     model = rendered(pane)
     pane.visible = False
     assert model.visible is False
+
