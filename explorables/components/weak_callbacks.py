@@ -40,9 +40,10 @@ def periodically(fn: Callable[[], Any], period_ms: int) -> None:
     outside a served session.
 
     Bokeh's own periodic callback (`Document.add_periodic_callback`), not Panel's `add_periodic_callback`:
-    Panel's records every call in its process-wide busy counter, a parameter rewritten about four times a call.
-    With 100 pages polling every few seconds that bookkeeping was about 1.5 ms a call and 4 % of the server's
-    event loop, for a busy indicator these pages do not show. Bokeh drops the callback with its session.
+    Panel's records every call in its process-wide busy counter, a parameter rewritten several times a call.
+    That bookkeeping takes about 1 ms a call (0.97 ms measured for one add and remove); with 100 pages polling
+    every few seconds it was 4 % of the server's event loop, for a busy indicator these pages do not show.
+    Bokeh drops the callback with its session.
     """
     doc = pn.state.curdoc
     if doc is None or doc.session_context is None:
