@@ -11,6 +11,7 @@ from blocktrace.app.classroom.login_guard import (
 )
 from blocktrace.app.server.rate_limits import client_key
 from blocktrace.app.settings import Settings, overridden
+from tests.clock import Clock
 
 PASSWORD = "the teacher's password"
 SECRET = b"the server's secret, 32 bytes..."
@@ -18,16 +19,7 @@ DEFAULTS = Settings()
 MAX_FAILURES, MAX_GLOBAL_FAILURES = DEFAULTS.login_failures, DEFAULTS.login_failures_total
 FAILURE_WINDOW = DEFAULTS.login_window
 TEACHER = "10.0.0.5"  # the school's NAT: the teacher and every student share it
-
-
-class Clock:
-    """A clock that moves only when told to (monotonic and wall time alike)."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+NOW = 1_800_000_000.0  # the test clock starts at a plausible wall time (it serves as monotonic and wall clock)
 
 
 def basic(password: str) -> str:
@@ -41,7 +33,7 @@ def guard(clock: Clock, **limits: int) -> Guard:
 
 def test_five_wrong_passwords_limit_that_address_for_a_window() -> None:
     """Five wrong guesses from one address: the sixth login there is not checked (429) until the window passes."""
-    clock = Clock()
+    clock = Clock(NOW)
     g = guard(clock)
     verdicts = [g.admit(TEACHER, basic(f"guess {n}")).verdict for n in range(MAX_FAILURES + 1)]
     assert verdicts == [Verdict.DENIED] * MAX_FAILURES + [Verdict.LIMITED]
@@ -55,7 +47,7 @@ def test_five_wrong_passwords_limit_that_address_for_a_window() -> None:
 
 def test_a_request_without_a_password_is_not_a_guess() -> None:
     """A browser's first request carries no Authorization header: it gets 401 and counts for nothing."""
-    g = guard(Clock())
+    g = guard(Clock(NOW))
     assert [g.admit(TEACHER, None).verdict for _ in range(20)] == [Verdict.DENIED] * 20
     assert g.tracked() == 0
     assert g.admit(TEACHER, basic(PASSWORD)).verdict is Verdict.ADMITTED
@@ -63,7 +55,7 @@ def test_a_request_without_a_password_is_not_a_guess() -> None:
 
 def test_a_new_address_per_guess_is_limited_in_total() -> None:
     """300 guesses from 300 addresses: only MAX_GLOBAL_FAILURES are checked, and the table holds no more than that."""
-    g = guard(Clock())
+    g = guard(Clock(NOW))
     verdicts = [g.admit(f"198.51.100.{n % 250}" if n < 250 else f"203.0.113.{n - 250}", basic(f"guess {n}"))
                 for n in range(300)]
     assert [v.verdict for v in verdicts[:MAX_GLOBAL_FAILURES]] == [Verdict.DENIED] * MAX_GLOBAL_FAILURES
@@ -74,7 +66,7 @@ def test_a_new_address_per_guess_is_limited_in_total() -> None:
 
 def test_the_failure_table_is_bounded_and_forgets_the_oldest() -> None:
     """However many addresses fail, the table keeps at most max_tracked, dropping those that failed longest ago."""
-    clock = Clock()
+    clock = Clock(NOW)
     g = guard(clock, max_tracked=100, max_global=10**6)
     for n in range(5000):
         clock.now += 0.001
@@ -91,7 +83,7 @@ def test_the_failure_table_is_bounded_and_forgets_the_oldest() -> None:
 
 def test_failures_older_than_the_window_are_forgotten() -> None:
     """Once a window has passed since an address's last failure, it leaves the table."""
-    clock = Clock()
+    clock = Clock(NOW)
     g = guard(clock)
     for n in range(20):
         g.admit(f"192.0.2.{n}", basic("wrong"))
@@ -103,7 +95,7 @@ def test_failures_older_than_the_window_are_forgotten() -> None:
 def test_guesses_naming_the_teachers_address_do_not_lock_out_the_teachers_browser() -> None:
     """After a login the teacher's browser holds a signed cookie: it is let in though its address and the total
     are over their limits, while a browser without it is refused."""
-    clock = Clock()
+    clock = Clock(NOW)
     g = guard(clock)
     assert g.admit(TEACHER, basic(PASSWORD)).verdict is Verdict.ADMITTED
     cookie = g.device_cookie()
@@ -118,7 +110,7 @@ def test_guesses_naming_the_teachers_address_do_not_lock_out_the_teachers_browse
 
 def test_only_a_cookie_this_server_signed_recently_for_this_password_is_recognised() -> None:
     """Forged, altered, expired, other-password or other-server cookies are not the teacher's."""
-    clock = Clock()
+    clock = Clock(NOW)
     g = guard(clock)
     cookie = g.device_cookie()
     head, _, signature = cookie.rpartition("|")
@@ -135,7 +127,7 @@ def test_only_a_cookie_this_server_signed_recently_for_this_password_is_recognis
 
 def test_an_ipv6_client_counts_by_its_64() -> None:
     """One machine usually has a whole IPv6 /64: guesses from five of its addresses limit all of it."""
-    g = guard(Clock())
+    g = guard(Clock(NOW))
     for n in range(MAX_FAILURES):
         g.admit(f"2001:db8:aa:bb::{n + 1:x}", basic("wrong"))
     assert g.admit("2001:db8:aa:bb:ffff::9", basic(PASSWORD)).verdict is Verdict.LIMITED
@@ -146,7 +138,7 @@ def test_an_ipv6_client_counts_by_its_64() -> None:
 
 def test_a_guard_takes_its_limits_from_the_settings() -> None:
     """Without numbers of its own, the login's limits are the settings' (BLOCKTRACE_LOGIN_*)."""
-    clock = Clock()
+    clock = Clock(NOW)
     with overridden(login_failures=2, login_failures_total=7, login_window=5.0, login_clients=9):
         g = Guard(PASSWORD, SECRET, clock=clock, wall_clock=clock)
     assert (g.max_failures, g.max_global, g.window, g.max_tracked) == (2, 7, 5.0, 9)

@@ -13,6 +13,7 @@ import pytest
 from blocktrace.app.server import session_memory
 from blocktrace.app.server.session_memory import Reclaimer
 from blocktrace.app.settings import overridden, settings
+from tests.clock import Clock
 
 
 class Cycle:
@@ -21,14 +22,6 @@ class Cycle:
 
     def changed(self, attr, old, new) -> None:
         pass
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

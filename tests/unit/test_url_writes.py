@@ -16,20 +16,13 @@ from panel.io.state import set_curdoc, state
 
 from blocktrace.explorables.components import url_state
 from blocktrace.explorables.components.url_state import QueryKey, read_number, sync_to_url
+from tests.clock import Clock
 
 DELAY_MS = 500
 
 
 class Knob(param.Parameterized):
     scale = param.Number(default=1.0)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
