@@ -12,6 +12,8 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
   the server's time per update in a class of 100.
 - lean_properties: Bokeh skips building the defaults it then leaves out of a message; writing the
   block-trace document (PULL-DOC) takes 8 ms instead of 22 ms.
+- container_owners: a Bokeh list or dict property value keeps its owner in a tuple, not a set of its
+  own; 0.3 MB less server memory a student's session (2.64 MB instead of 2.94 MB).
 - shared_stylesheets: one InlineStyleSheet per CSS text in a document; the block-trace document is
   53 KB instead of 192 KB.
 - design_params: Panel asks the design for stylesheets only when they change; about 1/20 of the
@@ -71,6 +73,7 @@ class Patch:
 PATCHES: tuple[Patch, ...] = (
     Patch("update_serializer", {"bokeh": BOKEH}),
     Patch("lean_properties", {"bokeh": BOKEH}),
+    Patch("container_owners", {"bokeh": BOKEH}),
     Patch("shared_stylesheets", {"panel": PANEL, "bokeh": BOKEH}),
     Patch("design_params", {"panel": PANEL}),
     Patch("control_events", {"panel": PANEL, "param": PARAM}),
