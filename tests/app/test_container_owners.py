@@ -13,15 +13,9 @@ from blocktrace.app.tuning import container_owners
 
 @pytest.fixture
 def patched():
-    """The patch installed for one test, Bokeh's own methods put back after it."""
-    saved = {name: PropertyValueContainer.__dict__.get(name) for name in (*container_owners._REPLACED, "_owners")}
+    """The patch installed, as a tuned server has it from its start (idempotent; left installed, like the
+    other tuning tests: containers made under it rely on it)."""
     container_owners.apply()
-    yield
-    for name, method in saved.items():
-        if method is None:
-            delattr(PropertyValueContainer, name)
-        else:
-            setattr(PropertyValueContainer, name, method)
 
 
 def events_of(doc: Document) -> list:
