@@ -64,7 +64,9 @@ class Pacer:
     """One queue of build steps per process, run one at a time with a gap between them."""
 
     def __init__(self, gap_s: float = GAP_S, stuck_s: float = STUCK_S, share: float = SHARE,
-                 behind_s: float = BEHIND_S, max_rest_s: float = MAX_REST_S, busy_share: float = BUSY_SHARE):
+                 behind_s: float = BEHIND_S, max_rest_s: float = MAX_REST_S, busy_share: float = BUSY_SHARE,
+                 cpu_clock: Callable[[], float] = time.thread_time):
+        self.cpu_clock = cpu_clock  # the loop thread's CPU time: whether a late rest was the loop's own doing
         self.gap_s, self.stuck_s, self.share = gap_s, stuck_s, share
         self.behind_s, self.max_rest_s, self.busy_share = behind_s, max_rest_s, busy_share
         self._began = 0.0  # when the running step was given its turn, on the loop's clock
@@ -182,7 +184,7 @@ class Pacer:
         began = loop.time()
         # In a context of its own: the next step must not start inside the context of the session whose
         # step just ended (Panel reads the current document from it first).
-        loop.call_later(for_s, self._rested, loop, turn, began, began + for_s, latest, time.thread_time(),
+        loop.call_later(for_s, self._rested, loop, turn, began, began + for_s, latest, self.cpu_clock(),
                         context=contextvars.Context())
 
     def _rested(self, loop: asyncio.AbstractEventLoop, turn: int, began: float, due: float, latest: float,
@@ -192,7 +194,7 @@ class Pacer:
         now = loop.time()
         # Late, and because the loop had work of its own (its thread used the CPU for much of the rest), not
         # because other programs on the machine had the CPU: it is still catching up, others first.
-        busy = time.thread_time() - cpu_began >= self.busy_share * (now - began)
+        busy = self.cpu_clock() - cpu_began >= self.busy_share * (now - began)
         if now - due > self.behind_s and busy and now < latest:
             self._rest(loop, turn, self.gap_s, latest)
             return
