@@ -28,7 +28,7 @@ from bokeh.core.property.wrappers import PropertyValueContainer
 
 __all__ = ["apply"]
 
-_REPLACED = ("__init__", "_register_owner", "_unregister_owner", "_notify_owners")
+_RELIED_ON = ("__init__", "_register_owner", "_unregister_owner", "_notify_owners")  # three replaced, one read
 
 
 def _init(self, *args: Any, **kwargs: Any) -> None:
@@ -52,7 +52,7 @@ def apply() -> None:
     """Install once (idempotent). `_notify_owners` and Bokeh's other readers only iterate `_owners`."""
     if PropertyValueContainer.__dict__.get("_register_owner") is _register_owner:
         return
-    for name in _REPLACED:  # the methods this relies on; one that has moved stands the patch down
+    for name in _RELIED_ON:  # the methods this relies on; one that has moved stands the patch down
         if not callable(PropertyValueContainer.__dict__.get(name)):
             raise AttributeError(f"PropertyValueContainer.{name} is not a method of its own")
     PropertyValueContainer._owners = ()
