@@ -10,6 +10,7 @@ Students without the password get 401, or 429 when guessing. The forms carry Tor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode
 
 from tornado.ioloop import IOLoop
@@ -95,9 +96,13 @@ class TeacherHandler(RequestHandler):
         return True
 
 
+# Threads of their own: the loop's default executor may run calls in place (app/tuning/work_on_loop.py).
+STORE_READERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="blocktrace-teacher-reads")
+
+
 async def off_the_loop(call, *args):
     """Run a store call on a worker thread, so a slow or hung database never holds up the students' pages."""
-    return await IOLoop.current().run_in_executor(None, call, *args)
+    return await IOLoop.current().run_in_executor(STORE_READERS, call, *args)
 
 
 class DashboardHandler(TeacherHandler):

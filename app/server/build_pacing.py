@@ -11,7 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bokeh.application.handlers.handler import Handler
+from tornado.ioloop import IOLoop
 
+from blocktrace.app import tuning
 from blocktrace.app.settings import settings
 from blocktrace.explorables.components import build_turns
 from blocktrace.explorables.components.build_turns import PACER
@@ -27,6 +29,12 @@ class TakeTurns(Handler):
 
     async def on_session_created(self, session_context) -> None:
         await PACER.turn()
+
+    def on_server_loaded(self, server_context) -> None:
+        """In each worker process, as its server starts: Bokeh 3.10's session work stays on the loop's thread
+        (app/tuning/work_on_loop.py), unless that patch stands down or tuning is off."""
+        if tuning.is_applied("work_on_loop"):
+            tuning.work_on_loop.install(IOLoop.current().asyncio_loop)
 
 
 def pace_from_settings() -> None:
