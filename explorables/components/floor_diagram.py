@@ -20,6 +20,7 @@ BLOCKTRACE_DIAGRAM=off in the server's environment builds the views without it (
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from functools import cache
@@ -105,8 +106,10 @@ class FloorDiagram(pn.reactive.ReactiveHTML):
     """The floor as its residual stream; each stage a focusable node showing its value, the selected one marked."""
 
     layouts = param.String(default="", doc="Both orientations' geometry and words, as JSON (floor_layout.layouts).")
-    values = param.Dict(default={}, doc="Stage key -> the small text on its card; empty while the gate is locked.")
-    names = param.Dict(default={}, doc="Stage key -> its accessible name: label, key and values in words.")
+    texts = param.String(default="{}", doc=(
+        'The cards\' words, as JSON: {"values": stage key -> the small text on its card (none while the gate is '
+        'locked), "names": stage key -> its accessible name (label, key and values in words)}. One string, not two '
+        "dicts: Bokeh walks and checks a dict's every entry on each change, a string it sends as it is."))
     alerts = param.Dict(default={}, doc="Stage key -> a tag on its card, e.g. the first divergence.")
     selected = param.String(default="", doc="The selected stage's key: set by the view, or by a click or key.")
     locked = param.Boolean(default=False, doc="True while the prediction gate is locked: nothing can be selected.")
@@ -119,8 +122,7 @@ class FloorDiagram(pn.reactive.ReactiveHTML):
     _scripts = {
         "render": painter(),
         "layouts": "state.layouts = null; state.draw()",
-        "values": "state.fill()",
-        "names": "state.fill()",
+        "texts": "state.texts = null; state.fill()",
         "locked": "state.fill(); state.mark()",
         "alerts": "state.mark()",
         "selected": "state.mark()",
@@ -136,6 +138,8 @@ class FloorDiagram(pn.reactive.ReactiveHTML):
         super().__init__(**params)
         self._on_select = on_select
         self._keys: set[str] = set()
+        self.values: dict[str, str] = {}  # what `texts` holds, for Python readers
+        self.names: dict[str, str] = {}
         self._shown_selected = self.selected
         self.param.watch(self._picked, ["selected"])
 
@@ -144,6 +148,8 @@ class FloorDiagram(pn.reactive.ReactiveHTML):
         new = payload(view)
         self._keys = set(view.spec.keys)
         self._shown_selected = view.selected
+        self.values, self.names = new.pop("values"), new.pop("names")
+        new["texts"] = json.dumps({"values": self.values, "names": self.names}, ensure_ascii=False)
         changes = {name: value for name, value in new.items()
                    if getattr(self, name) is not value and getattr(self, name) != value}
         if changes:

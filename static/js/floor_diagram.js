@@ -51,6 +51,12 @@ function room() {
   return (host.clientWidth || host.getBoundingClientRect().width || 0) - (inside || 0);
 }
 
+function texts() {
+  // The cards' values and names, parsed once per change of them (the "texts" script clears them).
+  if (!state.texts) state.texts = data.texts ? JSON.parse(data.texts) : {};
+  return state.texts;
+}
+
 function parsed() {
   // Both layouts, parsed once per change of the structure (the "layouts" script clears them).
   if (!state.layouts) state.layouts = data.layouts ? JSON.parse(data.layouts) : {};
@@ -66,7 +72,7 @@ state.pick = () => {
 state.say = (key) => {
   // The visible line under the diagram, its tooltip: the stage hovered or focused, else the selected one.
   // (No SVG <title>: it would repeat each button's name to screen readers, and be found by text searches.)
-  const names = data.names || {};
+  const names = texts().names || {};
   const shownKey = key || data.selected;
   fddetail.textContent = shownKey && names[shownKey] ? names[shownKey] : "";
 };
@@ -144,8 +150,8 @@ state.draw = () => {
 
 state.fill = () => {
   if (!state.nodes) return;
-  const values = data.values || {};
-  const names = data.names || {};
+  const values = texts().values || {};
+  const names = texts().names || {};
   fdroot.classList.toggle("locked", !!data.locked);
   for (const [key, parts] of state.nodes) {
     const name = names[key] || key;

@@ -201,9 +201,10 @@ def test_a_served_page_sends_the_diagram_without_values(server, path: str) -> No
     assert len(found) == 1
     data = found[0]["attributes"]
     assert data["locked"] is True
-    for empty in ("values", "alerts"):  # left out of the message when empty (the default), or sent empty
-        assert data.get(empty, {"type": "map", "entries": []}).get("entries", []) == []
-    names = dict(data["names"]["entries"])
+    assert data.get("alerts", {"type": "map", "entries": []}).get("entries", []) == []  # left out when empty, or empty
+    texts = json.loads(data["texts"])
+    assert texts["values"] == {}
+    names = texts["names"]
     assert len(names) >= 8 and all("appear once you commit" in name and not re.search(r"\d\.\d", name)
                                    for name in names.values())
     assert json.loads(data["layouts"])["wide"]["nodes"]  # the structure is there
