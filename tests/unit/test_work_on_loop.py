@@ -9,6 +9,7 @@ import pytest
 
 from blocktrace.app.classroom.teacher import off_the_loop
 from blocktrace.app.tuning.work_on_loop import LoopExecutor, install
+from tests.unit.test_tuning import run_python
 
 
 def run(main):
@@ -59,3 +60,20 @@ def test_the_teachers_store_reads_still_leave_the_loop_with_it_installed() -> No
 
     worker, loop_thread = run(main)
     assert worker != loop_thread
+
+
+@pytest.mark.parametrize("tuned", [True, False], ids=["tuned", "no-tuning"])
+def test_the_server_load_hook_installs_it_only_when_tuned(tuned: bool) -> None:
+    """Each worker's server load hook (build_pacing.TakeTurns) puts it on that worker's loop; --no-tuning leaves
+    Bokeh's threads (a fresh interpreter: the tuning decision is once per process)."""
+    result = run_python(f"""
+import asyncio, json, threading
+from blocktrace.app.server.routes import routes
+routes(tuned={tuned})
+from blocktrace.app.server.build_pacing import TakeTurns
+async def main():
+    TakeTurns().on_server_loaded(None)
+    return await asyncio.to_thread(threading.get_ident) == threading.get_ident()
+print(json.dumps({{"on_loop": asyncio.run(main())}}))
+""")
+    assert result == {"on_loop": tuned}
