@@ -33,7 +33,7 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
   (stop 12's measurement; README gives the latest).
 - work_on_loop: Bokeh 3.10 builds documents and applies browser changes on the loop's thread, not in six
   threads fighting over the GIL; with 30 of 100 students reopening on Python 3.13, the others' longest
-  wait 242 ms instead of 8.1 s (Bokeh 3.9 does this work on the loop's thread already).
+  wait 242-303 ms instead of 8.1 s (Bokeh 3.9 does this work on the loop's thread already).
 - panel_fixes: script-tag embeds get absolute URLs and Panel's CSS from this server (a fix: offline
   embeds would otherwise ask Panel's CDN).
 

@@ -12,8 +12,12 @@ Measured with `benchmarks/classroom.py --reopen 30 --students 100 --procs 1` on 
 1.10.0, Bokeh 3.10.2), 2-core machine: the students who stayed saw pings of median / p99 / max
 5 / 4,434 / 8,058 ms and slider changes of p95 4.5 s on the stock path. With one worker thread instead
 of six, max ping 5,203 ms; with one worker and a 0.5 ms GIL switch interval, 6,794 ms. With this
-patch, 4 / 119 / 242 ms and a change p95 of 142 ms (Python 3.11 with Bokeh 3.9.2 on the same machine:
-2 / 119 / 179 ms).
+patch, 4 / 119 / 242 ms (change p95 142 ms) and, in a second run, 4 / 150 / 303 ms (change p95 198 ms);
+Python 3.11 with Bokeh 3.9.2 on the same machine: 2 / 119 / 179 ms.
+
+It does not make a slider change as cheap as on Bokeh 3.9: in the same hour, 100 students on one
+process had a change p95 of 34 ms on Python 3.11 and 1.5 to 3.7 s on Python 3.13, with and without
+this patch alike (the server's CPU per change 8 to 10 ms against 4.8 ms).
 
 Here the loop's default executor runs what it is given at once, on the calling thread (`LoopExecutor`),
 so Bokeh 3.10 does this work where Bokeh 3.9 did. Bokeh 3.9 gives the default executor none of it, so
