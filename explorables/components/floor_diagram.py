@@ -138,8 +138,6 @@ class FloorDiagram(pn.reactive.ReactiveHTML):
         super().__init__(**params)
         self._on_select = on_select
         self._keys: set[str] = set()
-        self.values: dict[str, str] = {}  # what `texts` holds, for Python readers
-        self.names: dict[str, str] = {}
         self._shown_selected = self.selected
         self.param.watch(self._picked, ["selected"])
 
@@ -148,12 +146,20 @@ class FloorDiagram(pn.reactive.ReactiveHTML):
         new = payload(view)
         self._keys = set(view.spec.keys)
         self._shown_selected = view.selected
-        self.values, self.names = new.pop("values"), new.pop("names")
-        new["texts"] = json.dumps({"values": self.values, "names": self.names}, ensure_ascii=False)
         changes = {name: value for name, value in new.items()
                    if getattr(self, name) is not value and getattr(self, name) != value}
         if changes:
             set_params(self, **changes)
+
+    @property
+    def values(self) -> dict[str, str]:
+        """Stage key -> the small text on its card, as `texts` holds it (for Python readers)."""
+        return json.loads(self.texts).get("values", {})
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Stage key -> its accessible name, as `texts` holds it (for Python readers)."""
+        return json.loads(self.texts).get("names", {})
 
     def _picked(self, event) -> None:
         key = event.new

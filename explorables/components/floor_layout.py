@@ -550,7 +550,8 @@ def layouts_json(spec: FloorSpec) -> str:
 
 
 def payload(view: Shown) -> dict[str, Any]:
-    """The component's parameter values for this view."""
-    return {"layouts": layouts_json(view.spec), "values": dict(view.values), "names": dict(view.names),
-            "alerts": dict(view.alerts), "selected": view.selected, "locked": view.locked, "caption": view.caption}
+    """The component's parameter values for this view (the cards' values and names as one JSON text)."""
+    texts = json.dumps({"values": dict(view.values), "names": dict(view.names)}, ensure_ascii=False)
+    return {"layouts": layouts_json(view.spec), "texts": texts, "alerts": dict(view.alerts),
+            "selected": view.selected, "locked": view.locked, "caption": view.caption}
 

@@ -176,4 +176,5 @@ def test_locked_view_has_structure_but_no_values() -> None:
     payload = fl.payload(open_)
     assert payload["layouts"] is fl.layouts_json(s)  # one text, shared by every view of this floor
     assert json.loads(payload["layouts"]) == fl.layouts(s)
+    assert json.loads(payload["texts"]) == {"values": dict(open_.values), "names": dict(open_.names)}
     assert fm.shown(s, "blocks.9.nowhere", values, False).selected == ""  # a key the floor lacks selects nothing
