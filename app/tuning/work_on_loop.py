@@ -31,7 +31,6 @@ Upstream: app/tuning/UPSTREAM.md, "work_on_loop" (what would retire this patch).
 from __future__ import annotations
 
 import asyncio
-import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["LoopExecutor", "apply", "install"]
@@ -56,14 +55,10 @@ class LoopExecutor(ThreadPoolExecutor):
         return future
 
 
-_INSTALLED: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
-
-
 def install(loop: asyncio.AbstractEventLoop) -> None:
-    """Make `loop`'s default executor a LoopExecutor (once per loop: every application's load hook asks)."""
-    if loop not in _INSTALLED:
-        loop.set_default_executor(LoopExecutor())
-        _INSTALLED.add(loop)
+    """Make `loop`'s default executor a LoopExecutor. Every application's load hook asks; each later call
+    replaces one threadless executor with another, which changes nothing."""
+    loop.set_default_executor(LoopExecutor())
 
 
 def apply() -> None:
