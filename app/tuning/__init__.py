@@ -10,8 +10,9 @@ the patch stands down, one log line says so, and that part of the app runs on th
 Each patch, what it changes, and what it saves as measured (the module's docstring tells how):
 - update_serializer: PATCH-DOC both ways without a pass over every model of the page; about 1/8 of
   the server's time per update in a class of 100.
-- lean_properties: Bokeh skips building the defaults it then leaves out of a message; writing the
-  block-trace document (PULL-DOC) takes 8 ms instead of 22 ms.
+- lean_properties: Bokeh skips building the defaults it then leaves out of a message or out of its walk
+  over a page's models; writing the block-trace document (PULL-DOC) takes 8 ms instead of 22 ms, and
+  each walk after content is placed 8.8 ms instead of 18.0 ms.
 - container_owners: a Bokeh list or dict property value keeps its owner in a tuple, not a set of its
   own; 0.3 MB less server memory a student's session (2.64 MB instead of 2.94 MB).
 - shared_stylesheets: one InlineStyleSheet per CSS text in a document; the block-trace document is

@@ -112,3 +112,79 @@ def test_a_served_document_is_written_as_bokeh_writes_it() -> None:
             server.unlisten()
 
     asyncio.run(scenario())
+
+
+def walked(model, walk) -> list[str]:
+    """The ids `walk` visits from `model`, in order."""
+    seen: list[str] = []
+    walk(model, lambda found: seen.append(found.id))
+    return seen
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+@pytest.mark.parametrize("first", ["lean", "bokeh"])
+def test_the_walk_finds_the_models_bokehs_walk_finds(path: str, first: str) -> None:
+    """Every model of every page refers to the same models, in the same order, whichever walk meets it
+    first (Bokeh's keeps unstable defaults on the model as it reads them)."""
+    walks = [lean_properties.visit_immediate_value_references, lean_properties._original_walk]
+    if first == "bokeh":
+        walks.reverse()
+    for model in page_models(path):
+        first_seen, second_seen = (walked(model, walk) for walk in walks)
+        assert first_seen == second_seen, model
+
+
+@pytest.mark.parametrize("walk", ["lean", "bokeh"])
+def test_a_documents_model_set_is_bokehs(walk: str, monkeypatch) -> None:
+    """The document's own recompute (through Bokeh's module) gives the set Bokeh's walk gives."""
+    from bokeh.model import util
+
+    doc = Document()
+    ROUTES[TRACE]().server_doc(doc)
+    monkeypatch.setattr(util, "visit_immediate_value_references", lean_properties._original_walk)
+    doc.models._push_freeze()
+    doc.models._pop_freeze()
+    bokehs = {m.id for m in doc.models}
+    chosen = {"lean": lean_properties.visit_immediate_value_references, "bokeh": lean_properties._original_walk}
+    monkeypatch.setattr(util, "visit_immediate_value_references", chosen[walk])
+    doc.models._push_freeze()
+    doc.models._pop_freeze()
+    assert {m.id for m in doc.models} == bokehs and len(bokehs) > 100
+
+
+def test_a_passed_property_refers_to_no_model() -> None:
+    """What the lean walk passes over (a passable property never set) holds a plain value on every model
+    class the pages use: walking it with Bokeh's own function finds nothing."""
+    from bokeh.model import util
+
+    checked = 0
+    for path in sorted(ROUTES):
+        for model in page_models(path):
+            for name in lean_properties.passable(type(model)) & set(model.properties_with_refs()):
+                if name in model._property_values:
+                    continue
+                found: list = []
+                util.visit_value_and_its_immediate_references(getattr(model, name), found.append)
+                assert found == [], (type(model).__name__, name)
+                checked += 1
+    assert checked > 100  # the walk does pass over properties that could hold models
+
+
+def test_a_property_given_a_model_is_walked() -> None:
+    """A passable property (one that is None until set) is walked once the code gives it a model."""
+    from bokeh.models import ColumnDataSource, GlyphRenderer, Scatter
+
+    renderer = GlyphRenderer(data_source=ColumnDataSource(), glyph=Scatter())
+    assert "hover_glyph" in lean_properties.passable(GlyphRenderer)
+    unset = walked(renderer, lean_properties.visit_immediate_value_references)
+    assert unset == walked(renderer, lean_properties._original_walk)
+    renderer.hover_glyph = hover = Scatter()
+    lean = walked(renderer, lean_properties.visit_immediate_value_references)
+    assert hover.id in lean and hover.id not in unset
+    assert lean == walked(renderer, lean_properties._original_walk)
+
+
+def test_bokehs_module_uses_the_lean_walk_when_tuned() -> None:
+    from bokeh.model import util
+
+    assert util.visit_immediate_value_references is lean_properties.visit_immediate_value_references
