@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,27 @@ class Outbox:
         """
         kwargs = check_prediction(event_id, class_code, learner_id, question, choice, note, lesson, explorable)
         return self._submit(PendingWrite("commit_prediction", kwargs, len(kwargs["note"] or "") + len(choice)))
+
+    def commit_predictions(self, items: Sequence[Mapping[str, Any]]) -> list[bool | None]:
+        """``commit_prediction`` for each item (its keyword arguments): all in one transaction
+        (``EventStore.commit_predictions``) if the store answers, else each queued (None)."""
+        writes = []
+        for item in items:
+            kwargs = check_prediction(**item)
+            writes.append(PendingWrite("commit_prediction", kwargs, len(kwargs["note"] or "") + len(kwargs["choice"])))
+        with self._lock:
+            if self._queue:
+                for write in writes:
+                    self._enqueue(write)
+                return [None] * len(writes)
+        try:
+            return list(self.store.commit_predictions([write.kwargs for write in writes]))
+        except StoreUnavailable as error:
+            with self._lock:
+                self.last_error = str(error)
+                for write in writes:
+                    self._enqueue(write)
+            return [None] * len(writes)
 
     def _submit(self, write: PendingWrite) -> bool | None:
         with self._lock:

@@ -104,13 +104,19 @@ class SessionRecorder:
         """Store calls of this session submitted and not answered yet."""
         return self._in_flight
 
-    def _run(self, call: Callable[[], Any], then: Callable[[Any], None] | None = None) -> None:
-        """`call()` on the store thread, then `then(result)` in this session (at once without a session)."""
+    def _run(self, call: Callable[[], Any], then: Callable[[Any], None] | None = None, first: bool = False,
+             together: tuple[Callable[[list[Any]], list[Any]], Callable[[Any], Any]] | None = None) -> None:
+        """`call()` on the store thread, then `then(result)` in this session (at once without a session).
+
+        With `first`, ahead of the store thread's waiting calls (StoreThread.submit). With `together`, a pair
+        (group, convert): `call` is not called but is an item for `group` (StoreThread.submit_together), and
+        `convert(result)`, on the store thread, makes that item's result what `then` gets."""
         with self._lock:
             self._in_flight += 1
-        self._submit(call, then)
+        self._submit(call, then, first, together)
 
-    def _submit(self, call: Callable[[], Any], then: Callable[[Any], None] | None) -> None:
+    def _submit(self, call: Any, then: Callable[[Any], None] | None, first: bool = False,
+                together: tuple[Callable[[list[Any]], list[Any]], Callable[[Any], Any]] | None = None) -> None:
         doc, loop = self._doc, self._loop
 
         def in_session(result: Any) -> None:  # on the event loop
@@ -134,7 +140,11 @@ class SessionRecorder:
             except RuntimeError:  # the loop has closed: the server is stopping
                 pass
 
-        self.classroom.thread.submit(call, done)
+        if together is None:
+            self.classroom.thread.submit(call, done, first)
+            return
+        group, convert = together
+        self.classroom.thread.submit_together(group, call, lambda result: done(convert(result)))
 
     def _finished(self) -> None:
         """One call answered: the oldest waiting slot may go now."""
@@ -295,17 +305,31 @@ class SessionRecorder:
             row = store.prediction(learner.class_code, learner.id, question)
             return ("stored" if row is not None and row.event_id == event_id else "refused"), row
 
-        def commit() -> tuple[str, Any]:
-            try:
-                result = outbox.commit_prediction(event_id, learner.class_code, learner.id, question, choice,
-                                                  note or None, self.lesson, explorable)
-            except StoreUnavailable:  # the outbox is full: not queued; the retry writes it later
+        item = dict(event_id=event_id, class_code=learner.class_code, learner_id=learner.id, question=question,
+                    choice=choice, note=note or None, lesson=self.lesson, explorable=explorable)
+
+        def outcome(result: Any) -> Any:  # on the store thread: what the outbox answered for this commit
+            if isinstance(result, StoreUnavailable):  # the outbox is full: not queued; the retry writes it later
                 result = None
+            if isinstance(result, Exception):
+                return result
             if result is None:
                 return "pending", None
             if result:
                 return "stored", None
-            return stored_row()  # refused: an earlier answer stands (or this very one, from an earlier try)
+            try:
+                return stored_row()  # refused: an earlier answer stands (or this very one, from an earlier try)
+            except StoreUnavailable as error:
+                return error
+            except Exception as error:  # a bug: logged; the answer stays pending and is tried again
+                log.exception("reading the prediction that stands failed")
+                return error
+
+        def commit() -> Any:
+            try:
+                return outcome(outbox.commit_prediction(**item))
+            except StoreUnavailable as error:
+                return outcome(error)
 
         def retry() -> tuple[str, Any]:
             status, row = stored_row()  # a StoreUnavailable here is an answer: still pending
@@ -319,10 +343,11 @@ class SessionRecorder:
             status, row = ("pending", None) if isinstance(result, Exception) else result
             self._show_unsaved(status == "pending")
             if status == "pending":
-                self._later(lambda: self._run(retry, answered), settings().commit_retry_ms)
+                self._later(lambda: self._run(retry, answered, first=True), settings().commit_retry_ms)
             answer(status, row)
 
-        self._run(commit, answered)
+        # The student's controls stay locked until it is stored: it goes first, with the commits waiting beside it.
+        self._run(item, answered, together=(outbox.commit_predictions, outcome))
 
     def restore_prediction(self, question: str, found: Callable[[Any], None]) -> None:
         """Later `found(row)` with this learner's stored prediction, if they committed one before."""

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -360,25 +360,42 @@ class EventStore:
         question in this epoch (the UNIQUE constraint decides, also between processes), or
         this event id was already stored (a retry). ``prediction()`` tells which answer stands.
         """
-        args = check_prediction(event_id, class_code, learner_id, question, choice, note, lesson, explorable)
+        return self.commit_predictions([dict(event_id=event_id, class_code=class_code, learner_id=learner_id,
+                                             question=question, choice=choice, note=note, lesson=lesson,
+                                             explorable=explorable)])[0]
+
+    def commit_predictions(self, items: Sequence[Mapping[str, Any]]) -> list[bool]:
+        """``commit_prediction`` for each item (its keyword arguments), all in one transaction: one durable
+        commit for a class that commits at once. Each is stored or refused on its own (a savepoint each),
+        in order, so a refused one leaves nothing of itself and takes nothing from the others."""
+        checked = [check_prediction(**item) for item in items]
+        stored: list[bool] = []
+        with self._write("commit predictions") as conn:
+            for args in checked:
+                try:
+                    with conn.begin_nested():
+                        self._commit_one(conn, args)
+                except _Refused:
+                    stored.append(False)
+                else:
+                    stored.append(True)
+        return stored
+
+    def _commit_one(self, conn: Connection, args: Mapping[str, Any]) -> None:
+        """Write one checked prediction and its event; _Refused if an answer or the event is already there."""
         payload = payload_json({"question": args["question"], "choice": args["choice"], "note": args["note"]})
-        try:
-            with self._write("commit a prediction") as conn:
-                epoch = self._epoch_for_write(conn, args["class_code"])
-                self._join(conn, args["class_code"], epoch, args["learner_id"], None)
-                if not self._insert_event(conn, epoch, args, PREDICTION, payload):
-                    raise _Refused
-                stored = conn.execute(self._insert(predictions).values(
-                    class_code=args["class_code"], epoch=epoch, learner_id=args["learner_id"],
-                    question=args["question"], choice=args["choice"], note=args["note"],
-                    event_id=args["event_id"], created_at=_now(),
-                ).on_conflict_do_nothing(index_elements=["class_code", "epoch", "learner_id", "question"])
-                  .returning(predictions.c.event_id))
-                if stored.first() is None:
-                    raise _Refused  # rolls back the event inserted above
-        except _Refused:
-            return False
-        return True
+        epoch = self._epoch_for_write(conn, args["class_code"])
+        self._join(conn, args["class_code"], epoch, args["learner_id"], None)
+        if not self._insert_event(conn, epoch, args, PREDICTION, payload):
+            raise _Refused
+        stored = conn.execute(self._insert(predictions).values(
+            class_code=args["class_code"], epoch=epoch, learner_id=args["learner_id"],
+            question=args["question"], choice=args["choice"], note=args["note"],
+            event_id=args["event_id"], created_at=_now(),
+        ).on_conflict_do_nothing(index_elements=["class_code", "epoch", "learner_id", "question"])
+          .returning(predictions.c.event_id))
+        if stored.first() is None:
+            raise _Refused  # the savepoint rolls back the event inserted above
 
     def prediction(self, class_code: str, learner_id: str, question: str) -> StoredPrediction | None:
         """The learner's committed prediction for a question in the current epoch, or None."""

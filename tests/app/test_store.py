@@ -253,6 +253,43 @@ def test_second_prediction_refused_by_commit(store: EventStore):
     assert predict(store, new_learner_id(), "keep-both") is True
 
 
+def commit_together(store: EventStore, learners: list[str], choice: str = "keep-both") -> list[bool]:
+    return store.commit_predictions([dict(event_id=new_event_id(), class_code=CLASS, learner_id=learner,
+                                          question=QUESTION, choice=choice, note=None, lesson=LESSON,
+                                          explorable=EXPLORABLE) for learner in learners])
+
+
+def check_commits_together(store: EventStore) -> None:
+    """Commits written together: one transaction and one durable commit; each stored or refused on its own."""
+    store.upgrade()
+    earlier, ada, bob, cy = (new_learner_id() for _ in range(4))
+    assert predict(store, earlier, "keep-erase") is True
+    commits: list[object] = []
+
+    def committed(conn) -> None:
+        commits.append(conn)
+
+    event.listen(store.engine, "commit", committed)
+    try:
+        # ada twice: her second answer is refused; `earlier` already has one: refused; bob and cy stored.
+        outcome = commit_together(store, [ada, earlier, bob, ada, cy])
+    finally:
+        event.remove(store.engine, "commit", committed)
+    assert outcome == [True, False, True, False, True]
+    assert len(commits) == 1
+    for learner, choice in ((earlier, "keep-erase"), (ada, "keep-both"), (bob, "keep-both"), (cy, "keep-both")):
+        assert store.prediction(CLASS, learner, QUESTION).choice == choice
+    assert count(store, schema.predictions) == 4
+    with store.engine.connect() as conn:  # a refused commit left no 'prediction' event of its own
+        kinds = conn.execute(select(schema.events.c.kind)).scalars().all()
+    assert kinds.count("prediction") == 4
+    assert commit_together(store, []) == []
+
+
+def test_commits_written_together_are_stored_or_refused_each_on_their_own(store: EventStore):
+    check_commits_together(store)
+
+
 def test_second_prediction_refused_by_database(store: EventStore):
     """A raw INSERT that skips the store's code still cannot add a second prediction: UNIQUE refuses it."""
     learner = new_learner_id()

@@ -23,6 +23,7 @@ from blocktrace.app.classroom.identity import new_learner_id
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.schema import SCHEMA_VERSION
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, new_event_id
+from tests.app.test_store import check_commits_together
 from tests.pg import Postgres, running_postgres
 from tests.pg import free_port as _free_port
 
@@ -251,6 +252,11 @@ def test_concurrent_commits_from_two_processes_store_one(url: str):
         for learner, (ok_one, _ok_two) in zip(learners, outcomes, strict=True):
             stored = one.prediction(CLASS, learner, QUESTION)
             assert stored.choice == ("keep-erase" if ok_one else "keep-both")
+
+
+def test_commits_written_together_are_stored_or_refused_each_on_their_own(store: EventStore):
+    """As on SQLite (tests/app/test_store.py): one transaction, a savepoint for each commit."""
+    check_commits_together(store)
 
 
 def test_concurrent_archives_and_writes(url: str):

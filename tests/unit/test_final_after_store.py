@@ -86,6 +86,10 @@ class SwitchableStore(EventStore):
         self._check()
         return super().commit_prediction(*args, **kwargs)
 
+    def commit_predictions(self, *args, **kwargs):
+        self._check()
+        return super().commit_predictions(*args, **kwargs)
+
     def prediction(self, *args, **kwargs):
         self._check()
         return super().prediction(*args, **kwargs)
@@ -225,7 +229,8 @@ def test_check_answer_pressed_3000_times_queues_a_bounded_number_of_writes(class
     assert running.wait(DEADLINE_S)
     submitted = []
     real_submit = classroom.thread.submit
-    classroom.thread.submit = lambda call, done=None: (submitted.append(call), real_submit(call, done))
+    classroom.thread.submit = lambda call, done=None, first=False: (submitted.append(call),
+                                                                    real_submit(call, done, first))
     try:
         for press in range(3000):
             recorder.emit("checkpoint", {"checkpoint": "q1", "answer": press % 2, "correct": press % 2 == 1})

@@ -213,3 +213,49 @@ def test_an_awaited_write_is_refused_at_once_while_a_call_hangs(tmp_path):
     assert worker.drain()
     assert ran == []
     worker.outbox.store.close()
+
+
+def test_calls_submitted_together_share_one_group_call_ahead_of_the_waiting_ones(tmp_path):
+    """Items submitted together while the thread is busy go into one call of their group, before the calls
+    that were already waiting; each gets its own result, in order."""
+    _store, worker = make(tmp_path)
+    running, release = threading.Event(), threading.Event()
+    worker.submit(lambda: (running.set(), release.wait(10)))
+    assert running.wait(10)
+    order: list[object] = []
+    groups: list[list[int]] = []
+
+    def group(items: list[int]) -> list[int]:
+        groups.append(list(items))
+        order.append("group")
+        return [item * 10 for item in items]
+
+    worker.submit(lambda: order.append("waiting"))
+    answers: list[tuple[int, int]] = []
+    for item in range(5):
+        worker.submit_together(group, item, lambda result, item=item: answers.append((item, result)))
+    release.set()
+    assert worker.drain()
+    assert groups == [[0, 1, 2, 3, 4]]
+    assert order == ["group", "waiting"]
+    assert answers == [(i, i * 10) for i in range(5)]
+    worker.submit_together(group, 7, lambda result: answers.append((7, result)))  # a quiet thread: a group of one
+    assert worker.drain()
+    assert groups[-1] == [7] and answers[-1] == (7, 70)
+
+
+def test_a_group_that_fails_answers_each_item_with_the_error(tmp_path):
+    _store, worker = make(tmp_path)
+    running, release = threading.Event(), threading.Event()
+    worker.submit(lambda: (running.set(), release.wait(10)))
+    assert running.wait(10)
+
+    def group(items: list[int]) -> list[int]:
+        raise StoreUnavailable("the database cannot be reached (test)")
+
+    answers: list[object] = []
+    for item in range(3):
+        worker.submit_together(group, item, answers.append)
+    release.set()
+    assert worker.drain()
+    assert len(answers) == 3 and all(isinstance(a, StoreUnavailable) for a in answers)
