@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
 import queue
 import threading
@@ -60,8 +59,8 @@ class StoreThread:
         # The newest exercise result of each learner, whichever process took it: (stored at, result).
         self._results: OrderedDict[ResultKey, tuple[datetime, dict[str, Any]]] = OrderedDict()
         self._results_lock = threading.Lock()
-        self._jobs: queue.PriorityQueue = queue.PriorityQueue()  # (0 for a `first` call else 1, order, call, done)
-        self._order = itertools.count()
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()  # (call, done), in order; None: look at _first
+        self._first: queue.SimpleQueue = queue.SimpleQueue()  # (call, done) to run before the next of _jobs
         self._together: dict[Callable[[list[Any]], list[Any]], list[tuple[Any, Callable[[Any], None]]]] = {}
         self._together_lock = threading.Lock()
         self._busy_since: float | None = None
@@ -74,7 +73,11 @@ class StoreThread:
 
         With `first`, before every waiting call submitted without it (someone is waiting on this one)."""
         self._ensure_started()
-        self._jobs.put((0 if first else 1, next(self._order), call, done))
+        if first:
+            self._first.put((call, done))
+            self._jobs.put(None)  # wakes the thread if it waits for work
+        else:
+            self._jobs.put((call, done))
 
     def submit_together(self, group: Callable[[list[Any]], list[Any]], item: Any, done: Callable[[Any], None]) -> None:
         """Like `submit(..., first=True)`, for calls that share one trip to the database: every item waiting for
@@ -162,17 +165,26 @@ class StoreThread:
         while True:
             wait = max(0.0, self._next_refresh - self.clock())
             try:
-                _rank, _order, call, done = self._jobs.get(timeout=wait) if wait > 0 else self._jobs.get_nowait()
+                job = self._jobs.get(timeout=wait) if wait > 0 else self._jobs.get_nowait()
             except queue.Empty:
                 self._guarded(self._refresh)
                 self._next_refresh = self.clock() + self.refresh_s
                 continue
-            result = self._guarded(call)
-            if done is not None:
+            while True:  # the calls marked first, all of them, before the one taken
                 try:
-                    done(result)
-                except Exception:
-                    log.exception("a store callback failed")
+                    self._call(*self._first.get_nowait())
+                except queue.Empty:
+                    break
+            if job is not None:
+                self._call(*job)
+
+    def _call(self, call: Callable[[], Any], done: Callable[[Any], None] | None) -> None:
+        result = self._guarded(call)
+        if done is not None:
+            try:
+                done(result)
+            except Exception:
+                log.exception("a store callback failed")
 
     def _guarded(self, call: Callable[[], Any]) -> Any:
         self._busy_since = self.clock()
