@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +79,8 @@ class Outbox:
         kwargs = check_record(event_id, class_code, learner_id, kind, payload, lesson, explorable)
         size = len(kwargs["payload"])
         kwargs["payload"] = json.loads(kwargs["payload"])  # a copy: the caller may change its dict later
-        return self._submit(PendingWrite("record", kwargs, size))
+        write = PendingWrite("record", kwargs, size)
+        return self._submit([write], lambda: [self.store.record(**write.kwargs)])[0]
 
     def commit_prediction(self, event_id: str, class_code: str, learner_id: str, question: str, choice: str,
                           note: str | None, lesson: str | None, explorable: str | None) -> bool | None:
@@ -88,8 +89,9 @@ class Outbox:
         While queued the prediction is not final on the server yet: the page keeps it locked
         locally, and a flush may still answer False if another commit for the question landed first.
         """
-        kwargs = check_prediction(event_id, class_code, learner_id, question, choice, note, lesson, explorable)
-        return self._submit(PendingWrite("commit_prediction", kwargs, len(kwargs["note"] or "") + len(choice)))
+        return self.commit_predictions([dict(event_id=event_id, class_code=class_code, learner_id=learner_id,
+                                             question=question, choice=choice, note=note, lesson=lesson,
+                                             explorable=explorable)])[0]
 
     def commit_predictions(self, items: Sequence[Mapping[str, Any]]) -> list[bool | None]:
         """``commit_prediction`` for each item (its keyword arguments): all in one transaction
@@ -98,33 +100,27 @@ class Outbox:
         for item in items:
             kwargs = check_prediction(**item)
             writes.append(PendingWrite("commit_prediction", kwargs, len(kwargs["note"] or "") + len(kwargs["choice"])))
+        return self._submit(writes, lambda: self.store.commit_predictions([write.kwargs for write in writes]))
+
+    def _submit(self, writes: list[PendingWrite], deliver: Callable[[], Sequence[bool]]) -> list[bool | None]:
+        """`deliver()` (the store's answer for each write) if nothing is queued and the store answers; else
+        the writes go to the back of the queue, in order, and each answer is None."""
         with self._lock:
             if self._queue:
                 for write in writes:
                     self._enqueue(write)
                 return [None] * len(writes)
         try:
-            return list(self.store.commit_predictions([write.kwargs for write in writes]))
+            results = list(deliver())
         except StoreUnavailable as error:
             with self._lock:
-                self.last_error = str(error)
                 for write in writes:
                     self._enqueue(write)
-            return [None] * len(writes)
-
-    def _submit(self, write: PendingWrite) -> bool | None:
-        with self._lock:
-            if self._queue:
-                self._enqueue(write)
-                return None
-        try:
-            write.result = getattr(self.store, write.method)(**write.kwargs)
-        except StoreUnavailable as error:
-            with self._lock:
-                self._enqueue(write)
                 self.last_error = str(error)
-            return None
-        return write.result
+            return [None] * len(writes)
+        for write, result in zip(writes, results, strict=True):
+            write.result = result
+        return results
 
     def _enqueue(self, write: PendingWrite) -> None:
         if len(self._queue) >= self.max_pending or self._queued_chars + write.size > self.max_chars:
