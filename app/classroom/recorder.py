@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+Together = tuple[Callable[[list[Any]], list[Any]], Callable[[Any], Any]]  # (group, convert): see _run
 
 
 Slot = tuple[str, str | None, str | None]  # (kind, explorable, what in it: checkpoint, parameter, ...)
@@ -105,7 +106,7 @@ class SessionRecorder:
         return self._in_flight
 
     def _run(self, call: Callable[[], Any], then: Callable[[Any], None] | None = None, first: bool = False,
-             together: tuple[Callable[[list[Any]], list[Any]], Callable[[Any], Any]] | None = None) -> None:
+             together: Together | None = None) -> None:
         """`call()` on the store thread, then `then(result)` in this session (at once without a session).
 
         With `first`, ahead of the store thread's waiting calls (StoreThread.submit). With `together`, a pair
@@ -116,7 +117,7 @@ class SessionRecorder:
         self._submit(call, then, first, together)
 
     def _submit(self, call: Any, then: Callable[[Any], None] | None, first: bool = False,
-                together: tuple[Callable[[list[Any]], list[Any]], Callable[[Any], Any]] | None = None) -> None:
+                together: Together | None = None) -> None:
         doc, loop = self._doc, self._loop
 
         def in_session(result: Any) -> None:  # on the event loop

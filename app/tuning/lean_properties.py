@@ -18,7 +18,7 @@ The same test serves Bokeh's walk to the models a model refers to (`visit_immedi
 behind `Model.references()` and the document's `recompute` of its model set): a passable property that
 was never set holds a plain value (a number, a string, None), which refers to no model, so its value
 is not got. Each time a page places content after loading (figures, later tables), Bokeh walks the
-whole document again: for the block trace's page (218 models) that walk took 18.5 ms and takes 8.8 ms
+whole document again: for the block trace's page (218 models) that walk took 18.0 ms and takes 8.8 ms
 here (benchmarks/document_walk.py). The models found are Bokeh's (the test compares them on every model
 of every page).
 
