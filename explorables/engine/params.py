@@ -15,7 +15,8 @@ import numpy as np
 from blocktrace.explorables.engine.config import BlockConfig
 
 __all__ = [
-    "Params", "_rng", "check_params", "init_params", "param_names", "param_shape", "position_vectors", "word_embedding"
+    "Params", "_rng", "check_params", "init_params", "param_names", "param_shape", "position_vectors", "seeded_normal",
+    "word_embedding"
 ]
 
 Params = dict[str, np.ndarray]
@@ -28,7 +29,11 @@ def _rng(seed: int, name: str) -> np.random.Generator:
 CACHED_SIZE = 1024  # arrays this small (every explorable's default model) are drawn once per process
 
 
-def _normal(seed: int, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
+def seeded_normal(seed: int, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
+    """std · N(0, 1) entries from the generator of (seed, name): the same name always draws the same array.
+
+    Arrays of up to CACHED_SIZE entries are shared and read-only: change a copy, never the array.
+    """
     if math.prod(shape) <= CACHED_SIZE:
         return _small_normal(seed, name, tuple(shape), float(std))
     return _rng(seed, name).standard_normal(shape) * std
@@ -82,11 +87,11 @@ def init_params(config: BlockConfig, gain_jitter: float = 0.1) -> Params:
         shape = param_shape(name, config)
         leaf = name.rsplit(".", 1)[1]
         if leaf == "g":
-            params[name] = 1.0 + _normal(config.seed, name, shape, gain_jitter)
+            params[name] = 1.0 + seeded_normal(config.seed, name, shape, gain_jitter)
         elif leaf.startswith("b"):
-            params[name] = _normal(config.seed, name, shape, 0.1 * gain_jitter)
+            params[name] = seeded_normal(config.seed, name, shape, 0.1 * gain_jitter)
         else:
-            params[name] = _normal(config.seed, name, shape, 1.0 / np.sqrt(shape[0]))
+            params[name] = seeded_normal(config.seed, name, shape, 1.0 / np.sqrt(shape[0]))
     return params
 
 
@@ -110,7 +115,7 @@ def word_embedding(word: str, d_model: int, seed: int = 0, scale: float = 1.0) -
 
     # -> [d_model]
     """
-    return _normal(seed, "word:" + word.casefold(), (d_model,), scale)
+    return seeded_normal(seed, "word:" + word.casefold(), (d_model,), scale)
 
 
 @functools.lru_cache(maxsize=8)  # at most 16 MB (8 tables of 512 × 512)

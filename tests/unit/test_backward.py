@@ -19,6 +19,7 @@ import pytest
 from blocktrace.explorables.engine import BlockConfig, ConfigError, forward, init_params, ops
 from blocktrace.explorables.engine import backward as bw
 from blocktrace.explorables.engine.forward import COMBINE, PLACEMENTS, Sublayers
+from blocktrace.explorables.engine.params import param_names
 
 ROOT = Path(__file__).resolve().parents[2]
 EPS = 1e-6  # finite-difference step
@@ -260,6 +261,61 @@ def test_stack_gradient_matches_finite_differences(
     result = bw.grad_wrt_input(config, params, embed)
     r = result.grad_output
     assert_directional(lambda y: float(np.sum(forward(config, params, y).output * r)), embed, result.grads["embed"])
+
+
+PARAM_VARIANTS = [
+    pytest.param(*v, id="-".join(str(p) for p in v))
+    for v in itertools.product(NORMS, PLACEMENT_NAMES, MLPS, RESIDUALS, (False, True))
+]
+
+
+@pytest.mark.parametrize(("norm", "placement", "mlp", "residual", "causal"), PARAM_VARIANTS)
+def test_every_parameter_gradient_matches_finite_differences(
+    norm: str, placement: str, mlp: str, residual: str, causal: bool
+) -> None:
+    """∂L/∂ of every parameter of a two-block, two-head stack (batch and positions included) matches finite
+    differences of forward()'s output, under every variant."""
+    config, params, _ = _stack(2, norm=norm, placement=placement, mlp=mlp, residual=residual, causal=causal,
+                               n_heads=2, positions=True)
+    embed = _rng(5, 22).standard_normal((2, 3, config.d_model))  # [batch, pos, d_model]
+    result = bw.grad_wrt_input(config, params, embed, with_params=True)
+    assert list(result.param_grads) != [] and set(result.param_grads) == set(param_names(config))
+    r = result.grad_output
+    for i, name in enumerate(param_names(config)):
+        grad = result.param_grads[name]
+        assert grad.shape == params[name].shape, name
+
+        def loss(value: np.ndarray, name: str = name) -> float:
+            return float(np.sum(forward(config, {**params, name: value}, embed).output * r))
+
+        assert_directional(loss, params[name], grad, seed=i)
+
+
+def test_parameter_gradients_do_not_change_the_stream_gradients() -> None:
+    """Asking for the parameters' gradients leaves the loss and every stream gradient exactly as without."""
+    config, params, embed = _stack(2, mlp="gelu", norm="layernorm", n_heads=2)
+    plain = bw.grad_wrt_input(config, params, embed)
+    full = bw.grad_wrt_input(config, params, embed, with_params=True)
+    assert plain.param_grads == {} and full.loss == plain.loss
+    for key, value in plain.grads.items():
+        np.testing.assert_array_equal(full.grads[key], value)
+
+
+def test_a_gain_gradient_is_the_normalized_rows_weighted_by_the_output_gradient() -> None:
+    """RMSNorm's gain gradient is Σ over rows of ∂y ⊙ x / RMS(x), as the lesson's formula gives it."""
+    x, w = _rng(9, 1).standard_normal((2, 3, 4)), _rng(9, 2).standard_normal((2, 3, 4))
+    into: dict = {}
+    bw.rms_norm_backward(w, x, np.ones(4), 0.0, into)
+    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True))
+    np.testing.assert_allclose(into["g"], (w * x / rms).sum(axis=(0, 1)), rtol=1e-12)
+
+
+def test_dense_mlp_parameter_gradients_need_the_hidden_activations() -> None:
+    """Without the forward's hidden activations the dense MLP refuses to guess its W_out gradient."""
+    x, grad = _rng(3, 1).standard_normal((3, 4)), _rng(3, 2).standard_normal((3, 4))
+    w_in, w_out = _rng(3, 3).standard_normal((4, 6)), _rng(3, 4).standard_normal((6, 4))
+    with pytest.raises(ValueError, match="hidden"):
+        bw.dense_mlp_backward(grad, x, w_in, np.zeros(6), w_out, bw.relu_backward, None, {})
 
 
 @pytest.mark.parametrize(
