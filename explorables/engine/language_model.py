@@ -135,6 +135,16 @@ class LossAndGrads:
     grads: bw.ParamGrads  # parameter name -> gradient, shaped like the parameter
     logits: np.ndarray  # [batch, pos, vocab]
     values: dict[str, np.ndarray]  # every block intermediate under the trace's stable keys
+    stream_grads: dict[str, np.ndarray]  # ∂loss/∂ each blocks.{i}.resid_pre, the last resid_post and embed
+
+    def floor_grad_norms(self) -> np.ndarray:
+        """‖∂loss/∂stream‖ entering each floor, then at the stack's output, as the depth plot shows it.
+
+        # -> [n_layers + 1]
+        """
+        n = sum(key.endswith(".resid_pre") for key in self.stream_grads)
+        keys = [f"blocks.{i}.resid_pre" for i in range(n)] + [f"blocks.{n - 1}.resid_post"]
+        return np.array([np.linalg.norm(self.stream_grads[key]) for key in keys])
 
 
 def loss_and_grads(config: BlockConfig, params: Params, tokens: np.ndarray, targets: np.ndarray,
@@ -153,7 +163,7 @@ def loss_and_grads(config: BlockConfig, params: Params, tokens: np.ndarray, targ
     grad_embed = np.zeros_like(params["embed.W_E"])
     np.add.at(grad_embed, np.asarray(tokens), stream_grads["embed"])  # a token seen twice gathers both
     grads["embed.W_E"] = grad_embed
-    return LossAndGrads(loss, grads, logits, run.values)
+    return LossAndGrads(loss, grads, logits, run.values, stream_grads)
 
 
 def predict(config: BlockConfig, params: Params, tokens: np.ndarray) -> np.ndarray:
