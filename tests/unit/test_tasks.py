@@ -30,7 +30,8 @@ EDGES = [  # the smallest and largest sizes each task allows
     make_task("reverse", symbols=2, m=2),
     make_task("sort", symbols=26, m=7),
     make_task("induction", symbols=5, seq_len=7, min_pattern=2, max_pattern=5),
-    make_task("lookup", symbols=2, seq_len=1, seed=99),
+    make_task("sum", symbols=2, seq_len=2),
+    make_task("sum", symbols=26, seq_len=64),
 ]
 EVERY = DEFAULTS + EDGES
 
@@ -42,22 +43,9 @@ def _name(task: Task) -> str:
 every_task = pytest.mark.parametrize("task", EVERY, ids=[_name(t) for t in EVERY])
 
 
-def _table_seen(batch: Batch, symbols: int) -> np.ndarray:
-    """The lookup table as a batch shows it: for each symbol, the one target it gets (asserting it is one)."""
-    table = np.full(symbols, -1)
-    for symbol in range(symbols):
-        seen = np.unique(batch.targets[batch.tokens == symbol])
-        assert len(seen) == 1, f"symbol {symbol} has targets {seen}"
-        table[symbol] = seen[0]
-    return table
-
-
 def _rule(task: Task, tokens: np.ndarray) -> np.ndarray:
-    """The answer at every position worked out from the tokens alone with plain loops, 0 where there is none.
-
-    The lookup table is read off the held-out set, never off the batch being checked."""
+    """The answer at every position worked out from the tokens alone with plain loops, 0 where there is none."""
     opt = dict(task.options)
-    table = _table_seen(held_out(task, 1, 400), opt["symbols"]) if task.id == "lookup" else None
     out = np.zeros_like(tokens)
     for i, row in enumerate(tokens.tolist()):
         for t in range(len(row)):
@@ -69,8 +57,8 @@ def _rule(task: Task, tokens: np.ndarray) -> np.ndarray:
             elif task.id == "induction" and row[t] in row[:t]:
                 last = max(j for j in range(t) if row[j] == row[t])
                 out[i, t] = row[last + 1]  # the token after the current token's last appearance
-            elif task.id == "lookup":
-                out[i, t] = table[row[t]]
+            elif task.id == "sum" and t >= 1:
+                out[i, t] = (row[t - 1] + row[t]) % opt["symbols"]
     return out
 
 
@@ -84,12 +72,12 @@ def _expected_scored(task: Task, tokens: np.ndarray) -> np.ndarray:
         return np.broadcast_to(t >= opt["m"], tokens.shape)
     if task.id == "induction":  # exactly where the current token has appeared before
         return np.array([[row[p] in row[:p] for p in range(len(row))] for row in tokens.tolist()])
-    return np.ones(tokens.shape, bool)
+    return np.broadcast_to(t >= 1, tokens.shape)  # sum: every position with one before it
 
 
 def test_menu_has_the_five_tasks_in_order() -> None:
-    """The menu order is copy, reverse, sort, induction, lookup, and each id makes the task of that id."""
-    assert TASKS == ("copy", "reverse", "sort", "induction", "lookup")
+    """The menu order is copy, reverse, sort, induction, sum, and each id makes the task of that id."""
+    assert TASKS == ("copy", "reverse", "sort", "induction", "sum")
     assert [t.id for t in DEFAULTS] == list(TASKS)
     for task in DEFAULTS:
         assert task.title and len(task.title) <= 24
@@ -101,11 +89,11 @@ def test_options_rebuild_the_same_task_and_differences_show() -> None:
     for task in EVERY:
         assert make_task(task.id, **dict(task.options)) == task
     assert make_task("copy", k=2) != make_task("copy", k=3)
-    assert make_task("lookup", seed=0) != make_task("lookup", seed=1)
+    assert make_task("sum", symbols=5) != make_task("sum", symbols=6)
 
 
 def test_causal_flag_marks_the_tasks_whose_answers_appear_later() -> None:
-    """Reverse, sort and induction are the causal ones; copy and lookup answer from the past."""
+    """Reverse, sort and induction are the causal ones; copy and sum answer from the past."""
     assert {t.id for t in DEFAULTS if t.causal} == {"reverse", "sort", "induction"}
 
 
@@ -131,7 +119,7 @@ def test_targets_follow_the_rule(task: Task) -> None:
 
 @every_task
 def test_scored_mask_is_where_the_answer_is_determined(task: Task) -> None:
-    """Scored: t ≥ k (copy), from the separator on (reverse, sort), the repeats (induction), everywhere (lookup)."""
+    """Scored: t ≥ k (copy), from the separator on (reverse, sort), the repeats (induction), from the second (sum)."""
     b = training_batch(task, 5, 2, 300)
     np.testing.assert_array_equal(b.scored, _expected_scored(task, b.tokens))
 
@@ -226,21 +214,8 @@ def test_held_out_is_fixed_and_apart_from_training() -> None:
     assert not np.array_equal(a.tokens, held_out(task, 4, 64).tokens)
 
 
-def test_lookup_table_belongs_to_the_task_seed() -> None:
-    """Every batch of a lookup task uses one table, a permutation of the symbols; another task seed gives another."""
-    tables = []
-    for seed in range(4):
-        task = make_task("lookup", seed=seed)
-        seen = [_table_seen(training_batch(task, data, step, 200), 8) for data, step in ((0, 0), (1, 5), (9, 2))]
-        seen.append(_table_seen(held_out(task, 0, 200), 8))
-        assert all(np.array_equal(seen[0], other) for other in seen[1:])
-        assert sorted(seen[0].tolist()) == list(range(8))
-        tables.append(tuple(seen[0].tolist()))
-    assert len(set(tables)) == 4
-
-
 @pytest.mark.parametrize(("task_id", "options", "message"), [
-    ("parity", {}, "no task 'parity'; choose one of copy, reverse, sort, induction, lookup"),
+    ("parity", {}, "no task 'parity'; choose one of copy, reverse, sort, induction, sum"),
     ("copy", {"m": 3}, "the copy task has no option 'm'; its options are symbols, seq_len, k"),
     ("copy", {"symbols": 1}, "symbols must be between 2 and 26, got 1"),
     ("copy", {"symbols": 27}, "symbols must be between 2 and 26, got 27"),
@@ -254,7 +229,7 @@ def test_lookup_table_belongs_to_the_task_seed() -> None:
     ("induction", {"max_pattern": 9}, r"max_pattern \(at most symbols .*\) must be between 2 and 8, got 9"),
     ("induction", {"seq_len": 6}, "max_pattern .* must be between 2 and 5, got 6"),
     ("induction", {"min_pattern": 7}, r"min_pattern \(at most max_pattern\) must be between 2 and 6, got 7"),
-    ("lookup", {"seed": -1}, "seed must be between 0 and 4294967295, got -1"),
+    ("sum", {"seq_len": 1}, "seq_len must be between 2 and 64, got 1"),
 ])
 def test_bad_options_raise_config_error(task_id: str, options: dict, message: str) -> None:
     """An unknown task or option, or a size out of bounds, raises ConfigError saying what is allowed."""
