@@ -1,0 +1,195 @@
+"""Races train in worker processes, off the server's event loop, a bounded slice of work at a time.
+
+Training is CPU-bound NumPy: on the loop's thread (or any thread of the server's process, which shares its
+interpreter lock) one student's race would hold up every other student's slider. So each race lives in one
+worker process for its whole life: its weights and optimiser state stay there, and the page's session asks
+it to advance a slice at a time and gets back what the slice measured (small: the step records and one
+held-out reading). There is one worker per core by default, each a single-process executor of
+concurrent.futures, so the race's calls always reach the process that holds it; a new race goes to the
+worker with the fewest.
+
+The server decides the work, whatever a page asks for: a slice ends after `slice_steps` steps or after the
+step that takes it past `slice_cpu_s` of CPU, whichever comes first; a race takes at most training.MAX_STEPS steps; at
+most `max_races` races live at once (a new one beyond that is refused with a message a student can read);
+and `drop` (a closed page) frees the race at once. A worker that dies takes its races with it: their next
+call raises RaceLost, and the runner starts a fresh worker in its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from blocktrace.explorables.engine.config import BlockConfig, ConfigError
+from blocktrace.explorables.engine.tasks import Task
+from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainSettings
+
+__all__ = ["RaceLost", "RaceRunner", "RaceSpec", "Slice"]
+
+log = logging.getLogger(__name__)
+
+SLICE_STEPS = 50  # the most steps one slice takes ...
+SLICE_CPU_S = 0.08  # ... or the CPU time after which it ends (checked between steps)
+MAX_RACES = 64  # races alive at once, per server process
+
+
+class RaceLost(RuntimeError):
+    """The race is gone: dropped, or its worker process died. Start it again."""
+
+
+@dataclass(frozen=True)
+class RaceSpec:
+    """Everything that decides a race: its task, data seed, and each model's set-up."""
+
+    task: Task
+    data_seed: int
+    config_a: BlockConfig
+    config_b: BlockConfig
+    settings_a: TrainSettings
+    settings_b: TrainSettings
+
+    def build(self) -> Race:
+        return Race(Run(self.config_a, self.task, self.settings_a, self.data_seed),
+                    Run(self.config_b, self.task, self.settings_b, self.data_seed))
+
+
+@dataclass(frozen=True)
+class Slice:
+    """What one slice measured: each model's new step records, its held-out (loss, accuracy) after the slice,
+    and whether it can go on (not diverged, steps left)."""
+
+    a: tuple[StepRecord, ...]
+    b: tuple[StepRecord, ...]
+    held_out_a: tuple[float, float]
+    held_out_b: tuple[float, float]
+    running_a: bool
+    running_b: bool
+
+
+# --- in the worker process ---------------------------------------------------------------------
+
+_RACES: dict[int, Race] = {}  # this worker's races, by id
+
+
+def _start(race_id: int, spec: RaceSpec) -> None:
+    _RACES[race_id] = spec.build()
+
+
+def _advance(race_id: int, max_steps: int, cpu_s: float) -> Slice:
+    race = _RACES.get(race_id)
+    if race is None:
+        raise RaceLost(f"race {race_id} is not running here")
+    before_a, before_b = race.a.step_count, race.b.step_count
+    start = time.thread_time()
+    for _ in range(max_steps):  # at least one step when asked for any, so every slice makes progress
+        if not (race.a.running or race.b.running):
+            break
+        race.step()
+        if time.thread_time() - start >= cpu_s:
+            break
+    return Slice(tuple(race.a.steps[before_a:]), tuple(race.b.steps[before_b:]), race.a.evaluate(),
+                 race.b.evaluate(), race.a.running, race.b.running)
+
+
+def _drop(race_id: int) -> bool:
+    return _RACES.pop(race_id, None) is not None
+
+
+def _count() -> int:
+    return len(_RACES)
+
+
+# --- in the server -----------------------------------------------------------------------------
+
+
+class RaceRunner:
+    """The server's side: starts races in its workers, advances them a slice at a time, drops them."""
+
+    def __init__(self, workers: int | None = None, slice_steps: int = SLICE_STEPS, slice_cpu_s: float = SLICE_CPU_S,
+                 max_races: int = MAX_RACES) -> None:
+        self.n_workers = max(1, workers or os.cpu_count() or 1)
+        self.slice_steps, self.slice_cpu_s, self.max_races = slice_steps, slice_cpu_s, max_races
+        self._context = multiprocessing.get_context("spawn")  # never fork a server with threads
+        self._workers: list[ProcessPoolExecutor | None] = [None] * self.n_workers
+        self._where: dict[int, int] = {}  # race id -> worker index
+        self._ids = itertools.count(1)
+
+    @property
+    def races(self) -> int:
+        return len(self._where)
+
+    def _worker(self, index: int) -> ProcessPoolExecutor:
+        worker = self._workers[index]
+        if worker is None:
+            worker = self._workers[index] = ProcessPoolExecutor(max_workers=1, mp_context=self._context)
+        return worker
+
+    async def _call(self, index: int, fn, *args):
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._worker(index), fn, *args)
+        except BrokenProcessPool as error:
+            lost = [race for race, where in self._where.items() if where == index]
+            for race in lost:
+                del self._where[race]
+            broken, self._workers[index] = self._workers[index], None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
+            log.warning("a training worker died; %d race(s) lost, a new worker takes its place", len(lost))
+            raise RaceLost("the training worker stopped; start the race again") from error
+
+    async def start(self, spec: RaceSpec) -> int:
+        """Build the race in the least busy worker; its id. ConfigError when the server holds max_races."""
+        if self.races >= self.max_races:
+            raise ConfigError(f"the server is already training {self.max_races} races; try again in a minute")
+        counts = [0] * self.n_workers
+        for index in self._where.values():
+            counts[index] += 1
+        index = counts.index(min(counts))
+        race_id = next(self._ids)
+        self._where[race_id] = index  # counted at once, so races started together spread out
+        try:
+            await self._call(index, _start, race_id, spec)
+        except BaseException:
+            self._where.pop(race_id, None)
+            raise
+        return race_id
+
+    async def advance(self, race_id: int, steps: int | None = None) -> Slice:
+        """One slice of the race: at most `steps` (never more than slice_steps) steps, within slice_cpu_s."""
+        index = self._where.get(race_id)
+        if index is None:
+            raise RaceLost(f"there is no race {race_id}")
+        limit = self.slice_steps if steps is None else max(0, min(int(steps), self.slice_steps))
+        return await self._call(index, _advance, race_id, limit, self.slice_cpu_s)
+
+    async def drop(self, race_id: int) -> None:
+        """Free the race at once (its page closed, or a new race replaces it); nothing if it is gone."""
+        index = self._where.pop(race_id, None)
+        if index is not None:
+            try:
+                await self._call(index, _drop, race_id)
+            except RaceLost:
+                pass
+
+    async def held_in_workers(self) -> int:
+        """How many races the workers hold (for tests and /health: it must equal `races`)."""
+        held = 0
+        for index, worker in enumerate(self._workers):
+            if worker is not None:
+                held += await self._call(index, _count)
+        return held
+
+    def shutdown(self) -> None:
+        for index, worker in enumerate(self._workers):
+            if worker is not None:
+                worker.shutdown(wait=True, cancel_futures=True)
+                self._workers[index] = None
+        self._where.clear()

@@ -1,0 +1,117 @@
+"""Races in worker processes: the same curves as in-process, the server's limits, drops and dead workers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from blocktrace.explorables.engine import ConfigError
+from blocktrace.explorables.engine import tasks as task_data
+from blocktrace.explorables.engine.training import DEFAULT_SETUPS, TrainSettings
+from blocktrace.explorables.train_the_block.runner import RaceLost, RaceRunner, RaceSpec
+
+
+def _spec(seed: int = 0) -> RaceSpec:
+    setup = DEFAULT_SETUPS["copy"]
+    return RaceSpec(task_data.make_task("copy"), seed, setup.config.with_(placement="pre"),
+                    setup.config.with_(placement="post"), setup.settings, TrainSettings(lr=0.01, warmup=10))
+
+
+@pytest.fixture
+def runner():
+    r = RaceRunner(workers=2, slice_steps=7)
+    yield r
+    r.shutdown()
+
+
+def test_a_race_in_a_worker_gives_the_curves_it_gives_here(runner: RaceRunner) -> None:
+    """Slices from the worker carry exactly the step records an in-process race of the same spec records."""
+    async def go():
+        race = await runner.start(_spec(3))
+        slices = [await runner.advance(race) for _ in range(3)]
+        return slices
+
+    slices = asyncio.run(go())
+    here = _spec(3).build()
+    for _ in range(sum(len(s.a) for s in slices)):
+        here.step()
+    assert [r for s in slices for r in s.a] == here.a.steps
+    assert [r for s in slices for r in s.b] == here.b.steps
+    assert slices[-1].held_out_a == here.a.evaluate() and slices[-1].running_a
+
+
+def test_a_slice_never_takes_more_steps_than_the_server_allows(runner: RaceRunner) -> None:
+    """Whatever a page asks for, a slice takes at most slice_steps steps; asking for 0 takes none."""
+    async def go():
+        race = await runner.start(_spec())
+        return await runner.advance(race, 10_000), await runner.advance(race, 0), await runner.advance(race, 2)
+
+    big, none, two = asyncio.run(go())
+    assert len(big.a) == 7 and len(none.a) == 0 and len(two.a) == 2
+
+
+def test_a_slice_ends_after_its_cpu_budget() -> None:
+    """With a CPU budget smaller than one step, every slice takes exactly one step: progress, but bounded."""
+    r = RaceRunner(workers=1, slice_steps=50, slice_cpu_s=1e-9)
+    try:
+        async def go():
+            race = await r.start(_spec())
+            return [await r.advance(race) for _ in range(3)]
+        assert [len(s.a) for s in asyncio.run(go())] == [1, 1, 1]
+    finally:
+        r.shutdown()
+
+
+def test_races_spread_over_the_workers_and_the_server_caps_them() -> None:
+    """Races started together go to different workers; beyond max_races a start is refused, saying why."""
+    r = RaceRunner(workers=2, max_races=2)
+    try:
+        async def go():
+            ids = await asyncio.gather(r.start(_spec(1)), r.start(_spec(2)))
+            with pytest.raises(ConfigError, match="already training 2 races"):
+                await r.start(_spec(3))
+            return ids
+
+        ids = asyncio.run(go())
+        assert sorted(r._where[i] for i in ids) == [0, 1]
+    finally:
+        r.shutdown()
+
+
+def test_a_dropped_race_is_freed_in_its_worker(runner: RaceRunner) -> None:
+    """Dropping a race frees it in the worker at once; advancing it afterwards raises RaceLost."""
+    async def go():
+        keep, gone = await runner.start(_spec(1)), await runner.start(_spec(2))
+        await runner.advance(gone)
+        await runner.drop(gone)
+        held = await runner.held_in_workers()
+        with pytest.raises(RaceLost):
+            await runner.advance(gone)
+        await runner.drop(gone)  # twice: nothing
+        return keep, held
+
+    keep, held = asyncio.run(go())
+    assert held == 1 == runner.races and keep in runner._where
+
+
+def test_a_dead_worker_loses_its_races_and_is_replaced() -> None:
+    """A worker killed mid-lesson: its race's next slice raises RaceLost, and a new race runs in a new worker."""
+    r = RaceRunner(workers=1)
+    try:
+        async def go():
+            race = await r.start(_spec())
+            pid = await r._call(0, os.getpid)
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(RaceLost, match="start the race again"):
+                await r.advance(race)
+            assert r.races == 0
+            again = await r.start(_spec())
+            return len((await r.advance(again)).a), await r._call(0, os.getpid) != pid
+
+        steps, new_process = asyncio.run(go())
+        assert steps > 0 and new_process
+    finally:
+        r.shutdown()
