@@ -35,6 +35,7 @@ __all__ = ["RaceLost", "RaceRunner", "RaceSpec", "Slice"]
 
 log = logging.getLogger(__name__)
 
+EVALUATE_EVERY = 25  # steps between held-out readings
 SLICE_STEPS = 50  # the most steps one slice takes ...
 SLICE_CPU_S = 0.08  # ... or the CPU time after which it ends (checked between steps)
 MAX_RACES = 64  # races alive at once, per server process
@@ -60,15 +61,19 @@ class RaceSpec:
                     Run(self.config_b, self.task, self.settings_b, self.data_seed))
 
 
+Reading = tuple[int, float, float]  # (steps taken, held-out loss, held-out accuracy)
+
+
 @dataclass(frozen=True)
 class Slice:
-    """What one slice measured: each model's new step records, its held-out (loss, accuracy) after the slice,
-    and whether it can go on (not diverged, steps left)."""
+    """What one slice measured: each model's new step records, the held-out readings taken in it (after every
+    EVALUATE_EVERY-th step, so where they fall never depends on how the work was sliced), and whether each model
+    can go on (not diverged, steps left)."""
 
     a: tuple[StepRecord, ...]
     b: tuple[StepRecord, ...]
-    held_out_a: tuple[float, float]
-    held_out_b: tuple[float, float]
+    held_out_a: tuple[Reading, ...]
+    held_out_b: tuple[Reading, ...]
     running_a: bool
     running_b: bool
 
@@ -87,15 +92,18 @@ def _advance(race_id: int, max_steps: int, cpu_s: float) -> Slice:
     if race is None:
         raise RaceLost(f"race {race_id} is not running here")
     before_a, before_b = race.a.step_count, race.b.step_count
+    readings: tuple[list[Reading], list[Reading]] = ([], [])
     start = time.thread_time()
     for _ in range(max_steps):  # at least one step when asked for any, so every slice makes progress
         if not (race.a.running or race.b.running):
             break
-        race.step()
+        for run, taken in zip((race.a, race.b), readings, strict=True):
+            if run.step() is not None and run.step_count % EVALUATE_EVERY == 0:
+                taken.append((run.step_count, *run.evaluate()))
         if time.thread_time() - start >= cpu_s:
             break
-    return Slice(tuple(race.a.steps[before_a:]), tuple(race.b.steps[before_b:]), race.a.evaluate(),
-                 race.b.evaluate(), race.a.running, race.b.running)
+    return Slice(tuple(race.a.steps[before_a:]), tuple(race.b.steps[before_b:]), tuple(readings[0]),
+                 tuple(readings[1]), race.a.running, race.b.running)
 
 
 def _drop(race_id: int) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from blocktrace.explorables.engine import ConfigError
 from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.training import DEFAULT_SETUPS, TrainSettings
-from blocktrace.explorables.train_the_block.runner import RaceLost, RaceRunner, RaceSpec
+from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, RaceLost, RaceRunner, RaceSpec
 
 
 def _spec(seed: int = 0) -> RaceSpec:
@@ -40,7 +40,33 @@ def test_a_race_in_a_worker_gives_the_curves_it_gives_here(runner: RaceRunner) -
         here.step()
     assert [r for s in slices for r in s.a] == here.a.steps
     assert [r for s in slices for r in s.b] == here.b.steps
-    assert slices[-1].held_out_a == here.a.evaluate() and slices[-1].running_a
+    assert slices[-1].running_a and slices[-1].running_b
+
+
+def test_held_out_readings_fall_on_the_same_steps_however_the_race_is_sliced() -> None:
+    """Readings come after every EVALUATE_EVERY-th step, with the values an in-process run reads there, whether
+    the race goes in slices of 7 steps or of 50."""
+    readings = []
+    for slice_steps in (7, 50):
+        r = RaceRunner(workers=1, slice_steps=slice_steps)
+        try:
+            async def go(r: RaceRunner = r) -> list:
+                race, taken, steps = await r.start(_spec(2)), [], 0
+                while steps < 2 * EVALUATE_EVERY + 3:
+                    part = await r.advance(race)
+                    steps += len(part.a)
+                    taken.extend(part.held_out_a)
+                return taken
+
+            readings.append(asyncio.run(go())[:2])
+        finally:
+            r.shutdown()
+    assert readings[0] == readings[1]
+    assert [step for step, _, _ in readings[0]] == [EVALUATE_EVERY, 2 * EVALUATE_EVERY]
+    here = _spec(2).build().a
+    for _ in range(EVALUATE_EVERY):
+        here.step()
+    assert readings[0][0][1:] == here.evaluate()
 
 
 def test_a_slice_never_takes_more_steps_than_the_server_allows(runner: RaceRunner) -> None:

@@ -1,0 +1,168 @@
+"""The single source of truth for the train-the-block explorable: the race's set-up, and what it did.
+
+A race is two models on one task, the same data and seeds, differing in the one choice the student picks
+(`difference`). Everything that decides the race is a parameter here and a key in the address, so the same
+link replays the same race, bit for bit, on the same NumPy. Nothing here runs the race: the page's view asks
+the runner (runner.py) for slices and records them with `record`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import param
+
+from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.url_state import QueryKey, read_choice, read_int, read_number, write_number
+from blocktrace.explorables.engine import tasks as task_data
+from blocktrace.explorables.engine.training import DEFAULT_SETUPS, StepRecord, TrainSettings
+from blocktrace.explorables.train_the_block.runner import RaceSpec, Reading, Slice
+
+__all__ = ["DIFFERENCES", "PREDICTION_CHOICES", "QUERY_KEYS", "TARGET", "Difference", "RaceState", "outcome"]
+
+TARGET = 0.9  # held-out accuracy that counts as learned
+TOGETHER_STEPS = 50  # reaching the target this close together counts as a tie
+BUDGET = 1000  # steps a race takes unless stopped (the server's cap is training.MAX_STEPS)
+FLOORS = (2, 6, 12, 24)
+MAX_SEED = 9999
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The one choice two models differ in: its menu label, each side's name and what each side changes."""
+
+    label: str
+    name_a: str
+    name_b: str
+    config_a: tuple[tuple[str, object], ...] = ()  # BlockConfig changes
+    config_b: tuple[tuple[str, object], ...] = ()
+    settings_a: tuple[tuple[str, object], ...] = ()  # TrainSettings changes
+    settings_b: tuple[tuple[str, object], ...] = ()
+
+
+DIFFERENCES: dict[str, Difference] = {
+    "placement": Difference("Where the norm sits", "pre-norm", "post-norm",
+                            (("placement", "pre"),), (("placement", "post"),)),
+    "residual": Difference("Add or replace the stream", "add", "replace",
+                           (("residual", "add"),), (("residual", "replace"),)),
+    "norm": Difference("Which norm", "RMSNorm", "LayerNorm", (("norm", "rmsnorm"),), (("norm", "layernorm"),)),
+    "depth": Difference("How deep", "2 floors", "the floors chosen", (("n_layers", 2),)),
+    "lr": Difference("Learning rate", "the rate chosen", "10 × the rate", settings_b=(("lr", 10.0),)),
+    "warmup": Difference("Warm-up", "no warm-up", "100 warm-up steps", settings_a=(("warmup", 0),),
+                         settings_b=(("warmup", 100),)),
+}
+
+PREDICTION_CHOICES = {
+    "a-first": "A reaches 90 % held-out accuracy first.",
+    "b-first": "B reaches 90 % held-out accuracy first.",
+    "together": f"They reach it within {TOGETHER_STEPS} steps of each other.",
+    "neither": f"Neither reaches it within {BUDGET:,} steps.",
+}
+
+
+def outcome(reached_a: int | None, reached_b: int | None) -> str:
+    """Which prediction the race bore out, from the step at which each side first read TARGET (None: never)."""
+    if reached_a is None and reached_b is None:
+        return "neither"
+    if reached_a is not None and reached_b is not None and abs(reached_a - reached_b) <= TOGETHER_STEPS:
+        return "together"
+    if reached_b is None or (reached_a is not None and reached_a < reached_b):
+        return "a-first"
+    return "b-first"
+
+
+QUERY_KEYS = {
+    "task": QueryKey("task", read_choice(*task_data.TASKS)),
+    "vs": QueryKey("difference", read_choice(*DIFFERENCES)),
+    "floors": QueryKey("floors", lambda text: _floors(read_int(1, max(FLOORS))(text))),
+    "lr": QueryKey("lr", read_number(1e-4, 0.1), write_number),
+    "seed": QueryKey("seed", read_int(0, MAX_SEED)),
+}
+
+
+def _floors(value: int) -> int:
+    if value not in FLOORS:
+        raise ValueError(value)
+    return value
+
+
+@dataclass
+class Side:
+    """What one model did so far: every step's record and each held-out reading (step, loss, accuracy)."""
+
+    steps: list[StepRecord]
+    held_out: list[Reading]
+    running: bool = True
+
+    @property
+    def reached(self) -> int | None:
+        """The step count at the first held-out reading of at least TARGET."""
+        return next((step for step, _, accuracy in self.held_out if accuracy >= TARGET), None)
+
+
+class RaceState(param.Parameterized):
+    """The race's set-up, and both models' progress."""
+
+    task = param.Selector(default="copy", objects=list(task_data.TASKS), doc="The task both models learn.")
+    difference = param.Selector(default="placement", objects=list(DIFFERENCES),
+                                doc="The one choice the two models differ in.")
+    floors = param.Selector(default=12, objects=list(FLOORS),
+                            doc="Floors in each model (B's depth when the race is about depth).")
+    lr = param.Number(default=0.01, bounds=(1e-4, 0.1), doc="Adam's learning rate, for both (A's when racing rates).")
+    seed = param.Integer(default=0, bounds=(0, MAX_SEED), doc="Seeds both models' weights and the data.")
+
+    generation = param.Integer(default=0, doc="Counts set-up changes and resets: a slice of an older race is ignored.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.prediction = Prediction(PREDICTION_CHOICES)
+        self.a, self.b = Side([], []), Side([], [])
+
+    @param.depends("task", "difference", "floors", "lr", "seed", watch=True)
+    def reset(self) -> None:
+        """A new set-up (or the Reset button): both sides start again from step 0."""
+        self.a, self.b = Side([], []), Side([], [])
+        self.generation += 1
+
+    @property
+    def spec(self) -> RaceSpec:
+        """The race these parameters describe."""
+        d = DIFFERENCES[self.difference]
+        base = DEFAULT_SETUPS[self.task].config.with_(n_layers=self.floors, seed=self.seed)
+        settings = TrainSettings(lr=self.lr)
+
+        def side(config_changes, settings_changes):
+            changes = dict(settings_changes)
+            if "lr" in changes:  # a factor of the chosen rate
+                changes["lr"] = min(self.lr * changes["lr"], 1.0)
+            return base.with_(**dict(config_changes)), TrainSettings(**{**settings.__dict__, **changes})
+
+        config_a, settings_a = side(d.config_a, d.settings_a)
+        config_b, settings_b = side(d.config_b, d.settings_b)
+        return RaceSpec(task_data.make_task(self.task), self.seed, config_a, config_b, settings_a, settings_b)
+
+    def record(self, generation: int, part: Slice) -> bool:
+        """Add a slice from the runner; False (and nothing added) when it belongs to an older set-up."""
+        if generation != self.generation:
+            return False
+        for side, steps, held_out, running in ((self.a, part.a, part.held_out_a, part.running_a),
+                                                (self.b, part.b, part.held_out_b, part.running_b)):
+            side.steps.extend(steps)
+            side.held_out.extend(held_out)
+            side.running = running and len(side.steps) < BUDGET
+        return True
+
+    @property
+    def finished(self) -> bool:
+        return not (self.a.running or self.b.running)
+
+    def result(self) -> str | None:
+        """The prediction the race bore out, as soon as it is decided: both reached the target; one did and the
+        other had not within TOGETHER_STEPS more steps (or stopped); or the race ended."""
+        ra, rb = self.a.reached, self.b.reached
+        if (ra is not None and rb is not None) or self.finished:
+            return outcome(ra, rb)
+        for reached, other in ((ra, self.b), (rb, self.a)):
+            if reached is not None and (not other.running or len(other.steps) > reached + TOGETHER_STEPS):
+                return outcome(ra, rb)
+        return None

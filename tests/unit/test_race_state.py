@@ -1,0 +1,107 @@
+"""The train-the-block state: the race a set-up describes, its address, slices recorded, and the verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from blocktrace.explorables.components.url_state import apply_query
+from blocktrace.explorables.engine.training import StepRecord
+from blocktrace.explorables.train_the_block.runner import Slice
+from blocktrace.explorables.train_the_block.state import (
+    BUDGET,
+    DIFFERENCES,
+    QUERY_KEYS,
+    TARGET,
+    TOGETHER_STEPS,
+    RaceState,
+    outcome,
+)
+
+
+def _fields(config) -> dict:
+    return config.as_dict()
+
+
+@pytest.mark.parametrize("difference", list(DIFFERENCES))
+def test_the_two_models_differ_in_exactly_the_chosen_choice(difference: str) -> None:
+    """A's and B's set-ups differ only in the fields the difference names: everything else is shared."""
+    spec = RaceState(difference=difference).spec
+    a, b = _fields(spec.config_a), _fields(spec.config_b)
+    changed = {k for k in a if a[k] != b[k]} | {k for k in spec.settings_a.__dict__
+                                                  if spec.settings_a.__dict__[k] != spec.settings_b.__dict__[k]}
+    expected = {"placement": {"placement"}, "residual": {"residual"}, "norm": {"norm"},
+                "depth": {"n_layers"}, "lr": {"lr"}, "warmup": {"warmup"}}[difference]
+    assert changed == expected
+
+
+def test_the_set_up_reaches_both_models() -> None:
+    """Task, floors, rate and seed go to both models; a depth race sets A to 2 floors and B to the floors chosen;
+    a rate race gives B ten times A's rate."""
+    state = RaceState(task="induction", floors=24, lr=0.003, seed=7, difference="depth")
+    spec = state.spec
+    assert spec.task.id == "induction" and spec.data_seed == 7
+    assert (spec.config_a.n_layers, spec.config_b.n_layers) == (2, 24)
+    assert spec.config_a.seed == spec.config_b.seed == 7
+    state.difference = "lr"
+    assert (state.spec.settings_a.lr, state.spec.settings_b.lr) == (0.003, pytest.approx(0.03))
+
+
+def test_a_link_sets_the_race_and_bad_values_are_refused() -> None:
+    """The address's keys set the race; a value out of range keeps the default and says so."""
+    state = RaceState()
+    notices = apply_query(state, QUERY_KEYS, {"task": "sort", "vs": "residual", "floors": "24", "lr": "0.002",
+                                              "seed": "12"})
+    assert notices == [] and (state.task, state.difference, state.floors, state.lr, state.seed) == (
+        "sort", "residual", 24, 0.002, 12)
+    bad = RaceState()
+    notices = apply_query(bad, QUERY_KEYS, {"task": "<b>x</b>", "floors": "5", "lr": "nan", "seed": "-1", "vs": "1"})
+    assert len(notices) == 5 and (bad.task, bad.floors, bad.lr, bad.seed, bad.difference) == (
+        "copy", 12, 0.01, 0, "placement")
+
+
+def _records(start: int, n: int) -> tuple[StepRecord, ...]:
+    return tuple(StepRecord(i, 1.0, 1.0, 0.01, (1.0,)) for i in range(start, start + n))
+
+
+def _slice(start: int, n: int, acc_a: float, acc_b: float, running: bool = True) -> Slice:
+    at = start + n
+    return Slice(_records(start, n), _records(start, n), ((at, 0.5, acc_a),), ((at, 0.5, acc_b),), running, running)
+
+
+def test_slices_of_an_older_set_up_are_ignored() -> None:
+    """A slice that arrives after the set-up changed is dropped: the new race starts from step 0."""
+    state = RaceState()
+    generation = state.generation
+    assert state.record(generation, _slice(0, 25, 0.1, 0.1))
+    state.floors = 6
+    assert not state.record(generation, _slice(25, 25, 0.2, 0.2))
+    assert state.a.steps == [] and state.generation == generation + 1
+
+
+def test_the_verdict_comes_as_soon_as_it_is_decided() -> None:
+    """A reaches the target first; the verdict waits until B has had TOGETHER_STEPS more steps to catch up."""
+    state = RaceState()
+    g = state.generation
+    state.record(g, _slice(0, 100, TARGET, 0.5))
+    assert state.a.reached == 100 and state.result() is None
+    state.record(g, _slice(100, TOGETHER_STEPS, 0.95, 0.6))
+    assert state.result() is None  # B is exactly TOGETHER_STEPS behind: it may still tie
+    state.record(g, _slice(100 + TOGETHER_STEPS, 25, 0.95, 0.6))
+    assert state.result() == "a-first"
+
+
+def test_a_race_that_runs_out_of_steps_is_decided() -> None:
+    """When neither side has reached the target by the budget, the verdict is 'neither'."""
+    state = RaceState()
+    for start in range(0, BUDGET, 100):
+        state.record(state.generation, _slice(start, 100, 0.3, 0.4))
+    assert state.finished and state.result() == "neither"
+
+
+@pytest.mark.parametrize(("a", "b", "verdict"), [
+    (None, None, "neither"), (100, None, "a-first"), (None, 100, "b-first"), (100, 100 + TOGETHER_STEPS, "together"),
+    (100, 101 + TOGETHER_STEPS, "a-first"), (101 + TOGETHER_STEPS, 100, "b-first"),
+])
+def test_outcome(a, b, verdict: str) -> None:
+    """Which prediction a pair of reaching steps bears out."""
+    assert outcome(a, b) == verdict
