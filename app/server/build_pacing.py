@@ -18,7 +18,7 @@ from blocktrace.app.settings import settings
 from blocktrace.explorables.components import build_turns
 from blocktrace.explorables.components.build_turns import PACER
 
-__all__ = ["pace_from_settings", "paced_applications"]
+__all__ = ["pace_from_settings", "paced_applications", "races_from_settings"]
 
 
 class TakeTurns(Handler):
@@ -45,12 +45,22 @@ def pace_from_settings() -> None:
                                 stuck_s=numbers.build_stuck)
 
 
+def races_from_settings() -> None:
+    """The process's race runner (train-the-block) takes its numbers from the server's settings."""
+    from blocktrace.explorables.train_the_block.view import runner
+
+    numbers = settings()
+    runner.configure(workers=numbers.race_workers or None, slice_steps=numbers.race_slice_steps,
+                     slice_cpu_s=numbers.race_slice_cpu, max_races=numbers.max_races)
+
+
 def paced_applications(pages: dict[str, Callable], titles: dict[str, str]) -> dict[str, Any]:
     """Panel's applications for `pages` (as `pn.serve` would make them), each building its sessions in turn, in
     a queue set to the server's settings."""
     from panel.io.application import build_applications
 
     pace_from_settings()
+    races_from_settings()
 
     apps = build_applications(pages, title=titles)
     for app in apps.values():

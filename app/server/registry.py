@@ -39,6 +39,7 @@ EXPLORABLE_SPECS: dict[str, ExplorableSpec] = {
         ExplorableSpec("transformer-block-trace", "blocktrace.explorables.transformer_block_trace", "TraceExplorable"),
         ExplorableSpec("block-floor", "blocktrace.explorables.block_floor", "FloorExplorable"),
         ExplorableSpec("decoder-block-lab", "blocktrace.explorables.decoder_block_lab", "DecoderLabExplorable"),
+        ExplorableSpec("train-the-block", "blocktrace.explorables.train_the_block", "RaceExplorable"),
     )
 }
 COMMON_KEYS = ("embed", "predict")

@@ -67,8 +67,8 @@ Reading = tuple[int, float, float]  # (steps taken, held-out loss, held-out accu
 @dataclass(frozen=True)
 class Slice:
     """What one slice measured: each model's new step records, the held-out readings taken in it (after every
-    EVALUATE_EVERY-th step, so where they fall never depends on how the work was sliced), and whether each model
-    can go on (not diverged, steps left)."""
+    EVALUATE_EVERY-th step, so where they fall never depends on how the work was sliced), whether each model
+    can go on (not diverged, steps left), and the step at which each diverged (None: it has not)."""
 
     a: tuple[StepRecord, ...]
     b: tuple[StepRecord, ...]
@@ -76,6 +76,8 @@ class Slice:
     held_out_b: tuple[Reading, ...]
     running_a: bool
     running_b: bool
+    diverged_a: int | None = None
+    diverged_b: int | None = None
 
 
 # --- in the worker process ---------------------------------------------------------------------
@@ -103,7 +105,7 @@ def _advance(race_id: int, max_steps: int, cpu_s: float) -> Slice:
         if time.thread_time() - start >= cpu_s:
             break
     return Slice(tuple(race.a.steps[before_a:]), tuple(race.b.steps[before_b:]), tuple(readings[0]),
-                 tuple(readings[1]), race.a.running, race.b.running)
+                 tuple(readings[1]), race.a.running, race.b.running, race.a.diverged_at, race.b.diverged_at)
 
 
 def _drop(race_id: int) -> bool:

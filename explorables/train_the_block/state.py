@@ -24,6 +24,7 @@ TARGET = 0.9  # held-out accuracy that counts as learned
 TOGETHER_STEPS = 50  # reaching the target this close together counts as a tie
 BUDGET = 1000  # steps a race takes unless stopped (the server's cap is training.MAX_STEPS)
 FLOORS = (2, 6, 12, 24)
+SETUP_PARAMS = ("task", "difference", "floors", "lr", "seed")  # what decides a race
 MAX_SEED = 9999
 
 
@@ -93,6 +94,7 @@ class Side:
     steps: list[StepRecord]
     held_out: list[Reading]
     running: bool = True
+    diverged_at: int | None = None  # the step whose update was refused (loss or weights no longer finite)
 
     @property
     def reached(self) -> int | None:
@@ -112,13 +114,42 @@ class RaceState(param.Parameterized):
     seed = param.Integer(default=0, bounds=(0, MAX_SEED), doc="Seeds both models' weights and the data.")
 
     generation = param.Integer(default=0, doc="Counts set-up changes and resets: a slice of an older race is ignored.")
+    predicted_setup = param.Dict(default=None, allow_None=True,
+                                 doc="The set-up the prediction was committed for: held until its race is decided.")
+    decided = param.String(default=None, allow_None=True, doc="The verdict of the race the prediction was for.")
 
     def __init__(self, **params):
         super().__init__(**params)
         self.prediction = Prediction(PREDICTION_CHOICES)
         self.a, self.b = Side([], []), Side([], [])
+        self.prediction.param.watch(self._remember_setup, ["committed"])
+        # Last of the watchers (the widgets' links among them), so each has seen a refused change before it is
+        # set back (as components/locked_controls.py does for the other explorables).
+        self.param.watch(self._hold_setup, list(SETUP_PARAMS), precedence=1_000_000)
+        self._race_setup = self._setup()
+        self.param.watch(self._setup_changed, list(SETUP_PARAMS), precedence=1_000_001)  # after the hold
 
-    @param.depends("task", "difference", "floors", "lr", "seed", watch=True)
+    def _setup(self) -> dict:
+        return {name: getattr(self, name) for name in SETUP_PARAMS}
+
+    def _remember_setup(self, *_events) -> None:
+        if self.prediction.committed and self.predicted_setup is None:
+            self.predicted_setup = self._setup()
+
+    @property
+    def setup_held(self) -> bool:
+        """True from the commit until the race it was made for is decided: the set-up cannot change meanwhile."""
+        return self.predicted_setup is not None and self.decided is None
+
+    def _hold_setup(self, *_events) -> None:
+        if self.setup_held and self._setup() != self.predicted_setup:
+            self.param.update(**self.predicted_setup)  # whatever the page sent, the server keeps the race
+
+    def _setup_changed(self, *_events) -> None:
+        if self._setup() != self._race_setup:  # not a change the hold just set back
+            self._race_setup = self._setup()
+            self.reset()
+
     def reset(self) -> None:
         """A new set-up (or the Reset button): both sides start again from step 0."""
         self.a, self.b = Side([], []), Side([], [])
@@ -145,11 +176,15 @@ class RaceState(param.Parameterized):
         """Add a slice from the runner; False (and nothing added) when it belongs to an older set-up."""
         if generation != self.generation:
             return False
-        for side, steps, held_out, running in ((self.a, part.a, part.held_out_a, part.running_a),
-                                                (self.b, part.b, part.held_out_b, part.running_b)):
+        for side, steps, held_out, running, diverged in (
+                (self.a, part.a, part.held_out_a, part.running_a, part.diverged_a),
+                (self.b, part.b, part.held_out_b, part.running_b, part.diverged_b)):
             side.steps.extend(steps)
             side.held_out.extend(held_out)
             side.running = running and len(side.steps) < BUDGET
+            side.diverged_at = diverged
+        if self.decided is None and self.predicted_setup is not None and self._setup() == self.predicted_setup:
+            self.decided = self.result()
         return True
 
     @property

@@ -22,6 +22,7 @@ PAGES = [
     "/explorables/block-floor?predict=off&stage=4&tracked=2",
     "/explorables/decoder-block-lab",
     "/explorables/decoder-block-lab?predict=off",
+    "/explorables/train-the-block",
     "/lessons/transformer-block",
     "/lessons/block-floor",
     "/lessons/decoder-block",

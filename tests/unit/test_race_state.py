@@ -105,3 +105,21 @@ def test_a_race_that_runs_out_of_steps_is_decided() -> None:
 def test_outcome(a, b, verdict: str) -> None:
     """Which prediction a pair of reaching steps bears out."""
     assert outcome(a, b) == verdict
+
+
+def test_the_set_up_a_prediction_was_made_for_is_held_until_its_race_is_decided() -> None:
+    """After the commit a changed set-up (a crafted message as much as a click) is set back and the race keeps
+    its steps; once the race is decided the set-up is free again, and changing it starts a new race."""
+    state = RaceState(task="sort")
+    assert not state.setup_held
+    state.prediction.commit("a-first")
+    assert state.setup_held and state.predicted_setup["task"] == "sort"
+    g = state.generation
+    state.record(g, _slice(0, 100, TARGET, 0.5))
+    state.param.update(task="copy", floors=2)
+    assert (state.task, state.floors, state.generation, len(state.a.steps)) == ("sort", 12, g, 100)
+    state.record(g, _slice(100, TOGETHER_STEPS + 25, 0.95, 0.6))
+    assert state.decided == "a-first" and not state.setup_held
+    state.task = "copy"
+    assert state.task == "copy" and state.generation == g + 1 and state.a.steps == []
+    assert state.decided == "a-first"  # the verdict of the predicted race stays

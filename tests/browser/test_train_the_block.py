@@ -1,0 +1,33 @@
+"""Train the block in real Chromium: predict, play, and watch one model learn while the other cannot."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+RACE = "/explorables/train-the-block?task=copy&vs=residual&floors=2"
+
+
+def test_a_race_runs_after_the_prediction_and_is_decided(open_page) -> None:
+    """Play is locked until the commit; then add and replace race at two floors, the page shows both curves'
+    steps in words, and the race is decided with the verdict against the prediction."""
+    opened = open_page(RACE)
+    page = opened.page
+    play = page.get_by_role("button", name="Play")
+    expect(play).to_be_disabled()
+    expect(page.get_by_text("Commit your prediction to start the race.")).to_be_visible()
+    page.get_by_label("A reaches 90 % held-out accuracy first.").check()
+    page.get_by_role("button", name="Commit prediction").click()
+    expect(play).to_be_enabled()
+    expect(page.get_by_label("Task")).to_be_disabled()  # held as predicted until the race is decided
+    play.click()
+    expect(page.get_by_role("button", name="Pause")).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^A: add: \d+ steps"))).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(re.compile("Decided after"))).to_be_visible(timeout=120_000)
+    expect(page.get_by_text("You predicted:")).to_contain_text("A reaches 90 %")
+    expect(page.get_by_label("Task")).to_be_enabled()
+    opened.assert_clean()
