@@ -21,6 +21,7 @@ import pytest
 from bokeh.document import Document
 from bokeh.model import Model
 
+import blocktrace.explorables.components.floor_diagram  # noqa: F401  (the floor diagram's model, read too)
 from blocktrace.app.server.catalogue import EXPLORABLES, explorable
 from tests.app.bokeh_ws_client import pull_document
 
