@@ -53,6 +53,18 @@ EXPLORABLES: tuple[Entry, ...] = (
             "Test causal safety and see why pre-norm residual stacks train at depth",
         ),
     ),
+    Entry(
+        id="train-the-block",
+        title="Train the block: race two floors",
+        route="/explorables/train-the-block",
+        summary="Two models learn the same small task from the same data and weights, differing in one design "
+                "choice: predict which learns first, then watch both loss curves and the gradient at every floor.",
+        objectives=(
+            "Predict, then see, whether pre-norm or post-norm stacks learn at 12 or 24 floors",
+            "See what replacing the stream instead of adding to it does to learning",
+            "Read the gradient that reaches each floor while a model trains",
+        ),
+    ),
 )
 
 
