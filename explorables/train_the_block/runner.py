@@ -22,10 +22,12 @@ import itertools
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 
 from blocktrace.explorables.engine.config import BlockConfig, ConfigError
 from blocktrace.explorables.engine.tasks import Task
@@ -108,6 +110,15 @@ def _advance(race_id: int, max_steps: int, cpu_s: float) -> Slice:
                  tuple(readings[1]), race.a.running, race.b.running, race.a.diverged_at, race.b.diverged_at)
 
 
+def _die_with_the_server() -> None:
+    """Worker start-up: end this process as soon as the server's is gone, however it ended (a killed server
+    leaves no worker behind). multiprocessing gives the child its parent's sentinel for this."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(0)), daemon=True,
+                         name="blocktrace-race-worker-parent").start()
+
+
 def _drop(race_id: int) -> bool:
     return _RACES.pop(race_id, None) is not None
 
@@ -138,7 +149,8 @@ class RaceRunner:
     def _worker(self, index: int) -> ProcessPoolExecutor:
         worker = self._workers[index]
         if worker is None:
-            worker = self._workers[index] = ProcessPoolExecutor(max_workers=1, mp_context=self._context)
+            worker = self._workers[index] = ProcessPoolExecutor(max_workers=1, mp_context=self._context,
+                                                                initializer=_die_with_the_server)
         return worker
 
     async def _call(self, index: int, fn, *args):

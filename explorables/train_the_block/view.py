@@ -10,6 +10,7 @@ closed page's race is dropped at once.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 from html import escape
 
@@ -67,6 +68,7 @@ class _Runner:
     def __call__(self) -> RaceRunner:
         if self.made is None:
             self.made = RaceRunner(**self.numbers)
+            atexit.register(self.made.shutdown)  # the workers also end by themselves if the server is killed
         return self.made
 
 

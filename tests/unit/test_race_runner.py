@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +145,31 @@ def test_a_dead_worker_loses_its_races_and_is_replaced() -> None:
         assert steps > 0 and new_process
     finally:
         r.shutdown()
+
+
+def test_workers_end_when_the_server_process_is_killed(tmp_path) -> None:
+    """A server killed outright (no shutdown, no atexit) leaves no training worker behind."""
+    script = tmp_path / "server.py"
+    script.write_text(
+        "import asyncio, os\n"
+        "from tests.unit.test_race_runner import _spec\n"
+        "from blocktrace.explorables.train_the_block.runner import RaceRunner\n"
+        "async def go():\n"
+        "    r = RaceRunner(workers=1)\n"
+        "    await r.start(_spec())\n"
+        "    print(await r._call(0, os.getpid), flush=True)\n"
+        "    await asyncio.sleep(3600)\n"
+        "if __name__ == '__main__':  # spawned workers import this module again\n"
+        "    asyncio.run(go())\n")
+    root = str(Path(__file__).resolve().parents[2])
+    server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=root,
+                              env={**os.environ, "PYTHONPATH": root})
+    worker = int(server.stdout.readline())
+    exited = os.pidfd_open(worker)  # readable once the worker process has ended
+    try:
+        server.kill()
+        server.wait()
+        readable, _, _ = select.select([exited], [], [], 60)
+    finally:
+        os.close(exited)
+    assert readable == [exited], "the worker outlived its server by a minute"
