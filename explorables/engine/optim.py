@@ -98,10 +98,7 @@ class Adam:
         beta1, beta2 = self.betas
         new = dict(params)
         for name, grad in grads.items():
-            param = np.asarray(params[name], dtype=float)
-            g = np.asarray(grad, dtype=float)
-            if self.weight_decay:
-                g = g + self.weight_decay * param
+            param, g = _decayed(params[name], grad, self.weight_decay)
             slot = self._slots.get(name)
             if slot is None or slot.exp_avg.shape != param.shape:  # new, or a new model's array under the name
                 slot = self._slots[name] = _AdamSlot(0, np.zeros(param.shape), np.zeros(param.shape))
@@ -157,10 +154,7 @@ class SGD:
         _check_grads(params, grads)
         new = dict(params)
         for name, grad in grads.items():
-            param = np.asarray(params[name], dtype=float)
-            g = np.asarray(grad, dtype=float)
-            if self.weight_decay:
-                g = g + self.weight_decay * param
+            param, g = _decayed(params[name], grad, self.weight_decay)
             if self.momentum:
                 buf = self._buffers.get(name)
                 if buf is None or buf.shape != param.shape:  # first step, as torch: b = g
@@ -187,6 +181,12 @@ class SGD:
 
 
 # --- Private API ---------------------------------------------------------------------------
+
+def _decayed(param: np.ndarray, grad: np.ndarray, weight_decay: float) -> tuple[np.ndarray, np.ndarray]:
+    """(θ, g + weight_decay · θ) as float arrays: torch's L2 weight decay, added to the gradient."""
+    param, g = np.asarray(param, dtype=float), np.asarray(grad, dtype=float)
+    return param, (g + weight_decay * param if weight_decay else g)
+
 
 def _check(name: str, value: Any, ok: Callable[[float], bool], rule: str) -> float:
     """value as a float when it is a finite real number that satisfies ok; otherwise ConfigError naming the rule."""

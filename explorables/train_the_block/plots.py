@@ -54,30 +54,30 @@ def _two_lines(fig: figure, sources: Sequence[ColumnDataSource], y: str, names: 
     legend_outside(fig, ncols=2)
 
 
+def _curves(title: str, column: str, names: Sequence[str], reference: float, dash: str, y_label: str, shown: str,
+            **figure_options) -> tuple[figure, list[ColumnDataSource]]:
+    """Both sides' curves of `column` against step, with a reference line across at `reference`."""
+    sources = [ColumnDataSource({"step": [], column: []}) for _ in range(2)]
+    fig = base_figure(title, **figure_options)
+    fig.add_layout(Span(location=reference, dimension="width", line_color=session_colours().reference,
+                        line_dash=dash, line_width=1))
+    _two_lines(fig, sources, column, names)
+    fig.xaxis.axis_label = "step"
+    fig.yaxis.axis_label = y_label
+    add_hover(fig, [("step", "@step"), (column, shown)])
+    return fig, sources
+
+
 def loss_figure(names: Sequence[str], chance: float) -> tuple[figure, list[ColumnDataSource]]:
     """Both loss curves on one log axis, with the loss of chance as a dotted line."""
-    sources = [ColumnDataSource({"step": [], "loss": []}) for _ in range(2)]
-    fig = base_figure("Training loss (log scale): lower is better", y_axis_type="log")
-    fig.add_layout(Span(location=chance, dimension="width", line_color=session_colours().reference,
-                        line_dash="dotted", line_width=1))
-    _two_lines(fig, sources, "loss", names)
-    fig.xaxis.axis_label = "step"
-    fig.yaxis.axis_label = "cross-entropy"
-    add_hover(fig, [("step", "@step"), ("loss", "@loss{0.000}")])
-    return fig, sources
+    return _curves("Training loss (log scale): lower is better", "loss", names, chance, "dotted", "cross-entropy",
+                   "@loss{0.000}", y_axis_type="log")
 
 
 def accuracy_figure(names: Sequence[str]) -> tuple[figure, list[ColumnDataSource]]:
-    """Held-out accuracy of both, 0–100 %, with the target as a line."""
-    sources = [ColumnDataSource({"step": [], "accuracy": []}) for _ in range(2)]
-    fig = base_figure(f"Held-out accuracy: the race is to {TARGET:.0%}", y_range=Range1d(0, 100))
-    fig.add_layout(Span(location=100 * TARGET, dimension="width", line_color=session_colours().reference,
-                        line_dash="dashed", line_width=1))
-    _two_lines(fig, sources, "accuracy", names)
-    fig.xaxis.axis_label = "step"
-    fig.yaxis.axis_label = "% right"
-    add_hover(fig, [("step", "@step"), ("accuracy", "@accuracy{0.0} %")])
-    return fig, sources
+    """Held-out accuracy of both, 0–100 %, with the target as a dashed line."""
+    return _curves(f"Held-out accuracy: the race is to {TARGET:.0%}", "accuracy", names, 100 * TARGET, "dashed",
+                   "% right", "@accuracy{0.0} %", y_range=Range1d(0, 100))
 
 
 def depth_figure(names: Sequence[str]) -> tuple[figure, ColumnDataSource]:

@@ -33,7 +33,7 @@ from blocktrace.explorables.engine.config import BlockConfig, ConfigError
 from blocktrace.explorables.engine.tasks import Task
 from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainSettings
 
-__all__ = ["EVALUATE_EVERY", "RaceLost", "RaceRunner", "RaceSpec", "Reading", "Slice"]
+__all__ = ["EVALUATE_EVERY", "SLICE_CPU_S", "SLICE_STEPS", "RaceLost", "RaceRunner", "RaceSpec", "Reading", "Slice"]
 
 log = logging.getLogger(__name__)
 

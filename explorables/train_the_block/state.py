@@ -18,7 +18,8 @@ from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.training import DEFAULT_SETUPS, StepRecord, TrainSettings
 from blocktrace.explorables.train_the_block.runner import RaceSpec, Reading, Slice
 
-__all__ = ["DIFFERENCES", "PREDICTION_CHOICES", "QUERY_KEYS", "TARGET", "Difference", "RaceState", "outcome"]
+__all__ = ["BUDGET", "DIFFERENCES", "FLOORS", "PREDICTION_CHOICES", "QUERY_KEYS", "SETUP_PARAMS", "TARGET",
+           "TOGETHER_STEPS", "Difference", "RaceState", "Side", "outcome"]
 
 TARGET = 0.9  # held-out accuracy that counts as learned
 TOGETHER_STEPS = 50  # reaching the target this close together counts as a tie

@@ -7,11 +7,9 @@ Only test_fixtures_match_live_torch needs torch: it checks the fixtures are stil
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,8 +18,8 @@ import pytest
 from blocktrace.explorables.engine.config import ConfigError
 from blocktrace.explorables.engine.optim import SGD, Adam, clip_by_global_norm, warmup_lr
 from blocktrace.explorables.engine.params import Params
+from tests.unit.torch_fixtures import FIXTURES, assert_same_tree, load_builder, tolerances
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REFERENCE = json.loads((FIXTURES / "optim_reference.json").read_text(encoding="utf-8"))
 OPTIMIZER_CASES = REFERENCE["optimizer_cases"]
 CLIP_CASES = REFERENCE["clip_cases"]
@@ -124,36 +122,16 @@ def test_fixtures_cover_what_they_claim() -> None:
     assert any(c["warmup_steps"] > 1 for c in OPTIMIZER_CASES)
 
 
-def _assert_same_tree(live: Any, stored: Any, path: str, rtol: float, atol: float) -> None:
-    """Same keys, strings and nulls; numbers and lists of numbers equal within rtol and atol."""
-    if isinstance(stored, dict):
-        assert list(live) == list(stored), path
-        for key in stored:
-            _assert_same_tree(live[key], stored[key], f"{path}.{key}", rtol, atol)
-    elif isinstance(stored, list) and stored and isinstance(stored[0], dict):  # one gradient set per step
-        assert len(live) == len(stored), path
-        for i, (a, b) in enumerate(zip(live, stored, strict=True)):
-            _assert_same_tree(a, b, f"{path}[{i}]", rtol, atol)
-    elif isinstance(stored, list | float | int) and not isinstance(stored, bool):
-        np.testing.assert_allclose(np.asarray(live, float), np.asarray(stored, float), rtol, atol, err_msg=path)
-    else:
-        assert live == stored, path
-
-
 def test_fixtures_match_live_torch() -> None:
     """The committed fixtures are still what make_optim_reference.py builds with the installed PyTorch."""
     torch = pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("make_optim_reference", FIXTURES / "make_optim_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    live = module.build_reference()
-    exact = torch.__version__ == REFERENCE["torch_version"]  # other builds may round the last bits differently
-    rtol, atol = (1e-12, 1e-12) if exact else (1e-6, 1e-6)
+    live = load_builder("make_optim_reference").build_reference()
+    rtol, atol = tolerances(torch.__version__, REFERENCE["torch_version"])
     assert live["schema"] == REFERENCE["schema"]
     for key in ("optimizer_cases", "clip_cases", "warmup_cases"):
         assert [c["name"] for c in live[key]] == [c["name"] for c in REFERENCE[key]], key
         for live_case, stored_case in zip(live[key], REFERENCE[key], strict=True):
-            _assert_same_tree(live_case, stored_case, stored_case["name"], rtol, atol)
+            assert_same_tree(live_case, stored_case, stored_case["name"], rtol, atol)
 
 
 # --- identities -------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ blocks; these tests need no torch except the last, which checks the fixtures are
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from blocktrace.explorables.engine import BlockConfig, forward
 from blocktrace.explorables.engine.params import param_names, param_shape
+from tests.unit.torch_fixtures import assert_same_tree, load_builder, tolerances
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REFERENCE = json.loads((FIXTURES / "reference.json").read_text(encoding="utf-8"))
@@ -148,33 +148,12 @@ def test_random_block_matches_torch(case: dict[str, Any]) -> None:
     assert (mismatch := _first_mismatch(pairs, **BLOCK_TOL)) is None, mismatch
 
 
-def _load_make_reference():
-    spec = importlib.util.spec_from_file_location("make_reference", FIXTURES / "make_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _assert_same_tree(live: Any, stored: Any, path: str, rtol: float, atol: float) -> None:
-    if isinstance(stored, dict):
-        assert list(live) == list(stored), path
-        for key in stored:
-            _assert_same_tree(live[key], stored[key], f"{path}.{key}", rtol, atol)
-    elif isinstance(stored, list | float | int) and not isinstance(stored, bool):
-        np.testing.assert_allclose(np.asarray(live, float), np.asarray(stored, float), rtol, atol, err_msg=path)
-    else:
-        assert live == stored, path
-
-
 def test_fixtures_match_live_torch() -> None:
     """The committed fixtures are still what make_reference.py builds with the installed PyTorch."""
     torch = pytest.importorskip("torch")
-    live = _load_make_reference().build_reference()
+    live = load_builder("make_reference").build_reference()
     assert live["schema"] == REFERENCE["schema"]
     assert [c["name"] for c in live["cases"]] == [c["name"] for c in REFERENCE["cases"]]
-    if torch.__version__ != REFERENCE["torch_version"]:  # other builds may round the last bits differently
-        rtol, atol = 1e-6, 1e-6
-    else:
-        rtol, atol = 1e-12, 1e-12
+    rtol, atol = tolerances(torch.__version__, REFERENCE["torch_version"])
     for live_case, stored_case in zip(live["cases"], REFERENCE["cases"], strict=True):
-        _assert_same_tree(live_case, stored_case, stored_case["name"], rtol, atol)
+        assert_same_tree(live_case, stored_case, stored_case["name"], rtol, atol)

@@ -6,9 +6,7 @@ Only the last test needs torch: it checks the fixtures are still what the script
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,9 +14,8 @@ import pytest
 
 from blocktrace.explorables.engine import BlockConfig
 from blocktrace.explorables.engine import language_model as lm
-from tests.unit.test_reference_parity import _assert_same_tree
+from tests.unit.torch_fixtures import FIXTURES, assert_same_tree, load_builder, tolerances
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REFERENCE = json.loads((FIXTURES / "training_reference.json").read_text(encoding="utf-8"))
 CASES = REFERENCE["cases"]
 RTOL = 1e-9  # of the largest entry of each gradient: float64 sums in another order, through up to two blocks
@@ -55,12 +52,8 @@ def test_fixtures_cover_every_variant() -> None:
 def test_fixtures_match_live_torch() -> None:
     """The committed fixtures are still what make_training_reference.py builds with the installed PyTorch."""
     torch = pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("make_training_reference", FIXTURES / "make_training_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    live = module.build_reference()
-    exact = torch.__version__ == REFERENCE["torch_version"]  # other builds may round the last bits differently
-    rtol, atol = (1e-12, 1e-12) if exact else (1e-6, 1e-6)
+    live = load_builder("make_training_reference").build_reference()
+    rtol, atol = tolerances(torch.__version__, REFERENCE["torch_version"])
     assert [c["name"] for c in live["cases"]] == [c["name"] for c in CASES]
     for live_case, stored_case in zip(live["cases"], CASES, strict=True):
-        _assert_same_tree(live_case, stored_case, stored_case["name"], rtol, atol)
+        assert_same_tree(live_case, stored_case, stored_case["name"], rtol, atol)
