@@ -18,13 +18,14 @@ from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.training import DEFAULT_SETUPS, StepRecord, TrainSettings
 from blocktrace.explorables.train_the_block.runner import RaceSpec, Reading, Slice
 
-__all__ = ["BUDGET", "DIFFERENCES", "FLOORS", "PREDICTION_CHOICES", "QUERY_KEYS", "SETUP_PARAMS", "TARGET",
+__all__ = ["BUDGET", "DIFFERENCES", "FLOORS", "PREDICTION_CHOICES", "QUERY_KEYS", "RATES", "SETUP_PARAMS", "TARGET",
            "TOGETHER_STEPS", "Difference", "RaceState", "Side", "outcome"]
 
 TARGET = 0.9  # held-out accuracy that counts as learned
 TOGETHER_STEPS = 50  # reaching the target this close together counts as a tie
 BUDGET = 1000  # steps a race takes unless stopped (the server's cap is training.MAX_STEPS)
 FLOORS = (2, 6, 12, 24)
+RATES = (0.001, 0.003, 0.01, 0.03)  # Adam's learning rates on offer
 SETUP_PARAMS = ("task", "difference", "floors", "lr", "seed")  # what decides a race
 MAX_SEED = 9999
 
@@ -48,8 +49,8 @@ DIFFERENCES: dict[str, Difference] = {
     "residual": Difference("Add or replace the stream", "add", "replace",
                            (("residual", "add"),), (("residual", "replace"),)),
     "norm": Difference("Which norm", "RMSNorm", "LayerNorm", (("norm", "rmsnorm"),), (("norm", "layernorm"),)),
-    "depth": Difference("How deep", "2 floors", "the floors chosen", (("n_layers", 2),)),
-    "lr": Difference("Learning rate", "the rate chosen", "10 × the rate", settings_b=(("lr", 10.0),)),
+    "depth": Difference("How deep", "2 floors", "{floors} floors", (("n_layers", 2),)),
+    "lr": Difference("Learning rate", "rate {lr:g}", "rate {lr10:g}", settings_b=(("lr", 10.0),)),
     "warmup": Difference("Warm-up", "no warm-up", "100 warm-up steps", settings_a=(("warmup", 0),),
                          settings_b=(("warmup", 100),)),
 }
@@ -76,14 +77,14 @@ def outcome(reached_a: int | None, reached_b: int | None) -> str:
 QUERY_KEYS = {
     "task": QueryKey("task", read_choice(*task_data.TASKS)),
     "vs": QueryKey("difference", read_choice(*DIFFERENCES)),
-    "floors": QueryKey("floors", lambda text: _floors(read_int(1, max(FLOORS))(text))),
-    "lr": QueryKey("lr", read_number(1e-4, 0.1), write_number),
+    "floors": QueryKey("floors", lambda text: _one_of(FLOORS, read_int(1, max(FLOORS))(text))),
+    "lr": QueryKey("lr", lambda text: _one_of(RATES, read_number(0, 1)(text)), write_number),
     "seed": QueryKey("seed", read_int(0, MAX_SEED)),
 }
 
 
-def _floors(value: int) -> int:
-    if value not in FLOORS:
+def _one_of(choices: tuple, value):
+    if value not in choices:
         raise ValueError(value)
     return value
 
@@ -111,7 +112,8 @@ class RaceState(param.Parameterized):
                                 doc="The one choice the two models differ in.")
     floors = param.Selector(default=12, objects=list(FLOORS),
                             doc="Floors in each model (B's depth when the race is about depth).")
-    lr = param.Number(default=0.01, bounds=(1e-4, 0.1), doc="Adam's learning rate, for both (A's when racing rates).")
+    lr = param.Selector(default=0.01, objects=list(RATES),
+                        doc="Adam's learning rate, for both (A's when racing rates).")
     seed = param.Integer(default=0, bounds=(0, MAX_SEED), doc="Seeds both models' weights and the data.")
 
     generation = param.Integer(default=0, doc="Counts set-up changes and resets: a slice of an older race is ignored.")
@@ -156,6 +158,12 @@ class RaceState(param.Parameterized):
         self.a, self.b = Side([], []), Side([], [])
         self.generation += 1
 
+    def side_names(self) -> tuple[str, str]:
+        """What A and B are in this race, with its numbers: ("pre-norm", "post-norm"), ("2 floors", "24 floors")."""
+        d = DIFFERENCES[self.difference]
+        numbers = {"floors": self.floors, "lr": self.lr, "lr10": min(10 * self.lr, 1.0)}
+        return d.name_a.format(**numbers), d.name_b.format(**numbers)
+
     @property
     def spec(self) -> RaceSpec:
         """The race these parameters describe."""
@@ -166,7 +174,7 @@ class RaceState(param.Parameterized):
         def side(config_changes, settings_changes):
             changes = dict(settings_changes)
             if "lr" in changes:  # a factor of the chosen rate
-                changes["lr"] = min(self.lr * changes["lr"], 1.0)
+                changes["lr"] = min(self.lr * changes["lr"], 1.0)  # as side_names says
             return base.with_(**dict(config_changes)), TrainSettings(**{**settings.__dict__, **changes})
 
         config_a, settings_a = side(d.config_a, d.settings_a)

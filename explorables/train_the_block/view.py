@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import logging
 from html import escape
 
 import panel as pn
+from bokeh.models import Span
 
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, readable
@@ -32,6 +34,7 @@ from blocktrace.explorables.train_the_block.state import (
     FLOORS,
     PREDICTION_CHOICES,
     QUERY_KEYS,
+    RATES,
     TARGET,
     RaceState,
 )
@@ -48,7 +51,6 @@ INTRO = ("Two models learn the same small task from the same examples, starting 
 QUESTION = "Which model will reach 90 % held-out accuracy first?"
 HINT = "A is the first side of the difference you chose, B the second; both are named above the answers."
 TICK_MS = 100  # how often a playing page asks for the next slice (at most one is in flight)
-RATES = {"0.001": 0.001, "0.003": 0.003, "0.01": 0.01, "0.03": 0.03}
 
 class _Runner:
     """The process's runner, made on first use with the numbers the server set (`configure`); its workers start
@@ -89,6 +91,7 @@ class RaceExplorable(ExplorableView):
         self._build_widgets()
         self._build_views()
         state.param.watch(self._new_setup, ["generation"])
+        state.param.watch(self._show_sides, ["difference", "floors", "lr"])
         state.prediction.param.watch(self._lock, GATE_EVENTS)
         state.param.watch(self._lock, ["predicted_setup", "decided"])
         sync_to_url(state, QUERY_KEYS)
@@ -105,12 +108,12 @@ class RaceExplorable(ExplorableView):
             sizing_mode="stretch_width")
         self.difference = pn.widgets.Select.from_param(
             s.param.difference, label="The one difference",
-            options={f"{d.label}: A {d.name_a}, B {d.name_b}": key for key, d in DIFFERENCES.items()},
+            options={d.label: key for key, d in DIFFERENCES.items()},
             sizing_mode="stretch_width")
         self.floors = pn.widgets.Select.from_param(s.param.floors, label="Floors in each model",
                                                    options={str(f): f for f in FLOORS}, sizing_mode="stretch_width")
-        self.lr = pn.widgets.Select.from_param(s.param.lr, label="Learning rate (Adam)", options=RATES,
-                                               sizing_mode="stretch_width")
+        self.lr = pn.widgets.Select.from_param(s.param.lr, label="Learning rate (Adam)",
+                                               options={f"{r:g}": r for r in RATES}, sizing_mode="stretch_width")
         self.seed = pn.widgets.IntInput.from_param(s.param.seed, label="Seed (weights and data)",
                                                    sizing_mode="stretch_width")
         self.play = pn.widgets.Button(label="Play", color="primary")
@@ -124,8 +127,8 @@ class RaceExplorable(ExplorableView):
         readable(self.setup_widgets)
 
     def _names(self) -> tuple[str, str]:
-        d = DIFFERENCES[self.state.difference]
-        return f"A: {d.name_a}", f"B: {d.name_b}"
+        a, b = self.state.side_names()
+        return f"A: {a}", f"B: {b}"
 
     def _build_views(self) -> None:
         s = self.state
@@ -138,6 +141,7 @@ class RaceExplorable(ExplorableView):
         wide = styled(sizing_mode="stretch_width")
         self.status = LiveHTML(self._status_html(), **wide)
         self.task_note = LiveHTML(self._task_html(), **wide)
+        self.sides = LiveHTML(self._sides_html(), **wide)
         self.words = LiveHTML(self._words_html(), **wide)
 
     # --- the race ---------------------------------------------------------------------------
@@ -162,7 +166,7 @@ class RaceExplorable(ExplorableView):
 
     def _schedule_one(self) -> None:
         if self.state.prediction.unlocked and not self.playing and pn.state.curdoc is not None:
-            pn.state.execute(self.advance)
+            pn.state.execute(functools.partial(self.advance, 1))
 
     async def _tick(self) -> None:
         if self.playing:
@@ -229,6 +233,14 @@ class RaceExplorable(ExplorableView):
     # --- showing ----------------------------------------------------------------------------
 
     @batched
+    def _show_sides(self, *_events) -> None:
+        set_object(self.sides, self._sides_html())
+
+    def _sides_html(self) -> str:
+        a, b = self.state.side_names()
+        return f'<p class="bt-muted">A is {escape(a)}; B is {escape(b)}. Everything else is the same.</p>'
+
+    @batched
     def _new_setup(self, *_events) -> None:
         names = self._names()
         for fig in (self.loss_fig, self.accuracy_fig, self.depth_fig):
@@ -237,6 +249,9 @@ class RaceExplorable(ExplorableView):
                 item.label = {"value": name}
         for source in (*self.loss_sources, *self.accuracy_sources):
             source.data = {key: [] for key in source.data}
+        chance = task_data.make_task(self.state.task).chance_loss
+        for line in self.loss_fig.select(type=Span):
+            line.location = chance
         self.depth_source.data = {"depth": [], "a": [], "b": []}
         set_object(self.status, self._status_html())
         set_object(self.task_note, self._task_html())
@@ -291,7 +306,8 @@ class RaceExplorable(ExplorableView):
 
     def __panel__(self):
         controls = self.control_card(LiveHTML('<h2 class="bt-h2">The race</h2>', **styled()),
-                                     *self.setup_widgets, (self.play, self.step, self.reset))
+                                     self.task, (self.difference, self.sides), *self.setup_widgets[2:],
+                                     (self.play, self.step, self.reset))
         gate = [self.gate] if self.show_gate else []
         left = pn.Column(*gate, controls, styles=self.side_styles(),
                          stylesheets=[] if self.embed else [STICKY_SIDE])

@@ -79,3 +79,21 @@ def test_a_bad_link_keeps_the_defaults_and_says_so() -> None:
     assert len(explorable.notices) == 2
     html = "".join(p.object for p in explorable.notice_panes())
     assert "<img" not in html and "&lt;img" in html
+
+
+def test_the_legends_and_the_note_name_the_sides_of_the_race(page: RaceExplorable) -> None:
+    """After a new set-up the figures' legends and the note under the difference name both sides anew."""
+    page.state.param.update(difference="depth", floors=24)
+    labels = [item.label["value"] for item in page.loss_fig.legend[0].items]
+    assert labels == ["A: 2 floors", "B: 24 floors"]
+    assert "A is 2 floors; B is 24 floors." in page.sides.object
+
+
+def test_one_step_is_one_step(page: RaceExplorable) -> None:
+    """The One step button's call moves each model by exactly one step, not a whole slice."""
+    page.state.prediction.commit("a-first")
+
+    async def go():
+        return await page.advance(1)
+
+    assert asyncio.run(go()) and len(page.state.a.steps) == len(page.state.b.steps) == 1

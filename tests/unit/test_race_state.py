@@ -49,12 +49,12 @@ def test_the_set_up_reaches_both_models() -> None:
 def test_a_link_sets_the_race_and_bad_values_are_refused() -> None:
     """The address's keys set the race; a value out of range keeps the default and says so."""
     state = RaceState()
-    notices = apply_query(state, QUERY_KEYS, {"task": "sort", "vs": "residual", "floors": "24", "lr": "0.002",
+    notices = apply_query(state, QUERY_KEYS, {"task": "sort", "vs": "residual", "floors": "24", "lr": "0.003",
                                               "seed": "12"})
     assert notices == [] and (state.task, state.difference, state.floors, state.lr, state.seed) == (
-        "sort", "residual", 24, 0.002, 12)
+        "sort", "residual", 24, 0.003, 12)
     bad = RaceState()
-    notices = apply_query(bad, QUERY_KEYS, {"task": "<b>x</b>", "floors": "5", "lr": "nan", "seed": "-1", "vs": "1"})
+    notices = apply_query(bad, QUERY_KEYS, {"task": "<b>x</b>", "floors": "5", "lr": "0.002", "seed": "-1", "vs": "1"})
     assert len(notices) == 5 and (bad.task, bad.floors, bad.lr, bad.seed, bad.difference) == (
         "copy", 12, 0.01, 0, "placement")
 
@@ -123,3 +123,10 @@ def test_the_set_up_a_prediction_was_made_for_is_held_until_its_race_is_decided(
     state.task = "copy"
     assert state.task == "copy" and state.generation == g + 1 and state.a.steps == []
     assert state.decided == "a-first"  # the verdict of the predicted race stays
+
+
+def test_each_side_is_named_with_its_numbers() -> None:
+    """A and B are named as the race has them: the depths and rates chosen, not placeholders."""
+    assert RaceState(difference="depth", floors=24).side_names() == ("2 floors", "24 floors")
+    assert RaceState(difference="lr", lr=0.003).side_names() == ("rate 0.003", "rate 0.03")
+    assert RaceState(difference="placement").side_names() == ("pre-norm", "post-norm")
