@@ -82,6 +82,12 @@ def change_lab(page: Page) -> None:
     expect(page.get_by_role("table", name=re.compile(r"Parameters of one block \(d = 512"))).to_be_visible()
 
 
+def change_race(page: Page) -> None:
+    """One step: both models take their first step, and the page says so in words."""
+    page.get_by_role("button", name="One step").click()
+    expect(page.get_by_text(re.compile(r"^A: pre-norm: 1 steps"))).to_be_visible()
+
+
 @dataclass(frozen=True)
 class PageCheck:
     path: str
@@ -95,6 +101,7 @@ def page_checks() -> list[PageCheck]:
         PageCheck("/explorables/transformer-block-trace", "Attention update scale", change_trace, gated=True),
         PageCheck("/explorables/block-floor", "Next stage", change_floor, gated=True),
         PageCheck("/explorables/decoder-block-lab", "Shape of every tensor", change_lab, gated=True),
+        PageCheck("/explorables/train-the-block", "The one difference", change_race, gated=True),
     ]
     return [PageCheck("/", "Pre-norm Transformer block trace"), *explorables,
             *(PageCheck(route, title) for route, title in lessons())]
