@@ -185,8 +185,8 @@ class RaceExplorable(ExplorableView):
             part = await runner().advance(self.race_id, steps)
         except RaceLost:
             self.race_id = None
+            s.reset()  # clears the figures and the status, so the message comes after it
             self._message("The race's worker stopped; it starts again from step 0.")
-            s.reset()
             return False
         except ConfigError as error:
             self._message(str(error))

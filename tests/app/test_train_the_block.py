@@ -4,6 +4,8 @@ the set-up stays as predicted, and a closed page frees its race."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import pytest
 
@@ -97,3 +99,20 @@ def test_one_step_is_one_step(page: RaceExplorable) -> None:
         return await page.advance(1)
 
     assert asyncio.run(go()) and len(page.state.a.steps) == len(page.state.b.steps) == 1
+
+
+def test_a_lost_race_says_so_and_starts_again(page: RaceExplorable) -> None:
+    """When the race's worker dies, the page says the race starts again from step 0, and the next slice does."""
+    page.state.prediction.commit("a-first")
+
+    async def go():
+        await page.advance()
+        os.kill(await runner()._call(0, os.getpid), signal.SIGKILL)
+        lost = await page.advance()
+        message = page.status.object
+        again = await page.advance()
+        return lost, message, again
+
+    lost, message, again = asyncio.run(go())
+    assert not lost and "starts again from step 0" in message and 'role="alert"' in message
+    assert again and len(page.state.a.steps) == EVALUATE_EVERY
