@@ -20,8 +20,8 @@ from blocktrace.explorables.engine import ops
 from blocktrace.explorables.engine.config import BlockConfig, ConfigError
 from blocktrace.explorables.engine.params import Params, init_params, param_names, seeded_normal
 
-__all__ = ["MAX_VOCAB", "LossAndGrads", "cross_entropy", "init_model", "loss_and_grads", "model_param_names",
-           "predict"]
+__all__ = ["MAX_VOCAB", "LossAndGrads", "cross_entropy", "init_model", "loss_and_grads", "loss_and_logits",
+           "model_param_names", "predict"]
 
 MAX_VOCAB = 256  # the tasks use a few dozen tokens at most
 
@@ -164,6 +164,14 @@ def loss_and_grads(config: BlockConfig, params: Params, tokens: np.ndarray, targ
     np.add.at(grad_embed, np.asarray(tokens), stream_grads["embed"])  # a token seen twice gathers both
     grads["embed.W_E"] = grad_embed
     return LossAndGrads(loss, grads, logits, run.values, stream_grads)
+
+
+def loss_and_logits(config: BlockConfig, params: Params, tokens: np.ndarray, targets: np.ndarray,
+                    scored: np.ndarray) -> tuple[float, np.ndarray]:
+    """The mean cross-entropy over scored positions and the logits, forward only (no backward pass): for
+    held-out readings. # [batch, pos] x3 -> (scalar, [batch, pos, vocab])"""
+    logits = _logits(config, params, tokens)[2]
+    return cross_entropy(logits, targets, scored)[0], logits
 
 
 def predict(config: BlockConfig, params: Params, tokens: np.ndarray) -> np.ndarray:

@@ -146,8 +146,8 @@ class Run:
         """(loss, accuracy) on the held-out set, with the current parameters."""
         b = self._held_out
         with np.errstate(all="ignore"):
-            result = lm.loss_and_grads(self.config, self.params, b.tokens, b.targets, b.scored)
-        return result.loss, task_data.accuracy(result.logits.argmax(axis=-1), b)
+            loss, logits = lm.loss_and_logits(self.config, self.params, b.tokens, b.targets, b.scored)
+        return loss, task_data.accuracy(logits.argmax(axis=-1), b)
 
 
 @dataclass

@@ -118,3 +118,12 @@ def test_bad_vocabulary_is_refused(vocab) -> None:
     """A vocabulary too small, too large or not a whole number is refused."""
     with pytest.raises(ConfigError, match="vocabulary"):
         lm.init_model(BlockConfig(), vocab)
+
+
+def test_the_forward_only_loss_is_the_training_loss() -> None:
+    """Held-out readings use the forward pass alone: the same loss and logits as the full pass gives."""
+    config, params, tokens, targets, scored = _case()
+    full = lm.loss_and_grads(config, params, tokens, targets, scored)
+    loss, logits = lm.loss_and_logits(config, params, tokens, targets, scored)
+    assert loss == full.loss
+    np.testing.assert_array_equal(logits, full.logits)
