@@ -27,7 +27,7 @@ from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import ConfigError
 from blocktrace.explorables.train_the_block import plots
-from blocktrace.explorables.train_the_block.runner import RaceLost, RaceRunner
+from blocktrace.explorables.train_the_block.runner import RaceLost, RaceRunner, Slice
 from blocktrace.explorables.train_the_block.state import (
     BUDGET,
     DIFFERENCES,
@@ -44,7 +44,6 @@ __all__ = ["RaceExplorable", "TITLE", "runner"]
 log = logging.getLogger(__name__)
 
 TITLE = "Train the block: race two floors"
-ROUTE = "/explorables/train-the-block"
 INTRO = ("Two models learn the same small task from the same examples, starting from the same weights, and "
          "differ in one design choice. Choose the task and the difference, say which you expect to reach "
          f"{TARGET:.0%} accuracy on examples it never trained on first, then press Play.")
@@ -194,10 +193,9 @@ class RaceExplorable(ExplorableView):
             return False
         finally:
             self._busy = False
-        before = [len(s.a.steps), len(s.a.held_out), len(s.b.steps), len(s.b.held_out)]
         if not s.record(generation, part):
             return False
-        self._show(before)
+        self._show(part)
         if s.finished:
             self._pause()
         return True
@@ -244,8 +242,7 @@ class RaceExplorable(ExplorableView):
     def _new_setup(self, *_events) -> None:
         names = self._names()
         for fig in (self.loss_fig, self.accuracy_fig, self.depth_fig):
-            for item, name in zip(fig.legend[0].items, (n for n in names for _ in range(
-                    len(fig.legend[0].items) // 2)), strict=False):
+            for item, name in zip(fig.legend[0].items, names, strict=True):  # one item per side
                 item.label = {"value": name}
         for source in (*self.loss_sources, *self.accuracy_sources):
             source.data = {key: [] for key in source.data}
@@ -258,18 +255,15 @@ class RaceExplorable(ExplorableView):
         set_object(self.words, self._words_html())
 
     @batched
-    def _show(self, before: list[int]) -> None:
-        s = self.state
-        for side, source, start in ((s.a, self.loss_sources[0], before[0]), (s.b, self.loss_sources[1], before[2])):
-            rows = plots.loss_rows(side.steps[start:])
-            if rows["step"]:
-                source.stream(rows)
-        for side, source, start in ((s.a, self.accuracy_sources[0], before[1]),
-                                    (s.b, self.accuracy_sources[1], before[3])):
-            rows = plots.accuracy_rows(side.held_out[start:])
-            if rows["step"]:
-                source.stream(rows)
-        self.depth_source.data = plots.depth_data(s)
+    def _show(self, part: Slice) -> None:
+        """Stream what the slice added into the curves; the depth plot and the words show the latest step."""
+        for source, records in zip(self.loss_sources, (part.a, part.b), strict=True):
+            if records:
+                source.stream(plots.loss_rows(records))
+        for source, readings in zip(self.accuracy_sources, (part.held_out_a, part.held_out_b), strict=True):
+            if readings:
+                source.stream(plots.accuracy_rows(readings))
+        self.depth_source.data = plots.depth_data(self.state)
         set_object(self.status, self._status_html())
         set_object(self.words, self._words_html())
 
