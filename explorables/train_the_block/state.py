@@ -8,7 +8,7 @@ the runner (runner.py) for slices and records them with `record`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import param
 
@@ -50,7 +50,7 @@ DIFFERENCES: dict[str, Difference] = {
                            (("residual", "add"),), (("residual", "replace"),)),
     "norm": Difference("Which norm", "RMSNorm", "LayerNorm", (("norm", "rmsnorm"),), (("norm", "layernorm"),)),
     "depth": Difference("How deep", "2 floors", "{floors} floors", (("n_layers", 2),)),
-    "lr": Difference("Learning rate", "rate {lr:g}", "rate {lr10:g}", settings_b=(("lr", 10.0),)),
+    "lr": Difference("Learning rate", "rate {lr_a:g}", "rate {lr_b:g}", settings_b=(("lr", 10.0),)),
     "warmup": Difference("Warm-up", "no warm-up", "100 warm-up steps", settings_a=(("warmup", 0),),
                          settings_b=(("warmup", 100),)),
 }
@@ -160,8 +160,8 @@ class RaceState(param.Parameterized):
 
     def side_names(self) -> tuple[str, str]:
         """What A and B are in this race, with its numbers: ("pre-norm", "post-norm"), ("2 floors", "24 floors")."""
-        d = DIFFERENCES[self.difference]
-        numbers = {"floors": self.floors, "lr": self.lr, "lr10": min(10 * self.lr, 1.0)}
+        d, spec = DIFFERENCES[self.difference], self.spec
+        numbers = {"floors": self.floors, "lr_a": spec.settings_a.lr, "lr_b": spec.settings_b.lr}  # as raced
         return d.name_a.format(**numbers), d.name_b.format(**numbers)
 
     @property
@@ -174,8 +174,8 @@ class RaceState(param.Parameterized):
         def side(config_changes, settings_changes):
             changes = dict(settings_changes)
             if "lr" in changes:  # a factor of the chosen rate
-                changes["lr"] = min(self.lr * changes["lr"], 1.0)  # as side_names says
-            return base.with_(**dict(config_changes)), TrainSettings(**{**settings.__dict__, **changes})
+                changes["lr"] = min(self.lr * changes["lr"], 1.0)
+            return base.with_(**dict(config_changes)), replace(settings, **changes)
 
         config_a, settings_a = side(d.config_a, d.settings_a)
         config_b, settings_b = side(d.config_b, d.settings_b)
