@@ -26,8 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 from blocktrace.explorables.engine import tasks
 from blocktrace.explorables.engine.training import DEFAULT_SETUPS, Run, TrainSettings
-
-EVALUATE_EVERY = 50
+from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY  # read as often as the page reads
 
 
 @dataclass(frozen=True)
@@ -54,6 +53,11 @@ PRESETS: dict[str, Preset] = {
                                     {"lr": 0.01, "warmup": 100}, label_a="pre-norm", label_b="post-norm"),
     "add-vs-replace-12": Preset("copy", {"n_layers": 12}, {"residual": "add"}, {"residual": "replace"},
                                 {"lr": 0.01}, label_a="add", label_b="replace"),
+    "pre-vs-post-12-lr0.003": Preset("copy", {"n_layers": 12}, {"placement": "pre"}, {"placement": "post"},
+                                     {"lr": 0.003}, steps=1000, label_a="pre-norm", label_b="post-norm"),
+    "pre-vs-post-12-lr0.003-warmup": Preset("copy", {"n_layers": 12}, {"placement": "pre"}, {"placement": "post"},
+                                            {"lr": 0.003, "warmup": 200}, steps=1000, label_a="pre-norm",
+                                            label_b="post-norm"),
     "depth-2-vs-12": Preset("induction", {}, {"n_layers": 2}, {"n_layers": 12}, {"lr": 0.01},
                             label_a="2 floors", label_b="12 floors"),
 }

@@ -7,14 +7,17 @@ import io
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from blocktrace.explorables.engine.config import BlockConfig
 from blocktrace.explorables.engine.forward import Trace
+from blocktrace.explorables.engine.params import Params
 from blocktrace.explorables.engine.stages import Stage
 
-__all__ = ["CSV_COLUMNS", "to_csv", "to_dict", "to_json", "to_table"]
+__all__ = ["CSV_COLUMNS", "model_to_dict", "to_csv", "to_dict", "to_json", "to_table"]
 
 EXPORT_VERSION = 1
 # Column names used in the CSV for each kind of axis.
@@ -53,6 +56,15 @@ def to_dict(trace: Trace) -> dict[str, Any]:
             for s in trace
         ],
     }
+
+
+def model_to_dict(config: BlockConfig, params: Params, vocab: Sequence[str]) -> dict[str, Any]:
+    """A trained model of language_model.py: its config, the name of each token and every parameter.
+
+    {"version", "config": {every BlockConfig field}, "vocab": [...], "params": {name: nested list}}
+    """
+    return {"version": EXPORT_VERSION, "config": config.as_dict(), "vocab": list(vocab),
+            "params": {name: _jsonable(value) for name, value in params.items()}}
 
 
 def to_json(trace: Trace, indent: int | None = 1) -> str:

@@ -18,10 +18,11 @@ import numpy as np
 from blocktrace.explorables.engine import backward as bw
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.engine.config import BlockConfig, ConfigError
+from blocktrace.explorables.engine.forward import Trace, forward
 from blocktrace.explorables.engine.params import Params, init_params, param_names, seeded_normal
 
 __all__ = ["MAX_VOCAB", "LossAndGrads", "cross_entropy", "init_model", "loss_and_grads", "loss_and_logits",
-           "model_param_names", "predict"]
+           "model_param_names", "predict", "trace_sequence"]
 
 MAX_VOCAB = 256  # the tasks use a few dozen tokens at most
 
@@ -177,3 +178,18 @@ def loss_and_logits(config: BlockConfig, params: Params, tokens: np.ndarray, tar
 def predict(config: BlockConfig, params: Params, tokens: np.ndarray) -> np.ndarray:
     """The most likely token at every position. # [batch, pos] -> [batch, pos]"""
     return np.argmax(_logits(config, params, tokens)[2], axis=-1)
+
+
+def trace_sequence(config: BlockConfig, params: Params, tokens: np.ndarray, names: tuple[str, ...]) -> tuple[Trace,
+                                                                                                           np.ndarray]:
+    """One sequence through the model, every stage of its stack recorded under the engine's keys (forward.py's
+    trace, as the other explorables show it), and the logits the model gives at each position.
+
+    # [pos] -> Trace of [pos, ...] stages, [pos, vocab]
+    """
+    vocab = params["embed.W_E"].shape[0]
+    t = _check_tokens(np.asarray(tokens)[None, :], vocab)[0]
+    if len(names) != vocab:
+        raise ConfigError(f"{len(names)} token names for a vocabulary of {vocab}")
+    trace = forward(config, params, params["embed.W_E"][t], tokens=[names[i] for i in t])
+    return trace, _final_norm(config, params, trace.output) @ params["unembed.W_U"]

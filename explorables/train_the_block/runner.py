@@ -29,11 +29,18 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 
-from blocktrace.explorables.engine.config import BlockConfig, ConfigError
-from blocktrace.explorables.engine.tasks import Task
-from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainSettings
+import numpy as np
 
-__all__ = ["EVALUATE_EVERY", "SLICE_CPU_S", "SLICE_STEPS", "RaceLost", "RaceRunner", "RaceSpec", "Reading", "Slice"]
+from blocktrace.explorables.engine import language_model as lm
+from blocktrace.explorables.engine import tasks as task_data
+from blocktrace.explorables.engine.config import MAX_LAYERS, BlockConfig, ConfigError
+from blocktrace.explorables.engine.params import Params
+from blocktrace.explorables.engine.stages import Stage
+from blocktrace.explorables.engine.tasks import Task
+from blocktrace.explorables.engine.training import HELD_OUT, Race, Run, StepRecord, TrainSettings
+
+__all__ = ["EVALUATE_EVERY", "EXAMPLES", "SESSION_WORK", "SLICE_CPU_S", "SLICE_STEPS", "Look", "RaceLost", "RaceRunner",
+           "RaceSpec", "Reading", "SideLook", "Slice"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,8 @@ EVALUATE_EVERY = 25  # steps between held-out readings
 SLICE_STEPS = 50  # the most steps one slice takes ...
 SLICE_CPU_S = 0.08  # ... or the CPU time after which it ends (checked between steps)
 MAX_RACES = 64  # races alive at once, per server process
+SESSION_WORK = 480_000  # floor-steps (a step of an n-floor model costs n) one page may train: 20 races of 12 floors
+EXAMPLES = 8  # the held-out sequences a student can look inside (the first of the held-out set)
 
 
 class RaceLost(RuntimeError):
@@ -82,6 +91,29 @@ class Slice:
     diverged_b: int | None = None
 
 
+@dataclass(frozen=True)
+class SideLook:
+    """One model on one held-out sequence, at its current weights: the attention weights of one floor (every
+    head), that floor's stages (the engine's trace, as the other explorables show it) and the model's answer at
+    each position. A floor the model does not have gives no weights and no stages."""
+
+    steps: int  # the steps the model had taken
+    pattern: np.ndarray | None  # [n_heads, pos, pos]
+    stages: tuple[Stage, ...]  # the floor's stages in forward order, each [pos, ...]
+    answers: np.ndarray  # [pos] the most likely token at each position
+
+
+@dataclass(frozen=True)
+class Look:
+    """Both models on the same held-out sequence: its tokens, targets and which positions are scored."""
+
+    tokens: np.ndarray  # [pos]
+    targets: np.ndarray  # [pos]
+    scored: np.ndarray  # [pos] bool
+    a: SideLook
+    b: SideLook
+
+
 # --- in the worker process ---------------------------------------------------------------------
 
 _RACES: dict[int, Race] = {}  # this worker's races, by id
@@ -110,6 +142,32 @@ def _advance(race_id: int, max_steps: int, cpu_s: float) -> Slice:
                  tuple(readings[1]), race.a.running, race.b.running, race.a.diverged_at, race.b.diverged_at)
 
 
+def _look_at(run: Run, tokens: np.ndarray, floor: int) -> SideLook:
+    trace, logits = lm.trace_sequence(run.config, run.params, tokens, run.task.vocab)
+    prefix = f"blocks.{floor}."
+    stages = tuple(stage for stage in trace if stage.key.startswith(prefix))
+    pattern = trace[prefix + "attn.pattern"] if stages else None
+    return SideLook(run.step_count, pattern, stages, logits.argmax(axis=-1))
+
+
+def _look(race_id: int, example: int, floor: int) -> Look:
+    race = _RACES.get(race_id)
+    if race is None:
+        raise RaceLost(f"race {race_id} is not running here")
+    held = task_data.held_out(race.a.task, race.a.data_seed, HELD_OUT)
+    tokens = held.tokens[example]
+    with np.errstate(all="ignore"):  # a diverged model's numbers are shown as they are
+        return Look(tokens, held.targets[example], held.scored[example], _look_at(race.a, tokens, floor),
+                    _look_at(race.b, tokens, floor))
+
+
+def _weights(race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
+    race = _RACES.get(race_id)
+    if race is None:
+        raise RaceLost(f"race {race_id} is not running here")
+    return (race.a.step_count, race.a.params), (race.b.step_count, race.b.params)
+
+
 def _die_with_the_server() -> None:
     """Worker start-up: end this process as soon as the server's is gone, however it ended (a killed server
     leaves no worker behind). multiprocessing gives the child its parent's sentinel for this."""
@@ -134,8 +192,9 @@ class RaceRunner:
     """The server's side: starts races in its workers, advances them a slice at a time, drops them."""
 
     def __init__(self, workers: int | None = None, slice_steps: int = SLICE_STEPS, slice_cpu_s: float = SLICE_CPU_S,
-                 max_races: int = MAX_RACES) -> None:
+                 max_races: int = MAX_RACES, session_work: int = SESSION_WORK) -> None:
         self.n_workers = max(1, workers or os.cpu_count() or 1)
+        self.session_work = session_work  # the page's view holds each page to it (view.py)
         self.slice_steps, self.slice_cpu_s, self.max_races = slice_steps, slice_cpu_s, max_races
         self._context = multiprocessing.get_context("spawn")  # never fork a server with threads
         self._workers: list[ProcessPoolExecutor | None] = [None] * self.n_workers
@@ -191,6 +250,22 @@ class RaceRunner:
             raise RaceLost(f"there is no race {race_id}")
         limit = self.slice_steps if steps is None else max(0, min(int(steps), self.slice_steps))
         return await self._call(index, _advance, race_id, limit, self.slice_cpu_s)
+
+    async def look(self, race_id: int, example: int, floor: int) -> Look:
+        """Both models of the race on held-out sequence `example` (0 … EXAMPLES-1), showing floor `floor`."""
+        index = self._where.get(race_id)
+        if index is None:
+            raise RaceLost(f"there is no race {race_id}")
+        if not (0 <= example < EXAMPLES and 0 <= floor < MAX_LAYERS):
+            raise ConfigError(f"there is no example {example} or floor {floor} to look at")
+        return await self._call(index, _look, race_id, int(example), int(floor))
+
+    async def weights(self, race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
+        """Each model's steps taken and current parameters."""
+        index = self._where.get(race_id)
+        if index is None:
+            raise RaceLost(f"there is no race {race_id}")
+        return await self._call(index, _weights, race_id)
 
     async def drop(self, race_id: int) -> None:
         """Free the race at once (its page closed, or a new race replaces it); nothing if it is gone."""

@@ -10,23 +10,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
 import param
 
 from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.url_state import QueryKey, read_choice, read_int, read_number, write_number
 from blocktrace.explorables.engine import tasks as task_data
-from blocktrace.explorables.engine.training import DEFAULT_SETUPS, StepRecord, TrainSettings
+from blocktrace.explorables.engine.training import DEFAULT_SETUPS, HELD_OUT, StepRecord, TrainSettings
 from blocktrace.explorables.train_the_block.runner import RaceSpec, Reading, Slice
 
 __all__ = ["BUDGET", "DIFFERENCES", "FLOORS", "PREDICTION_CHOICES", "QUERY_KEYS", "RATES", "SETUP_PARAMS", "TARGET",
-           "TOGETHER_STEPS", "Difference", "RaceState", "Side", "outcome"]
+           "TOGETHER_STEPS", "WARMUPS", "Difference", "RaceState", "Side", "outcome"]
 
 TARGET = 0.9  # held-out accuracy that counts as learned
 TOGETHER_STEPS = 50  # reaching the target this close together counts as a tie
 BUDGET = 1000  # steps a race takes unless stopped (the server's cap is training.MAX_STEPS)
 FLOORS = (2, 6, 12, 24)
 RATES = (0.001, 0.003, 0.01, 0.03)  # Adam's learning rates on offer
-SETUP_PARAMS = ("task", "difference", "floors", "lr", "seed")  # what decides a race
+WARMUPS = (0, 100, 200)  # warm-up steps on offer (both models, unless warm-up is the difference)
+SETUP_PARAMS = ("task", "difference", "floors", "lr", "warmup", "seed")  # what decides a race
 MAX_SEED = 9999
 
 
@@ -79,6 +81,7 @@ QUERY_KEYS = {
     "vs": QueryKey("difference", read_choice(*DIFFERENCES)),
     "floors": QueryKey("floors", lambda text: _one_of(FLOORS, read_int(1, max(FLOORS))(text))),
     "lr": QueryKey("lr", lambda text: _one_of(RATES, read_number(0, 1)(text)), write_number),
+    "warmup": QueryKey("warmup", lambda text: _one_of(WARMUPS, read_int(0, max(WARMUPS))(text))),
     "seed": QueryKey("seed", read_int(0, MAX_SEED)),
 }
 
@@ -114,6 +117,9 @@ class RaceState(param.Parameterized):
                             doc="Floors in each model (B's depth when the race is about depth).")
     lr = param.Selector(default=0.01, objects=list(RATES),
                         doc="Adam's learning rate, for both (A's when racing rates).")
+    warmup = param.Selector(default=0, objects=list(WARMUPS),
+                            doc="Steps over which both models' rate rises to its full value (unless warm-up is "
+                                "the difference).")
     seed = param.Integer(default=0, bounds=(0, MAX_SEED), doc="Seeds both models' weights and the data.")
 
     generation = param.Integer(default=0, doc="Counts set-up changes and resets: a slice of an older race is ignored.")
@@ -169,7 +175,7 @@ class RaceState(param.Parameterized):
         """The race these parameters describe."""
         d = DIFFERENCES[self.difference]
         base = DEFAULT_SETUPS[self.task].config.with_(n_layers=self.floors, seed=self.seed)
-        settings = TrainSettings(lr=self.lr)
+        settings = TrainSettings(lr=self.lr, warmup=self.warmup)
 
         def side(config_changes, settings_changes):
             changes = dict(settings_changes)
@@ -180,6 +186,11 @@ class RaceState(param.Parameterized):
         config_a, settings_a = side(d.config_a, d.settings_a)
         config_b, settings_b = side(d.config_b, d.settings_b)
         return RaceSpec(task_data.make_task(self.task), self.seed, config_a, config_b, settings_a, settings_b)
+
+    def example_tokens(self, example: int) -> np.ndarray:
+        """The tokens of held-out sequence `example` of this race (the one runner.look shows). # -> [pos]"""
+        task = task_data.make_task(self.task)
+        return task_data.held_out(task, self.seed, HELD_OUT).tokens[example]
 
     def record(self, generation: int, part: Slice) -> bool:
         """Add a slice from the runner; False (and nothing added) when it belongs to an older set-up."""

@@ -12,13 +12,17 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import io
 import logging
 from html import escape
 
+import numpy as np
 import panel as pn
 from bokeh.models import Span
 
 from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors, token_factors
+from blocktrace.explorables.components.html import alt_text
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, readable
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
@@ -26,8 +30,8 @@ from blocktrace.explorables.components.updates import LiveHTML, batched, set_obj
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import ConfigError
-from blocktrace.explorables.train_the_block import plots
-from blocktrace.explorables.train_the_block.runner import RaceLost, RaceRunner, Slice
+from blocktrace.explorables.train_the_block import files, inside, plots
+from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, EXAMPLES, Look, RaceLost, RaceRunner, Slice
 from blocktrace.explorables.train_the_block.state import (
     BUDGET,
     DIFFERENCES,
@@ -36,6 +40,7 @@ from blocktrace.explorables.train_the_block.state import (
     QUERY_KEYS,
     RATES,
     TARGET,
+    WARMUPS,
     RaceState,
 )
 
@@ -49,7 +54,11 @@ INTRO = ("Two models learn the same small task from the same examples, starting 
          f"{TARGET:.0%} accuracy on examples it never trained on first, then press Play.")
 QUESTION = "Which model will reach 90 % held-out accuracy first?"
 HINT = "A is the first side of the difference you chose, B the second; both are named above the answers."
+LOOK_FIRST = "Take a step to look inside: the attention weights and stages of the models as they are now."
+TWO_MAPS = ":host > * { flex: 1 1 18rem; }"  # A's and B's maps side by side where they fit, else one above the other
 TICK_MS = 100  # how often a playing page asks for the next slice (at most one is in flight)
+SPEEDS = {"Fast: as many steps as the server gives": 0, "Medium: at most 5 steps a tick": 5,
+          "Slow: one step a tick": 1}  # steps asked for every TICK_MS (0: the server's slice)
 
 class _Runner:
     """The process's runner, made on first use with the numbers the server set (`configure`); its workers start
@@ -87,12 +96,15 @@ class RaceExplorable(ExplorableView):
         self._race_generation = -1
         self._busy = False
         self._callback = None
+        self.work_done = 0  # floor-steps this page has trained, over all its races (runner().session_work caps it)
+        self.look: Look | None = None  # the latest look inside both models
+        self._look_again = False  # a look was asked for while the race was busy
         self._build_widgets()
         self._build_views()
         state.param.watch(self._new_setup, ["generation"])
-        state.param.watch(self._show_sides, ["difference", "floors", "lr"])
+        state.param.watch(self._show_sides, ["difference", "floors", "lr", "warmup"])
         state.prediction.param.watch(self._lock, GATE_EVENTS)
-        state.param.watch(self._lock, ["predicted_setup", "decided"])
+        state.param.watch(self._lock, ["predicted_setup", "decided", "difference"])
         sync_to_url(state, QUERY_KEYS)
         self._lock()
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
@@ -113,17 +125,35 @@ class RaceExplorable(ExplorableView):
                                                    options={str(f): f for f in FLOORS}, sizing_mode="stretch_width")
         self.lr = pn.widgets.Select.from_param(s.param.lr, label="Learning rate (Adam)",
                                                options={f"{r:g}": r for r in RATES}, sizing_mode="stretch_width")
+        self.warmup = pn.widgets.Select.from_param(
+            s.param.warmup, label="Warm-up (both models)",
+            options={"none": 0, **{f"{w} steps": w for w in WARMUPS if w}}, sizing_mode="stretch_width")
         self.seed = pn.widgets.IntInput.from_param(s.param.seed, label="Seed (weights and data)",
                                                    sizing_mode="stretch_width")
         self.play = pn.widgets.Button(label="Play", color="primary")
         self.step = pn.widgets.Button(label="One step")
         self.reset = pn.widgets.Button(label="Reset")
+        self.speed = pn.widgets.Select(label="Speed", options=SPEEDS, value=0, sizing_mode="stretch_width")
         self.play.on_click(lambda _: self.toggle())
         self.step.on_click(lambda _: self._schedule_one())
         self.reset.on_click(lambda _: self.restart())
-        self.setup_widgets = [self.task, self.difference, self.floors, self.lr, self.seed]
-        self.respond_quickly(self.setup_widgets)
-        readable(self.setup_widgets)
+        self.setup_widgets = [self.task, self.difference, self.floors, self.lr, self.warmup, self.seed]
+        # Looking inside: which held-out example, which floor and head; whose stages the table shows
+        self.example = pn.widgets.Select(label="Example", options={f"Example {i + 1}": i for i in range(EXAMPLES)},
+                                         value=0, sizing_mode="stretch_width")
+        self.look_floor = pn.widgets.Select(label="Floor", options=self._floor_options(), value=0,
+                                            sizing_mode="stretch_width")
+        self.head = pn.widgets.Select(label="Head", options=self._head_options(), value=0,
+                                      sizing_mode="stretch_width")
+        self.table_side = pn.widgets.Select(label="Stage table of", options={"A": "a", "B": "b"}, value="a",
+                                            sizing_mode="stretch_width")
+        self.look_widgets = [self.example, self.look_floor, self.head, self.table_side]
+        for widget in self.look_widgets[:2]:
+            widget.param.watch(lambda _event: self._ask_look(), ["value"])
+        for widget in self.look_widgets[2:]:
+            widget.param.watch(lambda _event: self._show_look(), ["value"])
+        self.respond_quickly([*self.setup_widgets, self.speed, *self.look_widgets])
+        readable([*self.setup_widgets, self.speed, *self.look_widgets])
 
     def _names(self) -> tuple[str, str]:
         a, b = self.state.side_names()
@@ -142,6 +172,22 @@ class RaceExplorable(ExplorableView):
         self.task_note = LiveHTML(self._task_html(), **wide)
         self.sides = LiveHTML(self._sides_html(), **wide)
         self.words = LiveHTML(self._words_html(), **wide)
+        # inside the models: both heatmaps are built once, on the example's own tokens, and filled by each look
+        tokens = token_factors(self._example_tokens())
+        empty = heatmap_data(np.zeros((len(tokens), len(tokens))), tokens, tokens)
+        self.maps, self.map_sources = zip(*(heatmap_figure(f"{name}: attention weights", dict(empty), tokens, tokens,
+                                                           height=300) for name in names), strict=True)
+        for fig in self.maps:  # up to 16 × 16 cells: colour only (darker is more weight), the numbers on hover
+            for renderer in fig.renderers[1:]:  # the cells' printed values
+                renderer.visible = False
+        self.look_note = LiveHTML(f'<p class="bt-muted">{LOOK_FIRST}</p>', **wide)
+        self.answers = LiveHTML("", **wide)
+        self.stage_table = LiveHTML("", **wide)
+        self.maps_alt = LiveHTML("", **wide)
+        self.curves_file = pn.widgets.FileDownload(filename="race-curves.csv", label="Curves (CSV)", color="light",
+                                                   embed=False, callback=self._curves_file)
+        self.weights_file = pn.widgets.FileDownload(filename="race-weights.json", label="Weights (JSON)",
+                                                    color="light", embed=False, callback=self._weights_file)
 
     # --- the race ---------------------------------------------------------------------------
 
@@ -152,6 +198,8 @@ class RaceExplorable(ExplorableView):
             widget.disabled = not unlocked
         for widget in self.setup_widgets:
             widget.disabled = self.state.setup_held
+        if self.state.difference == "warmup":  # each side has its own warm-up then
+            self.warmup.disabled = True
         set_object(self.status, self._status_html())
 
     def toggle(self) -> None:
@@ -171,17 +219,41 @@ class RaceExplorable(ExplorableView):
         if self.playing:
             await self.advance()
 
+    def _cost(self) -> int:
+        """Floor-steps one step of this race costs: a step of an n-floor model counts n."""
+        spec = self.state.spec
+        return spec.config_a.n_layers + spec.config_b.n_layers
+
     async def advance(self, steps: int | None = None) -> bool:
-        """Ask the runner for the next slice of this page's race and show it; False when nothing moved."""
+        """Ask the runner for the next slice of this page's race and show it; False when nothing moved.
+
+        At most `steps` steps (None: the speed chosen), and never past the page's share of work."""
         s = self.state
         if self._busy or not s.prediction.unlocked or s.finished:
             return False
+        if steps is None:
+            steps = self.speed.value if self.speed.value in SPEEDS.values() and self.speed.value else None
+        cost = self._cost()
+        left = (runner().session_work - self.work_done) // cost
+        if left < 1:
+            self._pause()
+            self._message(f"This page has trained as much as one page may ({self.work_done:,} floor-steps). "
+                          "Open the page again to race more.")
+            return False
+        steps = min(runner().slice_steps if steps is None else steps, left)
         self._busy = True
         try:
             if self.race_id is None or self._race_generation != s.generation:
                 await self._start()
             generation = s.generation
             part = await runner().advance(self.race_id, steps)
+            self.work_done += len(part.a) * s.spec.config_a.n_layers + len(part.b) * s.spec.config_b.n_layers
+            first = self.look is None
+            if (first or part.held_out_a or part.held_out_b or self._look_again) and generation == s.generation:
+                self._look_again = False
+                look = await runner().look(self.race_id, self.example.value, self.look_floor.value)
+            else:
+                look = None
         except RaceLost:
             self.race_id = None
             s.reset()  # clears the figures and the status, so the message comes after it
@@ -196,9 +268,37 @@ class RaceExplorable(ExplorableView):
         if not s.record(generation, part):
             return False
         self._show(part)
+        if look is not None:
+            self.look = look
+            self._show_look()
         if s.finished:
             self._pause()
         return True
+
+    def _ask_look(self) -> None:
+        """A new example or floor: look again, now if the race is idle, else with its next slice."""
+        if self.race_id is None or self.look is None:
+            return
+        if self._busy or pn.state.curdoc is None:
+            self._look_again = True
+        else:
+            pn.state.execute(self._look_now)
+
+    async def _look_now(self) -> None:
+        if self._busy or self.race_id is None:
+            self._look_again = True
+            return
+        self._busy = True
+        try:
+            generation = self.state.generation
+            look = await runner().look(self.race_id, self.example.value, self.look_floor.value)
+        except (RaceLost, ConfigError):
+            return
+        finally:
+            self._busy = False
+        if generation == self.state.generation:
+            self.look = look
+            self._show_look()
 
     async def _start(self) -> None:
         if self.race_id is not None:
@@ -250,6 +350,19 @@ class RaceExplorable(ExplorableView):
         for line in self.loss_fig.select(type=Span):
             line.location = chance
         self.depth_source.data = {"depth": [], "a": [], "b": []}
+        self.look, self._look_again = None, False
+        self.look_floor.options = floors = self._floor_options()
+        if self.look_floor.value not in floors.values():
+            self.look_floor.value = 0
+        self.head.options = self._head_options()
+        tokens = token_factors(self._example_tokens())
+        for fig, source, name in zip(self.maps, self.map_sources, names, strict=True):
+            set_factors(fig, tokens, tokens)
+            source.data = heatmap_data(np.zeros((len(tokens), len(tokens))), tokens, tokens)
+            fig.title.text = f"{name}: attention weights"
+        for pane in (self.answers, self.stage_table, self.maps_alt):
+            set_object(pane, "")
+        set_object(self.look_note, f'<p class="bt-muted">{LOOK_FIRST}</p>')
         set_object(self.status, self._status_html())
         set_object(self.task_note, self._task_html())
         set_object(self.words, self._words_html())
@@ -266,6 +379,66 @@ class RaceExplorable(ExplorableView):
         self.depth_source.data = plots.depth_data(self.state)
         set_object(self.status, self._status_html())
         set_object(self.words, self._words_html())
+
+    # --- inside the models ---------------------------------------------------------------------
+
+    def _floor_options(self) -> dict[str, int]:
+        spec = self.state.spec
+        return {f"Floor {i + 1}": i for i in range(max(spec.config_a.n_layers, spec.config_b.n_layers))}
+
+    def _head_options(self) -> dict[str, int]:
+        return {f"Head {h + 1}": h for h in range(self.state.spec.config_a.n_heads)}
+
+    def _example_tokens(self) -> list[str]:
+        task = task_data.make_task(self.state.task)
+        return [task.vocab[t] for t in self.state.example_tokens(self.example.value)]
+
+    @batched
+    def _show_look(self) -> None:
+        """The latest look: both heatmaps, the answers, the chosen model's stage table and the words."""
+        look = self.look
+        if look is None:
+            return
+        vocab = task_data.make_task(self.state.task).vocab
+        tokens = [vocab[t] for t in look.tokens]
+        factors = token_factors(tokens)
+        names = self._names()
+        floor, head = self.look_floor.value, self.head.value
+        sentences = []
+        for fig, source, side, name in zip(self.maps, self.map_sources, (look.a, look.b), names, strict=True):
+            set_factors(fig, factors, factors)
+            source.data = heatmap_data(inside.pattern_of(side, head, len(tokens)), factors,
+                                                             factors)
+            there = side.pattern is not None
+            fig.title.text = (f"{name}: floor {floor + 1}, head {head + 1}, step {side.steps}" if there
+                              else f"{name}: no floor {floor + 1}")
+            sentences += inside.attention_sentences(side, name, floor, head, tokens)
+        set_object(self.answers, inside.answers_html(look, vocab, names))
+        which = 0 if self.table_side.value != "b" else 1
+        side = (look.a, look.b)[which]
+        position = int(np.flatnonzero(look.scored)[-1])
+        set_object(self.stage_table, inside.stage_table_html(side, names[which], floor, position, tokens[position]))
+        set_object(self.maps_alt, alt_text("Attention weights", sentences))
+        set_object(self.look_note, '<p class="bt-muted">A held-out example: neither model ever trains on it. In the '
+                                   "maps, a darker cell is more weight (hover a cell for its value, or open the words "
+                                   "under them); the maps, answers and table follow the models every "
+                                   f"{EVALUATE_EVERY} steps.</p>")
+
+    # --- downloads ------------------------------------------------------------------------------
+
+    def _curves_file(self) -> io.BytesIO:
+        return io.BytesIO(files.curves_csv(self.state).encode("utf-8"))
+
+    async def _weights_file(self) -> io.BytesIO | None:
+        """Both models' weights as they are now: asked of the race's worker (nothing before the race starts)."""
+        if self.race_id is None:
+            self._message("Take a step first: the weights are those of the race as it stands.")
+            return None
+        try:
+            weights = await runner().weights(self.race_id)
+        except RaceLost:
+            return None
+        return io.BytesIO(files.weights_json(self.state, weights).encode("utf-8"))
 
     def _message(self, text: str) -> None:
         set_object(self.status, f'<p class="bt-field-error" role="alert">{escape(text)}</p>')
@@ -301,12 +474,22 @@ class RaceExplorable(ExplorableView):
     def __panel__(self):
         controls = self.control_card(LiveHTML('<h2 class="bt-h2">The race</h2>', **styled()),
                                      self.task, (self.difference, self.sides), *self.setup_widgets[2:],
-                                     (self.play, self.step, self.reset))
+                                     (self.play, self.step, self.reset), self.speed)
         gate = [self.gate] if self.show_gate else []
         left = pn.Column(*gate, controls, styles=self.side_styles(),
                          stylesheets=[] if self.embed else [STICKY_SIDE])
+        look = pn.Column(LiveHTML('<h2 class="bt-h2">Inside the two models</h2>', **styled()), self.look_note,
+                         pn.GridBox(*self.look_widgets, ncols=2, sizing_mode="stretch_width"),
+                         self.answers, pn.FlexBox(*self.maps, flex_wrap="wrap", gap="1rem",
+                                                  sizing_mode="stretch_width", stylesheets=[TWO_MAPS]),
+                         self.maps_alt, self.stage_table, sizing_mode="stretch_width")
+        saved = pn.Column(LiveHTML('<h2 class="bt-h2">Take it with you</h2><p class="bt-muted">The curves as a '
+                                   "table, and both models' weights as they are now. Each plot's toolbar saves it "
+                                   "as a picture.</p>", **styled(sizing_mode="stretch_width")),
+                          pn.FlexBox(self.curves_file, self.weights_file, flex_wrap="wrap"),
+                          sizing_mode="stretch_width")
         right = pn.Column(self.task_note, self.status, self.loss_fig, self.accuracy_fig, self.depth_fig, self.words,
-                          styles=self.main_styles("36rem"))
+                          look, saved, styles=self.main_styles("36rem"))
         head = [] if self.embed else [LiveHTML(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>',
                                                **styled(sizing_mode="stretch_width"))]
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")

@@ -4,11 +4,16 @@ the set-up stays as predicted, and a closed page frees its race."""
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
+import json
 import os
 import signal
 
+import numpy as np
 import pytest
 
+from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.train_the_block import RaceExplorable
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY
 from blocktrace.explorables.train_the_block.view import runner
@@ -116,3 +121,101 @@ def test_a_lost_race_says_so_and_starts_again(page: RaceExplorable) -> None:
     lost, message, again = asyncio.run(go())
     assert not lost and "starts again from step 0" in message and 'role="alert"' in message
     assert again and len(page.state.a.steps) == EVALUATE_EVERY
+
+
+# --- inside the models, the page's share of work, speed and downloads ----------------------------------
+
+
+def _run_here(page: RaceExplorable, steps: int):
+    """The same race trained in this process, as an independent check on what the worker sent."""
+    race = page.state.spec.build()
+    for _ in range(steps):
+        race.step()
+    return race
+
+
+def test_the_look_inside_is_the_models_at_their_current_weights(page: RaceExplorable) -> None:
+    """After a slice the maps hold the chosen floor and head of each model, on the chosen held-out example, as
+    the same race trained here gives them; a new floor is looked at without a step."""
+    page.state.prediction.commit("a-first")
+    page.example.value, page.head.value = 3, 1
+    assert _play(page, 1) == [True]
+    race = _run_here(page, EVALUATE_EVERY)
+    tokens = page.state.example_tokens(3)
+    for source, run in zip(page.map_sources, (race.a, race.b), strict=True):
+        trace, _ = lm.trace_sequence(run.config, run.params, tokens, run.task.vocab)
+        assert source.data["value"] == trace["blocks.0.attn.pattern"][1].ravel().tolist()
+    page.look_floor.value = 1
+
+    async def look_again():
+        await page._look_now()
+    asyncio.run(look_again())
+    trace, logits = lm.trace_sequence(race.a.config, race.a.params, tokens, race.a.task.vocab)
+    assert page.map_sources[0].data["value"] == trace["blocks.1.attn.pattern"][1].ravel().tolist()
+    assert "floor 2, head 2, step 25" in page.maps[0].title.text
+    scored = page.look.scored
+    right = int((logits.argmax(-1)[scored] == page.look.targets[scored]).sum())
+    assert f"A: add, {right} of {int(scored.sum())} right at step 25" in page.answers.object
+    assert "Floor 2, at step 25" not in page.stage_table.object and "floor 2, at step 25" in page.stage_table.object
+    assert "blocks.1" not in page.stage_table.object and "resid_post" in page.stage_table.object
+
+
+def test_a_floor_only_the_deeper_model_has_is_said_not_drawn() -> None:
+    runner.configure(workers=1, slice_steps=1, slice_cpu_s=60.0)
+    try:
+        page = RaceExplorable(query={"task": "copy", "floors": "6", "vs": "depth"})
+        page.state.prediction.commit("a-first")
+        page.look_floor.value = 4
+        assert _play(page, 1) == [True]
+        assert set(page.map_sources[0].data["value"]) == {0.0} and "no floor 5" in page.maps[0].title.text
+        assert "A: 2 floors has no floor 5." in page.maps_alt.object
+        assert "floor 5, head 1, step 1" in page.maps[1].title.text
+    finally:
+        runner.configure()
+
+
+def test_a_page_trains_no_more_than_its_share() -> None:
+    """With a share of 3 slices' work the fourth slice is refused with a message, and nothing past it runs."""
+    cost = 2 * 2  # two models of two floors
+    runner.configure(workers=1, slice_steps=10, slice_cpu_s=60.0, session_work=cost * 25)
+    try:
+        page = RaceExplorable(query={"task": "copy", "floors": "2", "vs": "residual"})
+        page.state.prediction.commit("a-first")
+        page.playing = True
+        assert _play(page, 4) == [True, True, True, False]
+        assert len(page.state.a.steps) == 25 and page.work_done == cost * 25  # the third slice took only 5
+        assert "as much as one page may" in page.status.object and not page.playing
+        page.restart()  # a reset does not give the page a new share
+        page.state.prediction.commit("a-first")
+        assert _play(page, 1) == [False] and page.state.a.steps == []
+    finally:
+        runner.configure()
+
+
+def test_slow_speed_asks_for_one_step_a_tick(page: RaceExplorable) -> None:
+    page.state.prediction.commit("a-first")
+    page.speed.value = 1
+    assert _play(page, 3) == [True, True, True] and len(page.state.a.steps) == 3
+    page.speed.value = "many"  # what a crafted message might hold: the server's slice, never more
+    assert _play(page, 1) == [True] and len(page.state.a.steps) == 3 + EVALUATE_EVERY
+
+
+def test_the_downloads_hold_the_curves_drawn_and_the_weights_trained(page: RaceExplorable) -> None:
+    """The CSV has a row per model per step with the held-out readings where they were taken; the JSON holds
+    both models' parameters as the same race trained here has them."""
+    page.state.prediction.commit("a-first")
+    assert asyncio.run(page._weights_file()) is None and "Take a step first" in page.status.object
+    assert _play(page, 2) == [True, True]
+    rows = list(csv.DictReader(io.StringIO(page._curves_file().getvalue().decode())))
+    assert len(rows) == 4 * EVALUATE_EVERY and [r["model"] for r in rows[::2 * EVALUATE_EVERY]] == ["A", "B"]
+    assert [r["step"] for r in rows if r["held_out_accuracy"]] == ["25", "50", "25", "50"]
+    assert float(rows[0]["loss"]) == page.state.a.steps[0].loss
+    saved = json.loads(asyncio.run(page._weights_file()).getvalue())
+    race = _run_here(page, 2 * EVALUATE_EVERY)
+    assert saved["race"]["floors"] == 2 and saved["models"]["B"]["name"] == "replace"
+    for model, run in (("A", race.a), ("B", race.b)):
+        assert saved["models"][model]["steps"] == 2 * EVALUATE_EVERY
+        assert saved["models"][model]["config"]["residual"] == run.config.residual
+        assert {k: np.asarray(v) for k, v in saved["models"][model]["params"].items()}.keys() == run.params.keys()
+        for name, value in run.params.items():
+            assert np.array_equal(np.asarray(saved["models"][model]["params"][name]), value)

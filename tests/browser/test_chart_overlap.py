@@ -18,12 +18,13 @@ pytestmark = pytest.mark.browser
 
 WIDTHS = (1440, 390)
 # route -> how many figures its default state shows (the decoder lab: one head, norms, activations,
-# causal test, two depth charts; the block floor: both orders' plane and heatmap; the race: loss, accuracy, depth)
+# causal test, two depth charts; the block floor: both orders' plane and heatmap; the race: loss, accuracy, depth
+# and both models' attention maps)
 PAGES = {
     "/explorables/transformer-block-trace": 3,
     "/explorables/block-floor": 4,
     "/explorables/decoder-block-lab": 6,
-    "/explorables/train-the-block": 3,
+    "/explorables/train-the-block": 5,
 }
 
 

@@ -127,3 +127,19 @@ def test_the_forward_only_loss_is_the_training_loss() -> None:
     loss, logits = lm.loss_and_logits(config, params, tokens, targets, scored)
     assert loss == full.loss
     np.testing.assert_array_equal(logits, full.logits)
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_one_traced_sequence_is_that_row_of_the_batch(placement: str) -> None:
+    """The look inside a model (trace_sequence) is the batch's forward pass for that row: the same logits and
+    the same stream entering and leaving every floor, under the engine's keys and with the tokens' names."""
+    config, params, tokens, targets, scored = _case(placement=placement)
+    full = lm.loss_and_grads(config, params, tokens, targets, scored)
+    names = tuple("abcdefg")
+    trace, logits = lm.trace_sequence(config, params, tokens[1], names)
+    np.testing.assert_allclose(logits, full.logits[1], rtol=1e-12, atol=1e-12)
+    for key in ("blocks.0.resid_pre", "blocks.1.attn.pattern", "blocks.1.resid_post"):
+        np.testing.assert_allclose(trace[key], full.values[key][1], rtol=1e-12, atol=1e-12)
+    assert trace.tokens == [names[t] for t in tokens[1]]
+    with pytest.raises(ConfigError, match="token names"):
+        lm.trace_sequence(config, params, tokens[1], names[:3])

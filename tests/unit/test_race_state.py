@@ -50,13 +50,21 @@ def test_a_link_sets_the_race_and_bad_values_are_refused() -> None:
     """The address's keys set the race; a value out of range keeps the default and says so."""
     state = RaceState()
     notices = apply_query(state, QUERY_KEYS, {"task": "sort", "vs": "residual", "floors": "24", "lr": "0.003",
-                                              "seed": "12"})
-    assert notices == [] and (state.task, state.difference, state.floors, state.lr, state.seed) == (
-        "sort", "residual", 24, 0.003, 12)
+                                              "warmup": "200", "seed": "12"})
+    assert notices == [] and (state.task, state.difference, state.floors, state.lr, state.warmup, state.seed) == (
+        "sort", "residual", 24, 0.003, 200, 12)
     bad = RaceState()
-    notices = apply_query(bad, QUERY_KEYS, {"task": "<b>x</b>", "floors": "5", "lr": "0.002", "seed": "-1", "vs": "1"})
-    assert len(notices) == 5 and (bad.task, bad.floors, bad.lr, bad.seed, bad.difference) == (
-        "copy", 12, 0.01, 0, "placement")
+    notices = apply_query(bad, QUERY_KEYS, {"task": "<b>x</b>", "floors": "5", "lr": "0.002", "seed": "-1", "vs": "1",
+                                            "warmup": "150"})
+    assert len(notices) == 6 and (bad.task, bad.floors, bad.lr, bad.seed, bad.difference, bad.warmup) == (
+        "copy", 12, 0.01, 0, "placement", 0)
+
+
+def test_the_shared_warm_up_reaches_both_models_unless_warm_up_is_the_difference() -> None:
+    state = RaceState(warmup=200)
+    assert (state.spec.settings_a.warmup, state.spec.settings_b.warmup) == (200, 200)
+    state.difference = "warmup"
+    assert (state.spec.settings_a.warmup, state.spec.settings_b.warmup) == (0, 100)
 
 
 def _records(start: int, n: int) -> tuple[StepRecord, ...]:

@@ -1,0 +1,67 @@
+"""Inside the two models as they learn: one held-out sequence, each model's answer at every position, the
+attention weights of one floor and head, and that floor's stages as a table. Pure functions of a runner.Look.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+import numpy as np
+
+from blocktrace.explorables.components.heatmap import heatmap_sentences
+from blocktrace.explorables.components.html import table
+from blocktrace.explorables.engine.ops import rms
+from blocktrace.explorables.train_the_block.runner import Look, SideLook
+
+__all__ = ["N_SHOWN", "answers_html", "attention_sentences", "pattern_of", "stage_table_html"]
+
+N_SHOWN = 6  # components shown per row of the stage table
+
+
+def pattern_of(side: SideLook, head: int, n_pos: int) -> np.ndarray:
+    """The head's attention weights [pos, pos]; zeros when the model has no such floor or head."""
+    if side.pattern is None or not 0 <= head < side.pattern.shape[0]:
+        return np.zeros((n_pos, n_pos))
+    return side.pattern[head]
+
+
+def answers_html(look: Look, vocab: Sequence[str], names: Sequence[str]) -> str:
+    """The sequence, the right answer at each scored position, and what each model answers there (✓ or ✗)."""
+    scored = np.flatnonzero(look.scored)
+    rows = [("Input", [vocab[t] for t in look.tokens[scored]], {})]
+    rows.append(("Right answer", [vocab[t] for t in look.targets[scored]], {}))
+    for name, side in zip(names, (look.a, look.b), strict=True):
+        marks = [f"{vocab[side.answers[i]]} {'✓' if side.answers[i] == look.targets[i] else '✗'}" for i in scored]
+        right = int(np.sum(side.answers[scored] == look.targets[scored]))
+        rows.append((f"{name}, {right} of {scored.size} right at step {side.steps}", marks, {}))
+    header = ["", *[f"position {i + 1}" for i in scored]]
+    caption = (f"The example's scored positions (the whole input is {' '.join(vocab[t] for t in look.tokens)}): "
+               "what each model answers now")
+    return f'<div class="bt-table-wrap">{table(caption, header, rows, "tb-answers")}</div>'
+
+
+def stage_table_html(side: SideLook, name: str, floor: int, position: int, token: str) -> str:
+    """The floor's stages in forward order at one position: shape, RMS and the first components."""
+    if not side.stages:
+        return f'<p class="bt-muted">{escape(name)} has no floor {floor + 1}.</p>'
+    body = []
+    for stage in side.stages:
+        values = stage.values
+        row = values[..., position, :].reshape(-1) if values.ndim >= 2 else values.reshape(-1)
+        shown = [float(v) for v in row[:N_SHOWN]] + [None] * (N_SHOWN - min(N_SHOWN, row.size))
+        more = f"+{row.size - N_SHOWN} more" if row.size > N_SHOWN else ""
+        shape = "[" + ", ".join(str(n) for n in values.shape) + "]"
+        body.append((stage.label, [stage.local_key, shape, float(rms(row)), *shown, more], {"plain": (2,)}))
+    header = ["Stage", "Key", "Shape", "RMS", *[f"[{i}]" for i in range(N_SHOWN)], ""]
+    caption = (f"{name}, floor {floor + 1}, at step {side.steps}: every stage at position {position + 1} "
+               f"(“{token}”); attention rows list every head's weights")
+    return f'<div class="bt-table-wrap">{table(caption, header, body, "tb-stages")}</div>'
+
+
+def attention_sentences(side: SideLook, name: str, floor: int, head: int, tokens: Sequence[str]) -> list[str]:
+    """The head's weights in words, for screen readers and as the heatmap's text alternative."""
+    if side.pattern is None:
+        return [f"{name} has no floor {floor + 1}."]
+    lead = f"{name}, floor {floor + 1}, head {head + 1}, at step {side.steps}."
+    return [lead, *heatmap_sentences(pattern_of(side, head, len(tokens)), tokens)]
