@@ -87,9 +87,11 @@ def _formatted(record: logging.LogRecord) -> str:
 
 def test_bokehs_late_close_is_one_line() -> None:
     """The AssertionError of a websocket that closed after its session was detached: one line, no traceback."""
-    text = _formatted(_late_close_record())
+    record = _late_close_record()
+    text = _formatted(record)
     assert "Traceback" not in text and "\n" not in text
     assert "closed after its session was detached" in text
+    assert (record.levelno, record.levelname) == (logging.WARNING, "WARNING")  # the server did nothing wrong
 
 
 def test_other_assertions_keep_their_traceback() -> None:
