@@ -9,12 +9,20 @@ from html import escape
 
 import numpy as np
 
+from blocktrace.explorables.components.floor_model import Shown, shown, spec_from
 from blocktrace.explorables.components.heatmap import heatmap_sentences
 from blocktrace.explorables.components.html import table
+from blocktrace.explorables.components.numbers import number, words_of_number
+from blocktrace.explorables.engine.config import BlockConfig
+from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.engine.ops import rms
+from blocktrace.explorables.engine.stages import stage_texts
 from blocktrace.explorables.train_the_block.runner import Look, SideLook
 
-__all__ = ["N_SHOWN", "answers_html", "attention_sentences", "pattern_of", "stage_table_html"]
+__all__ = ["N_SHOWN", "answers_html", "attention_sentences", "diagram_view", "pattern_of", "stage_table_html"]
+
+MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU", "relu": "ReLU"}
+WAITING = "values appear after the first step"
 
 N_SHOWN = 6  # components shown per row of the stage table
 
@@ -41,18 +49,42 @@ def answers_html(look: Look, vocab: Sequence[str], names: Sequence[str]) -> str:
     return f'<div class="bt-table-wrap">{table(caption, header, rows, "tb-answers")}</div>'
 
 
-def stage_table_html(side: SideLook, name: str, floor: int, position: int, token: str) -> str:
+def _row(values: np.ndarray, position: int) -> np.ndarray:
+    """A stage's values at one position, every head's together. # [..., pos, x] -> [...·x]"""
+    return values[..., position, :].reshape(-1) if values.ndim >= 2 else values.reshape(-1)
+
+
+def diagram_view(side: SideLook | None, name: str, config: BlockConfig, floor: int, position: int,
+                 picked: str) -> Shown:
+    """The floor diagram of this model's floor at one position: each stage's RMS on its card, `picked` (a local
+    key) selected, as the stage table marks it. Before the first look (side None) the stages are named only."""
+    texts = stage_texts(config)
+    stages = [(key, f"blocks.{floor}.{key}", texts[key][0]) for key in block_keys(config)]
+    spec = spec_from(stages, placement=config.placement, residual=config.residual, causal=config.causal,
+                     mlp_title=f"MLP ({MLP_NAMES[config.mlp]})", end_label=f"floor {floor + 1}'s output")
+    if side is None:
+        return shown(spec, "", None, True, caption=f"{name}, floor {floor + 1}: {WAITING}.", locked_name=WAITING)
+    values = {}
+    for stage in side.stages:
+        text = f"RMS {number(rms(_row(stage.values, position)))}"
+        values[stage.key] = (text, words_of_number(text).replace("RMS", "root mean square"))
+    caption = (f"{name}, floor {floor + 1} at step {side.steps}: each card shows its stage's RMS at position "
+               f"{position + 1}, as the table below does; select a stage to mark it there.")
+    return shown(spec, f"blocks.{floor}.{picked}", values, False, caption=caption)
+
+
+def stage_table_html(side: SideLook, name: str, floor: int, position: int, token: str, picked: str = "") -> str:
     """The floor's stages in forward order at one position: shape, RMS and the first components."""
     if not side.stages:
         return f'<p class="bt-muted">{escape(name)} has no floor {floor + 1}.</p>'
     body = []
     for stage in side.stages:
-        values = stage.values
-        row = values[..., position, :].reshape(-1) if values.ndim >= 2 else values.reshape(-1)
-        shown = [float(v) for v in row[:N_SHOWN]] + [None] * (N_SHOWN - min(N_SHOWN, row.size))
+        row = _row(stage.values, position)
+        first = [float(v) for v in row[:N_SHOWN]] + [None] * (N_SHOWN - min(N_SHOWN, row.size))
         more = f"+{row.size - N_SHOWN} more" if row.size > N_SHOWN else ""
-        shape = "[" + ", ".join(str(n) for n in values.shape) + "]"
-        body.append((stage.label, [stage.local_key, shape, float(rms(row)), *shown, more], {"plain": (2,)}))
+        shape = "[" + ", ".join(str(n) for n in stage.values.shape) + "]"
+        opts = {"plain": (2,), **({"current": True, "class": "current"} if stage.local_key == picked else {})}
+        body.append((stage.label, [stage.local_key, shape, float(rms(row)), *first, more], opts))
     header = ["Stage", "Key", "Shape", "RMS", *[f"[{i}]" for i in range(N_SHOWN)], ""]
     caption = (f"{name}, floor {floor + 1}, at step {side.steps}: every stage at position {position + 1} "
                f"(“{token}”); attention rows list every head's weights")

@@ -21,6 +21,7 @@ import panel as pn
 from bokeh.models import Span
 
 from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors, token_factors
 from blocktrace.explorables.components.html import alt_text
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, readable
@@ -30,6 +31,7 @@ from blocktrace.explorables.components.updates import LiveHTML, batched, set_obj
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import ConfigError
+from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.train_the_block import files, inside, plots
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, EXAMPLES, Look, RaceLost, RaceRunner, Slice
 from blocktrace.explorables.train_the_block.state import (
@@ -150,6 +152,7 @@ class RaceExplorable(ExplorableView):
         self.look_widgets = [self.example, self.look_floor, self.head, self.table_side]
         for widget in self.look_widgets[:2]:
             widget.param.watch(lambda _event: self._ask_look(), ["value"])
+        self.look_floor.param.watch(lambda _event: self.look is None and self._show_diagram(), ["value"])
         for widget in self.look_widgets[2:]:
             widget.param.watch(lambda _event: self._show_look(), ["value"])
         self.respond_quickly([*self.setup_widgets, self.speed, *self.look_widgets])
@@ -181,6 +184,9 @@ class RaceExplorable(ExplorableView):
             for renderer in fig.renderers[1:]:  # the cells' printed values
                 renderer.visible = False
         self.look_note = LiveHTML(f'<p class="bt-muted">{LOOK_FIRST}</p>', **wide)
+        self.picked = "attn.pattern"  # the stage marked in the diagram and the table (a local key)
+        self.diagram = DiagramPlace(self._pick)
+        self._show_diagram()
         self.answers = LiveHTML("", **wide)
         self.stage_table = LiveHTML("", **wide)
         self.maps_alt = LiveHTML("", **wide)
@@ -362,6 +368,7 @@ class RaceExplorable(ExplorableView):
             fig.title.text = f"{name}: attention weights"
         for pane in (self.answers, self.stage_table, self.maps_alt):
             set_object(pane, "")
+        self._show_diagram()
         set_object(self.look_note, f'<p class="bt-muted">{LOOK_FIRST}</p>')
         set_object(self.status, self._status_html())
         set_object(self.task_note, self._task_html())
@@ -398,6 +405,7 @@ class RaceExplorable(ExplorableView):
         """The latest look: both heatmaps, the answers, the chosen model's stage table and the words."""
         look = self.look
         if look is None:
+            self._show_diagram()
             return
         vocab = task_data.make_task(self.state.task).vocab
         tokens = [vocab[t] for t in look.tokens]
@@ -414,15 +422,41 @@ class RaceExplorable(ExplorableView):
                               else f"{name}: no floor {floor + 1}")
             sentences += inside.attention_sentences(side, name, floor, head, tokens)
         set_object(self.answers, inside.answers_html(look, vocab, names))
-        which = 0 if self.table_side.value != "b" else 1
+        which = self._table_side()
         side = (look.a, look.b)[which]
         position = int(np.flatnonzero(look.scored)[-1])
-        set_object(self.stage_table, inside.stage_table_html(side, names[which], floor, position, tokens[position]))
+        set_object(self.stage_table, inside.stage_table_html(side, names[which], floor, position, tokens[position],
+                                                             self.picked))
+        self._show_diagram()
         set_object(self.maps_alt, alt_text("Attention weights", sentences))
         set_object(self.look_note, '<p class="bt-muted">A held-out example: neither model ever trains on it. In the '
                                    "maps, a darker cell is more weight (hover a cell for its value, or open the words "
                                    "under them); the maps, answers and table follow the models every "
                                    f"{EVALUATE_EVERY} steps.</p>")
+
+    def _table_side(self) -> int:
+        return 1 if self.table_side.value == "b" else 0
+
+    def _show_diagram(self) -> None:
+        """The diagram of the table's model and floor: named only before the first look, its RMS after."""
+        which, floor = self._table_side(), self.look_floor.value
+        spec = self.state.spec
+        config = (spec.config_a, spec.config_b)[which]
+        side = None if self.look is None else (self.look.a, self.look.b)[which]
+        for pane in self.diagram.panes:
+            pane.visible = floor < config.n_layers
+        if floor >= config.n_layers:
+            return
+        position = 0 if self.look is None else int(np.flatnonzero(self.look.scored)[-1])
+        self.diagram.show(lambda: inside.diagram_view(side, self._names()[which], config, floor, position,
+                                                      self.picked))
+
+    def _pick(self, key: str) -> None:
+        """A stage chosen in the diagram: marked there and in the table."""
+        local = key.split(".", 2)[-1]
+        if local in block_keys(self.state.spec.config_a) and self.look is not None:
+            self.picked = local
+            self._show_look()
 
     # --- downloads ------------------------------------------------------------------------------
 
@@ -482,7 +516,7 @@ class RaceExplorable(ExplorableView):
                          pn.GridBox(*self.look_widgets, ncols=2, sizing_mode="stretch_width"),
                          self.answers, pn.FlexBox(*self.maps, flex_wrap="wrap", gap="1rem",
                                                   sizing_mode="stretch_width", stylesheets=[TWO_MAPS]),
-                         self.maps_alt, self.stage_table, sizing_mode="stretch_width")
+                         self.maps_alt, *self.diagram.panes, self.stage_table, sizing_mode="stretch_width")
         saved = pn.Column(LiveHTML('<h2 class="bt-h2">Take it with you</h2><p class="bt-muted">The curves as a '
                                    "table, and both models' weights as they are now. Each plot's toolbar saves it "
                                    "as a picture.</p>", **styled(sizing_mode="stretch_width")),

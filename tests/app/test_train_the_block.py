@@ -13,7 +13,9 @@ import signal
 import numpy as np
 import pytest
 
+from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.engine import language_model as lm
+from blocktrace.explorables.engine.ops import rms
 from blocktrace.explorables.train_the_block import RaceExplorable
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY
 from blocktrace.explorables.train_the_block.view import runner
@@ -219,3 +221,26 @@ def test_the_downloads_hold_the_curves_drawn_and_the_weights_trained(page: RaceE
         assert {k: np.asarray(v) for k, v in saved["models"][model]["params"].items()}.keys() == run.params.keys()
         for name, value in run.params.items():
             assert np.array_equal(np.asarray(saved["models"][model]["params"][name]), value)
+
+
+def test_the_floor_diagram_shows_the_tables_model_and_a_picked_stage_marks_its_row(page: RaceExplorable) -> None:
+    """Before the first step the diagram names the floor's stages only; after it each card holds its stage's RMS
+    at the example's last scored position, as the same race trained here gives it, and a stage picked in the
+    diagram is marked in the table."""
+    diagram = page.diagram.component
+    assert diagram.locked and diagram.values == {} and "values appear after the first step" in diagram.caption
+    page.state.prediction.commit("a-first")
+    page.table_side.value = "b"
+    assert _play(page, 1) == [True]
+    race = _run_here(page, EVALUATE_EVERY)
+    trace, _ = lm.trace_sequence(race.b.config, race.b.params, page.look.tokens, race.b.task.vocab)
+    position = int(np.flatnonzero(page.look.scored)[-1])
+    mid = trace["blocks.0.resid_mid"][position]
+    assert not diagram.locked and diagram.values["blocks.0.resid_mid"] == f"RMS {number(rms(mid))}"
+    assert "B: replace, floor 1 at step 25" in diagram.caption and diagram.selected == "blocks.0.attn.pattern"
+    diagram.selected = "blocks.0.resid_mid"  # a click in the browser
+    assert page.picked == "resid_mid" and diagram.selected == "blocks.0.resid_mid"
+    current = page.stage_table.object.split('aria-current="step"')[1]
+    assert current.split("</tr>")[0].count("resid_mid") == 1
+    diagram.selected = "blocks.0.nonsense"  # a crafted key is set back
+    assert page.picked == "resid_mid" and diagram.selected == "blocks.0.resid_mid"
