@@ -24,6 +24,7 @@ ROUTE = "/explorables/transformer-block-trace"
 # The explorables whose first screen, embedded, holds the controls, the floor diagram and the first table.
 # (The decoder lab's diagram belongs to its second panel, with that panel's own controls and table.)
 FIRST_SCREEN = ("/explorables/transformer-block-trace", "/explorables/block-floor")
+RACE = "/explorables/train-the-block"
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,7 @@ def host_page(tmp_path_factory, host_port: int, embed_server) -> Iterator[str]:
         **{f"first-screen-{route.rsplit('/', 1)[1]}.html": iframe_snippet(base, route, embed_server.predict_off(route),
                                                                           "Explorable")
            for route in FIRST_SCREEN},
+        "race.html": iframe_snippet(base, RACE, {"floors": "2", "vs": "depth"}, "Race"),  # as an author types it
     }
     for name, body in pages.items():  # a course page: its text in a 900 px column
         (folder / name).write_text(
@@ -249,5 +251,25 @@ def test_an_embed_shows_the_controls_the_diagram_and_the_first_table_in_its_firs
         expect(locator).to_have_count(1)
         box = locator.bounding_box()
         assert top <= box["y"] and box["y"] + box["height"] <= top + 700, (name, box, top)
+    assert errors == [] and outside == []
+    page.close()
+
+
+def test_an_embedded_race_asks_first_then_plays_and_fits(browser: Browser, host_page: str) -> None:
+    """The race in an author's iframe keeps its gate; after the commit it plays inside the frame, its curves and
+    the look inside the models arrive, and the iframe grows to hold them; nothing is loaded from elsewhere."""
+    page = browser.new_page(viewport={"width": 900, "height": 700})
+    errors, outside = _watch(page)
+    page.goto(f"{host_page}/race.html")
+    frame = page.frame_locator("iframe")
+    expect(frame.get_by_role("button", name="Play")).to_be_disabled()
+    frame.get_by_label("A reaches 90 % held-out accuracy first.").check()
+    frame.get_by_role("button", name="Commit prediction").click()
+    frame.get_by_role("button", name="Play").click()
+    expect(frame.get_by_text(re.compile(r"^A: 2 floors: .*held-out accuracy"))).to_be_visible(timeout=60_000)
+    expect(frame.get_by_text(re.compile(r"^A: 2 floors, \d+ of \d+ right at step"))).to_be_visible()
+    frame.get_by_role("button", name="Pause").click()
+    inner = page.locator("iframe").element_handle().content_frame()
+    inner.wait_for_function(FITS, arg=[True, 2000])  # curves, maps, diagram and table: far taller than 700 px
     assert errors == [] and outside == []
     page.close()
