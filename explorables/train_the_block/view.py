@@ -56,6 +56,8 @@ INTRO = ("Two models learn the same small task from the same examples, starting 
          f"{TARGET:.0%} accuracy on examples it never trained on first, then press Play.")
 QUESTION = "Which model will reach 90 % held-out accuracy first?"
 HINT = "A is the first side of the difference you chose, B the second; both are named above the answers."
+NO_CURVES = ("Both loss curves, the held-out accuracy and the gradient reaching each floor are drawn here from "
+             "the first step.")
 LOOK_FIRST = "Take a step to look inside: the attention weights and stages of the models as they are now."
 TWO_MAPS = ":host > * { flex: 1 1 18rem; }"  # A's and B's maps side by side where they fit, else one above the other
 TICK_MS = 100  # how often a playing page asks for the next slice (at most one is in flight)
@@ -170,7 +172,10 @@ class RaceExplorable(ExplorableView):
         self.loss_fig, self.loss_sources = plots.loss_figure(names, chance)
         self.accuracy_fig, self.accuracy_sources = plots.accuracy_figure(names)
         self.depth_fig, self.depth_source = plots.depth_figure(names)
+        self.curve_figs = (self.loss_fig, self.accuracy_fig, self.depth_fig)
         wide = styled(sizing_mode="stretch_width")
+        self.no_curves = LiveHTML(f'<p class="bt-muted bt-placeholder">{NO_CURVES}</p>', **wide)
+        self._curves_shown(False)
         self.status = LiveHTML(self._status_html(), **wide)
         self.task_note = LiveHTML(self._task_html(), **wide)
         self.sides = LiveHTML(self._sides_html(), **wide)
@@ -356,6 +361,7 @@ class RaceExplorable(ExplorableView):
         for line in self.loss_fig.select(type=Span):
             line.location = chance
         self.depth_source.data = {"depth": [], "a": [], "b": []}
+        self._curves_shown(False)
         self.look, self._look_again = None, False
         self.look_floor.options = floors = self._floor_options()
         if self.look_floor.value not in floors.values():
@@ -374,9 +380,19 @@ class RaceExplorable(ExplorableView):
         set_object(self.task_note, self._task_html())
         set_object(self.words, self._words_html())
 
+    def _curves_shown(self, shown: bool) -> None:
+        """The figures once there is something to draw (empty, Bokeh draws neither axes nor grid); a line in their
+        place until then."""
+        if self.loss_fig.visible != shown:
+            for fig in self.curve_figs:
+                fig.visible = shown
+        if self.no_curves.visible == shown:
+            self.no_curves.visible = not shown
+
     @batched
     def _show(self, part: Slice) -> None:
         """Stream what the slice added into the curves; the depth plot and the words show the latest step."""
+        self._curves_shown(True)
         for source, records in zip(self.loss_sources, (part.a, part.b), strict=True):
             if records:
                 source.stream(plots.loss_rows(records))
@@ -522,7 +538,7 @@ class RaceExplorable(ExplorableView):
                                    "as a picture.</p>", **styled(sizing_mode="stretch_width")),
                           pn.FlexBox(self.curves_file, self.weights_file, flex_wrap="wrap"),
                           sizing_mode="stretch_width")
-        right = pn.Column(self.task_note, self.status, self.loss_fig, self.accuracy_fig, self.depth_fig, self.words,
+        right = pn.Column(self.task_note, self.status, self.no_curves, *self.curve_figs, self.words,
                           look, saved, styles=self.main_styles("36rem"))
         head = [] if self.embed else [LiveHTML(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>',
                                                **styled(sizing_mode="stretch_width"))]

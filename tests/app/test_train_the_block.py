@@ -47,7 +47,9 @@ def test_slices_reach_the_figures_in_place(page: RaceExplorable) -> None:
     """After the commit each slice streams its rows into the same sources, and the words follow."""
     page.state.prediction.commit("a-first")
     sources = list(page.loss_sources)
+    assert not any(fig.visible for fig in page.curve_figs) and page.no_curves.visible  # nothing to draw yet
     assert _play(page, 2) == [True, True]
+    assert all(fig.visible for fig in page.curve_figs) and not page.no_curves.visible
     assert page.loss_sources == sources and page.loss_sources[0].data["step"] == list(range(1, 2 * EVALUATE_EVERY + 1))
     assert page.accuracy_sources[0].data["step"] == [EVALUATE_EVERY, 2 * EVALUATE_EVERY]
     assert len(page.depth_source.data["a"]) == 3  # two floors and the output
