@@ -16,7 +16,7 @@ from blocktrace.explorables.components.figures import add_hover, house_style, se
 from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.components.palette import ChartColours, text_on
 
-__all__ = ["heatmap_data", "heatmap_figure", "set_factors"]
+__all__ = ["heatmap_data", "heatmap_figure", "heatmap_sentences", "set_factors", "token_factors"]
 
 
 def token_factors(tokens: Sequence[str]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
-__all__ = ["BlockConfig", "ConfigError", "MAX_ABS_VALUE", "MAX_TOKENS"]
+__all__ = ["BlockConfig", "ConfigError", "MAX_ABS_VALUE", "MAX_LAYERS", "MAX_TOKENS"]
 
 # Limits that keep one request from tying up the server (width, length, depth).
 MAX_D_MODEL = 512

@@ -25,7 +25,8 @@ from blocktrace.explorables.engine.config import MAX_ABS_VALUE, BlockConfig, Con
 from blocktrace.explorables.engine.optim import SGD, Adam, clip_by_global_norm, warmup_lr
 from blocktrace.explorables.engine.params import Params
 
-__all__ = ["DEFAULT_SETUPS", "MAX_BATCH", "MAX_STEPS", "Race", "Run", "Setup", "StepRecord", "TrainSettings"]
+__all__ = ["DEFAULT_SETUPS", "HELD_OUT", "MAX_BATCH", "MAX_STEPS", "Race", "Run", "Setup", "StepRecord",
+           "TrainSettings"]
 
 MAX_BATCH = 256  # sequences per step: bounds one step's work
 MAX_STEPS = 20_000  # steps one run may take
