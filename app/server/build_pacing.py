@@ -52,7 +52,7 @@ def races_from_settings() -> None:
     numbers = settings()
     runner.configure(workers=numbers.race_workers or None, slice_steps=numbers.race_slice_steps,
                      slice_cpu_s=numbers.race_slice_cpu, max_races=numbers.max_races,
-                     session_work=numbers.race_session_work)
+                     session_work=numbers.race_session_work, niceness=numbers.race_niceness)
 
 
 def paced_applications(pages: dict[str, Callable], titles: dict[str, str]) -> dict[str, Any]:

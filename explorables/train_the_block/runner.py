@@ -9,10 +9,12 @@ concurrent.futures, so the race's calls always reach the process that holds it; 
 worker with the fewest.
 
 The server decides the work, whatever a page asks for: a slice ends after `slice_steps` steps or after the
-step that takes it past `slice_cpu_s` of CPU, whichever comes first; a race takes at most training.MAX_STEPS steps; at
-most `max_races` races live at once (a new one beyond that is refused with a message a student can read);
-and `drop` (a closed page) frees the race at once. A worker that dies takes its races with it: their next
-call raises RaceLost, and the runner starts a fresh worker in its place.
+step that takes it past its CPU budget (`slice_cpu_s`, shared by the races of its worker), whichever comes
+first; a race takes at most training.MAX_STEPS steps; at most `max_races` races live at once (a new one beyond
+that is refused with a message a student can read); and `drop` (a closed page) frees the race at once. The
+workers run nicer than the server (os.nice), so its event loop, and every student's slider, comes first. A
+worker that dies takes its races with it: their next call raises RaceLost, and the runner starts a fresh worker
+in its place.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from blocktrace.explorables.engine.stages import Stage
 from blocktrace.explorables.engine.tasks import Task
 from blocktrace.explorables.engine.training import HELD_OUT, Race, Run, StepRecord, TrainSettings
 
-__all__ = ["EVALUATE_EVERY", "EXAMPLES", "SESSION_WORK", "SLICE_CPU_S", "SLICE_STEPS", "Look", "RaceLost", "RaceRunner",
-           "RaceSpec", "Reading", "SideLook", "Slice"]
+__all__ = ["EVALUATE_EVERY", "EXAMPLES", "SESSION_WORK", "SLICE_CPU_S", "SLICE_STEPS", "Look", "LookAt", "RaceLost",
+           "RaceRunner", "RaceSpec", "Reading", "SideLook", "Slice"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ SLICE_STEPS = 50  # the most steps one slice takes ...
 SLICE_CPU_S = 0.08  # ... or the CPU time after which it ends (checked between steps)
 MAX_RACES = 64  # races alive at once, per server process
 SESSION_WORK = 480_000  # floor-steps (a step of an n-floor model costs n) one page may train: 20 races of 12 floors
+NICENESS = 10  # how much nicer than the server a worker runs (os.nice): the event loop comes first
 EXAMPLES = 8  # the held-out sequences a student can look inside (the first of the held-out set)
 
 
@@ -89,6 +92,7 @@ class Slice:
     running_b: bool
     diverged_a: int | None = None
     diverged_b: int | None = None
+    look: Look | None = None  # both models on the example asked for, after the slice (see RaceRunner.advance)
 
 
 @dataclass(frozen=True)
@@ -104,9 +108,26 @@ class SideLook:
 
 
 @dataclass(frozen=True)
+class LookAt:
+    """What a page looks at inside the models: which held-out example and which floor; `always` asks for a look
+    after this slice, else one comes only with a slice that took a held-out reading (every EVALUATE_EVERY steps)."""
+
+    example: int
+    floor: int
+    always: bool = False
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.example, int) and isinstance(self.floor, int)
+                and 0 <= self.example < EXAMPLES and 0 <= self.floor < MAX_LAYERS):
+            raise ConfigError(f"there is no example {self.example!r} or floor {self.floor!r} to look at")
+
+
+@dataclass(frozen=True)
 class Look:
     """Both models on the same held-out sequence: its tokens, targets and which positions are scored."""
 
+    example: int  # which held-out sequence
+    floor: int  # which floor the patterns and stages are of
     tokens: np.ndarray  # [pos]
     targets: np.ndarray  # [pos]
     scored: np.ndarray  # [pos] bool
@@ -123,7 +144,7 @@ def _start(race_id: int, spec: RaceSpec) -> None:
     _RACES[race_id] = spec.build()
 
 
-def _advance(race_id: int, max_steps: int, cpu_s: float) -> Slice:
+def _advance(race_id: int, max_steps: int, cpu_s: float, look: LookAt | None = None) -> Slice:
     race = _RACES.get(race_id)
     if race is None:
         raise RaceLost(f"race {race_id} is not running here")
@@ -138,8 +159,11 @@ def _advance(race_id: int, max_steps: int, cpu_s: float) -> Slice:
                 taken.append((run.step_count, *run.evaluate()))
         if time.thread_time() - start >= cpu_s:
             break
+    seen = None
+    if look is not None and (look.always or readings[0] or readings[1]):
+        seen = _look_inside(race, look.example, look.floor)
     return Slice(tuple(race.a.steps[before_a:]), tuple(race.b.steps[before_b:]), tuple(readings[0]),
-                 tuple(readings[1]), race.a.running, race.b.running, race.a.diverged_at, race.b.diverged_at)
+                 tuple(readings[1]), race.a.running, race.b.running, race.a.diverged_at, race.b.diverged_at, seen)
 
 
 def _look_at(run: Run, tokens: np.ndarray, floor: int) -> SideLook:
@@ -154,11 +178,15 @@ def _look(race_id: int, example: int, floor: int) -> Look:
     race = _RACES.get(race_id)
     if race is None:
         raise RaceLost(f"race {race_id} is not running here")
+    return _look_inside(race, example, floor)
+
+
+def _look_inside(race: Race, example: int, floor: int) -> Look:
     held = task_data.held_out(race.a.task, race.a.data_seed, HELD_OUT)
     tokens = held.tokens[example]
     with np.errstate(all="ignore"):  # a diverged model's numbers are shown as they are
-        return Look(tokens, held.targets[example], held.scored[example], _look_at(race.a, tokens, floor),
-                    _look_at(race.b, tokens, floor))
+        return Look(example, floor, tokens, held.targets[example], held.scored[example],
+                    _look_at(race.a, tokens, floor), _look_at(race.b, tokens, floor))
 
 
 def _weights(race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
@@ -168,9 +196,13 @@ def _weights(race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
     return (race.a.step_count, race.a.params), (race.b.step_count, race.b.params)
 
 
-def _die_with_the_server() -> None:
-    """Worker start-up: end this process as soon as the server's is gone, however it ended (a killed server
-    leaves no worker behind). multiprocessing gives the child its parent's sentinel for this."""
+def _worker_start(niceness: int) -> None:
+    """Worker start-up. Training yields the CPU to the server's event loop: the worker runs `niceness` steps
+    nicer (os.nice), so a class's sliders keep their latency while races play (benchmarks/race_class.py). And it
+    ends as soon as the server's process is gone, however it ended (a killed server leaves no worker behind);
+    multiprocessing gives the child its parent's sentinel for this."""
+    if niceness:
+        os.nice(niceness)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(0)), daemon=True,
@@ -192,8 +224,9 @@ class RaceRunner:
     """The server's side: starts races in its workers, advances them a slice at a time, drops them."""
 
     def __init__(self, workers: int | None = None, slice_steps: int = SLICE_STEPS, slice_cpu_s: float = SLICE_CPU_S,
-                 max_races: int = MAX_RACES, session_work: int = SESSION_WORK) -> None:
+                 max_races: int = MAX_RACES, session_work: int = SESSION_WORK, niceness: int = NICENESS) -> None:
         self.n_workers = max(1, workers or os.cpu_count() or 1)
+        self.niceness = niceness
         self.session_work = session_work  # the page's view holds each page to it (view.py)
         self.slice_steps, self.slice_cpu_s, self.max_races = slice_steps, slice_cpu_s, max_races
         self._context = multiprocessing.get_context("spawn")  # never fork a server with threads
@@ -209,7 +242,8 @@ class RaceRunner:
         worker = self._workers[index]
         if worker is None:
             worker = self._workers[index] = ProcessPoolExecutor(max_workers=1, mp_context=self._context,
-                                                                initializer=_die_with_the_server)
+                                                                initializer=_worker_start,
+                                                                initargs=(self.niceness,))
         return worker
 
     async def _call(self, index: int, fn, *args):
@@ -243,22 +277,28 @@ class RaceRunner:
             raise
         return race_id
 
-    async def advance(self, race_id: int, steps: int | None = None) -> Slice:
-        """One slice of the race: at most `steps` (never more than slice_steps) steps, within slice_cpu_s."""
+    async def advance(self, race_id: int, steps: int | None = None, look: LookAt | None = None) -> Slice:
+        """One slice of the race: at most `steps` (never more than slice_steps) steps, within slice_cpu_s; with
+        `look`, the slice also brings a look inside both models when it took a held-out reading (or always), in
+        the same call, so a page waits for its worker once per slice."""
         index = self._where.get(race_id)
         if index is None:
             raise RaceLost(f"there is no race {race_id}")
         limit = self.slice_steps if steps is None else max(0, min(int(steps), self.slice_steps))
-        return await self._call(index, _advance, race_id, limit, self.slice_cpu_s)
+        return await self._call(index, _advance, race_id, limit, self.slice_cpu(index), look)
 
-    async def look(self, race_id: int, example: int, floor: int) -> Look:
-        """Both models of the race on held-out sequence `example` (0 … EXAMPLES-1), showing floor `floor`."""
+    def slice_cpu(self, index: int) -> float:
+        """The CPU budget of a slice in worker `index`: slice_cpu_s shared by the races it trains, so that with
+        many races each page's turn comes round as often as the work allows (a slice still takes one step)."""
+        sharing = sum(where == index for where in self._where.values())
+        return self.slice_cpu_s / max(1, sharing)
+
+    async def look(self, race_id: int, look: LookAt) -> Look:
+        """Both models of the race as they are now, on the example and floor `look` names (no step taken)."""
         index = self._where.get(race_id)
         if index is None:
             raise RaceLost(f"there is no race {race_id}")
-        if not (0 <= example < EXAMPLES and 0 <= floor < MAX_LAYERS):
-            raise ConfigError(f"there is no example {example} or floor {floor} to look at")
-        return await self._call(index, _look, race_id, int(example), int(floor))
+        return await self._call(index, _look, race_id, look.example, look.floor)
 
     async def weights(self, race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
         """Each model's steps taken and current parameters."""

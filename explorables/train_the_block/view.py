@@ -33,7 +33,15 @@ from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import ConfigError
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.train_the_block import files, inside, plots
-from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, EXAMPLES, Look, RaceLost, RaceRunner, Slice
+from blocktrace.explorables.train_the_block.runner import (
+    EVALUATE_EVERY,
+    EXAMPLES,
+    Look,
+    LookAt,
+    RaceLost,
+    RaceRunner,
+    Slice,
+)
 from blocktrace.explorables.train_the_block.state import (
     BUDGET,
     DIFFERENCES,
@@ -257,14 +265,9 @@ class RaceExplorable(ExplorableView):
             if self.race_id is None or self._race_generation != s.generation:
                 await self._start()
             generation = s.generation
-            part = await runner().advance(self.race_id, steps)
+            always, self._look_again = self.look is None or self._look_again, False
+            part = await runner().advance(self.race_id, steps, self._look_at(always))
             self.work_done += len(part.a) * s.spec.config_a.n_layers + len(part.b) * s.spec.config_b.n_layers
-            first = self.look is None
-            if (first or part.held_out_a or part.held_out_b or self._look_again) and generation == s.generation:
-                self._look_again = False
-                look = await runner().look(self.race_id, self.example.value, self.look_floor.value)
-            else:
-                look = None
         except RaceLost:
             self.race_id = None
             s.reset()  # clears the figures and the status, so the message comes after it
@@ -279,12 +282,19 @@ class RaceExplorable(ExplorableView):
         if not s.record(generation, part):
             return False
         self._show(part)
-        if look is not None:
-            self.look = look
+        if part.look is not None:
+            self.look = part.look
             self._show_look()
         if s.finished:
             self._pause()
         return True
+
+    def _look_at(self, always: bool) -> LookAt:
+        """The example and floor picked (a value no menu offers, as a crafted message might send, counts as the
+        first)."""
+        example = self.example.value if self.example.value in range(EXAMPLES) else 0
+        floor = self.look_floor.value if self.look_floor.value in self._floor_options().values() else 0
+        return LookAt(example, floor, always)
 
     def _ask_look(self) -> None:
         """A new example or floor: look again, now if the race is idle, else with its next slice."""
@@ -302,7 +312,7 @@ class RaceExplorable(ExplorableView):
         self._busy = True
         try:
             generation = self.state.generation
-            look = await runner().look(self.race_id, self.example.value, self.look_floor.value)
+            look = await runner().look(self.race_id, self._look_at(True))
         except (RaceLost, ConfigError):
             return
         finally:
@@ -414,7 +424,7 @@ class RaceExplorable(ExplorableView):
 
     def _example_tokens(self) -> list[str]:
         task = task_data.make_task(self.state.task)
-        return [task.vocab[t] for t in self.state.example_tokens(self.example.value)]
+        return [task.vocab[t] for t in self.state.example_tokens(self._look_at(False).example)]
 
     @batched
     def _show_look(self) -> None:
@@ -427,7 +437,8 @@ class RaceExplorable(ExplorableView):
         tokens = [vocab[t] for t in look.tokens]
         factors = token_factors(tokens)
         names = self._names()
-        floor, head = self.look_floor.value, self.head.value
+        floor = look.floor
+        head = self.head.value if self.head.value in self._head_options().values() else 0
         sentences = []
         for fig, source, side, name in zip(self.maps, self.map_sources, (look.a, look.b), names, strict=True):
             set_factors(fig, factors, factors)
@@ -455,7 +466,8 @@ class RaceExplorable(ExplorableView):
 
     def _show_diagram(self) -> None:
         """The diagram of the table's model and floor: named only before the first look, its RMS after."""
-        which, floor = self._table_side(), self.look_floor.value
+        which = self._table_side()
+        floor = self._look_at(False).floor if self.look is None else self.look.floor
         spec = self.state.spec
         config = (spec.config_a, spec.config_b)[which]
         side = None if self.look is None else (self.look.a, self.look.b)[which]

@@ -10,12 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from blocktrace.explorables.engine import ConfigError
+from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.training import DEFAULT_SETUPS, TrainSettings
-from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, RaceLost, RaceRunner, RaceSpec
+from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, LookAt, RaceLost, RaceRunner, RaceSpec
 
 
 def _spec(seed: int = 0) -> RaceSpec:
@@ -173,3 +175,55 @@ def test_workers_end_when_the_server_process_is_killed(tmp_path) -> None:
     finally:
         os.close(exited)
     assert readable == [exited], "the worker outlived its server by a minute"
+
+
+def test_workers_run_nicer_than_the_server(runner: RaceRunner) -> None:
+    """The training yields the CPU to the server's loop: each worker's nice value is the server's plus NICENESS."""
+    async def go():
+        await runner.start(_spec())
+        return await runner._call(0, os.getpid)
+
+    worker = asyncio.run(go())
+    assert os.getpriority(os.PRIO_PROCESS, worker) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + runner.niceness)
+
+
+def test_a_look_comes_with_the_slice_that_took_a_reading_or_when_asked(runner: RaceRunner) -> None:
+    """With a LookAt, a slice brings both models on the example after its last step: always when asked, else only
+    when it took a held-out reading; a LookAt out of range is refused before anything is sent."""
+    want = LookAt(example=2, floor=0)
+
+    async def go():
+        race = await runner.start(_spec(1))
+        first = await runner.advance(race, 3, LookAt(2, 0, always=True))
+        quiet = await runner.advance(race, 7, want)  # steps 4–10: no reading
+        parts = [await runner.advance(race, 7, want) for _ in range(3)]  # through step 31: the reading at 25
+        return first, quiet, parts
+
+    first, quiet, parts = asyncio.run(go())
+    assert first.look is not None and first.look.a.steps == 3 and quiet.look is None
+    with_reading = [p for p in parts if p.held_out_a]
+    assert len(with_reading) == 1 and with_reading[0].look is not None
+    assert all(p.look is None for p in parts if not p.held_out_a)
+    here = _spec(1).build()
+    for _ in range(with_reading[0].look.a.steps):
+        here.step()
+    look = with_reading[0].look
+    trace, logits = lm.trace_sequence(here.b.config, here.b.params, look.tokens, here.b.task.vocab)
+    assert np.array_equal(look.b.pattern, trace["blocks.0.attn.pattern"]) and look.example == 2
+    assert np.array_equal(look.b.answers, logits.argmax(-1))
+    for bad in ({"example": 8, "floor": 0}, {"example": 0, "floor": -1}, {"example": "0", "floor": 0}):
+        with pytest.raises(ConfigError, match="to look at"):
+            LookAt(**bad)
+
+
+def test_races_of_one_worker_share_its_slice_budget() -> None:
+    """Each slice's CPU budget is slice_cpu_s over the races its worker trains: a page's turn comes round sooner."""
+    r = RaceRunner(workers=2, slice_cpu_s=0.08)
+    try:
+        async def go():
+            races = [await r.start(_spec(seed)) for seed in range(3)]  # two in one worker, one in the other
+            return [r.slice_cpu(r._where[race]) for race in races]
+
+        assert sorted(asyncio.run(go())) == [0.04, 0.04, 0.08]
+    finally:
+        r.shutdown()
