@@ -80,7 +80,7 @@ from classroom import (  # the class simulation this benchmark adds races to (be
 from blocktrace.app.settings import Settings, env_name, settings
 
 RACE_ROUTE = "/explorables/train-the-block"
-PLAY_LABEL, PAUSE_LABEL = "Play", "Pause"
+PLAY_LABEL = "Play"  # the race page's Play toggle (pressed while playing)
 LOSS_COLUMNS = {"step", "loss"}  # a loss curve's source (plots.loss_figure), told apart from accuracy and depth
 TARGET_RATIO, TARGET_UPDATES = 1.5, 5.0  # issue 25
 RACERS, SLIDERS, DURATION, WARM_UP = 30, 10, 20.0, 5.0
@@ -93,12 +93,13 @@ class Racer(Student):
     """A student on the race page, joined and committed by classroom.py's Student.
 
     Student.join reads the page until it has found the models it names "slider", "radio", "commit" and "vector";
-    here "slider" is the Play button (its `disabled` turning False is the unlock Student.commit waits for) and
+    here "slider" is the Play toggle (its `disabled` turning False is the unlock Student.commit waits for) and
     "vector" a loss curve's source, so a page whose figures arrive after its document is read until they have.
     """
 
     loss_sources: set[str] = field(default_factory=set)
     playing: asyncio.Event = field(default_factory=asyncio.Event)
+    updated: asyncio.Event = field(default_factory=asyncio.Event)  # the first update has arrived
     stopped_at: float | None = None  # when the page showed Play again (the race ended, or was refused)
     top_step: int = 0  # the highest step streamed so far
     updates: list[tuple[float, int]] = field(default_factory=list)  # (received at, top step then) per update
@@ -109,7 +110,7 @@ class Racer(Student):
         super()._take_ids(content)  # the gate's radio group and commit button, the cookie
         for obj in _objects(content, []):
             name, attrs = obj.get("name", ""), obj.get("attributes", {})
-            if name.endswith("Button") and attrs.get("label") == PLAY_LABEL:
+            if name.endswith("Toggle") and attrs.get("label") == PLAY_LABEL:
                 self.ids["slider"] = obj["id"]
             elif name.endswith("ColumnDataSource") and set(_entries(attrs.get("data"))) == LOSS_COLUMNS:
                 self.loss_sources.add(obj["id"])
@@ -133,23 +134,23 @@ class Racer(Student):
                 elif event.get("kind") == "ModelChanged" and model == self.ids["slider"]:
                     if event.get("attr") == "disabled" and event.get("new") is False:
                         self.enabled.set()
-                    elif event.get("attr") == "label" and event.get("new") == PAUSE_LABEL:
+                    elif event.get("attr") == "active" and event.get("new") is True:
                         self.playing.set()
-                    elif event.get("attr") == "label" and event.get("new") == PLAY_LABEL and self.playing.is_set():
+                    elif event.get("attr") == "active" and event.get("new") is False and self.playing.is_set():
                         self.stopped_at = now
             self.loss_messages += streamed
             self.unread_steps += unread
             if top > self.top_step or (unread and top == self.top_step):  # unread: counted, its steps unknown
                 self.top_step = top
                 self.updates.append((now, top))
+                self.updated.set()
 
     async def play(self) -> None:
-        """Press Play and wait until the page shows Pause (the race is playing)."""
-        await _patch({"kind": "MessageSent", "msg_type": "bokeh_event",
-                      "msg_data": {"type": "event", "name": "button_click",
-                                   "values": {"type": "map", "entries": [["model", {"id": self.ids["slider"]}]]}}},
+        """Press Play (the toggle becomes active, as a click makes it) and wait until the first update arrives."""
+        await _patch({"kind": "ModelChanged", "model": {"id": self.ids["slider"]}, "attr": "active", "new": True},
                      ).send(self.sock)
-        await asyncio.wait_for(self.playing.wait(), STEP_TIMEOUT)
+        self.playing.set()  # the server does not echo a change the browser made
+        await asyncio.wait_for(self.updated.wait(), STEP_TIMEOUT)
 
     def rates(self, start: float, end: float) -> tuple[float, float, float]:
         """(updates/s, steps/s, longest wait in s between updates) in [start, end], or until the race stopped."""

@@ -85,7 +85,7 @@ def change_lab(page: Page) -> None:
 def change_race(page: Page) -> None:
     """One step: both models take their first step, and the page says so in words."""
     page.get_by_role("button", name="One step").click()
-    expect(page.get_by_text(re.compile(r"^A: pre-norm: 1 steps"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^A: pre-norm: 1 step,"))).to_be_visible()
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,8 @@ def race_sentences(state: RaceState, names: Sequence[str]) -> list[str]:
             out.append(f"{name}: not started.")
             continue
         last = side.steps[-1]
-        text = f"{name}: {len(side.steps)} steps, training loss {number(last.loss)}"
+        n = len(side.steps)
+        text = f"{name}: {n} step{'' if n == 1 else 's'}, training loss {number(last.loss)}"
         if side.held_out:
             step, _, acc = side.held_out[-1]
             text += f", held-out accuracy {number(100 * acc, 1)} % at step {step}"

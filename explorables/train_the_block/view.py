@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import functools
 import io
 import logging
 from html import escape
@@ -40,6 +39,7 @@ from blocktrace.explorables.train_the_block.runner import (
     LookAt,
     RaceLost,
     RaceRunner,
+    RaceSpec,
     Slice,
 )
 from blocktrace.explorables.train_the_block.state import (
@@ -106,7 +106,8 @@ class RaceExplorable(ExplorableView):
         self.playing = False
         self.race_id: int | None = None
         self._race_generation = -1
-        self._busy = False
+        self._busy = False  # a slice (or a look) is on its way: one at a time
+        self.closed = False
         self._callback = None
         self.work_done = 0  # floor-steps this page has trained, over all its races (runner().session_work caps it)
         self.look: Look | None = None  # the latest look inside both models
@@ -142,11 +143,13 @@ class RaceExplorable(ExplorableView):
             options={"none": 0, **{f"{w} steps": w for w in WARMUPS if w}}, sizing_mode="stretch_width")
         self.seed = pn.widgets.IntInput.from_param(s.param.seed, label="Seed (weights and data)",
                                                    sizing_mode="stretch_width")
-        self.play = pn.widgets.Button(label="Play", color="primary")
+        # A toggle, pressed while playing: its label never changes, since a button whose label changes is drawn
+        # anew by BokehJS and loses the keyboard's focus
+        self.play = pn.widgets.Toggle(label="Play", color="primary", value=False)
         self.step = pn.widgets.Button(label="One step")
         self.reset = pn.widgets.Button(label="Reset")
         self.speed = pn.widgets.Select(label="Speed", options=SPEEDS, value=0, sizing_mode="stretch_width")
-        self.play.on_click(lambda _: self.toggle())
+        self.play.param.watch(self._play_pressed, ["value"])
         self.step.on_click(lambda _: self._schedule_one())
         self.reset.on_click(lambda _: self.restart())
         self.setup_widgets = [self.task, self.difference, self.floors, self.lr, self.warmup, self.seed]
@@ -185,6 +188,7 @@ class RaceExplorable(ExplorableView):
         self.no_curves = LiveHTML(f'<p class="bt-muted bt-placeholder">{NO_CURVES}</p>', **wide)
         self._curves_shown(False)
         self.status = LiveHTML(self._status_html(), **wide)
+        self.progress = LiveHTML("", **wide)
         self.task_note = LiveHTML(self._task_html(), **wide)
         self.sides = LiveHTML(self._sides_html(), **wide)
         self.words = LiveHTML(self._words_html(), **wide)
@@ -221,22 +225,27 @@ class RaceExplorable(ExplorableView):
             self.warmup.disabled = True
         set_object(self.status, self._status_html())
 
+    def _play_pressed(self, event) -> None:
+        if event.new != self.playing:
+            self.toggle()
+
     def toggle(self) -> None:
-        """Play or pause; refused (nothing moves) while the prediction is not unlocked."""
-        if not self.state.prediction.unlocked:
-            return
-        self.playing = not self.playing and not self.state.finished
-        self.play.label = "Pause" if self.playing else "Play"
+        """Play or pause; refused (nothing moves, the toggle is set back) while the prediction is not unlocked."""
+        if self.state.prediction.unlocked:
+            self.playing = not self.playing and not self.state.finished
+        if self.play.value != self.playing:
+            self.play.value = self.playing
         if self.playing and self._callback is None and pn.state.curdoc is not None:
             self._callback = pn.state.add_periodic_callback(self._tick, period=TICK_MS)
+        set_object(self.status, self._status_html())
 
     def _schedule_one(self) -> None:
         if self.state.prediction.unlocked and not self.playing and pn.state.curdoc is not None:
-            pn.state.execute(functools.partial(self.advance, 1))
+            self._run_unlocked(1)
 
-    async def _tick(self) -> None:
+    def _tick(self) -> None:
         if self.playing:
-            await self.advance()
+            self._run_unlocked(None)
 
     def _cost(self) -> int:
         """Floor-steps one step of this race costs: a step of an n-floor model counts n."""
@@ -246,39 +255,76 @@ class RaceExplorable(ExplorableView):
     async def advance(self, steps: int | None = None) -> bool:
         """Ask the runner for the next slice of this page's race and show it; False when nothing moved.
 
-        At most `steps` steps (None: the speed chosen), and never past the page's share of work."""
+        At most `steps` steps (None: the speed chosen), and never past the page's share of work. The served page
+        runs the same three parts with the wait for the worker outside the document's lock (_run_unlocked)."""
+        asked = self._ask(steps)
+        return asked is not None and self._apply(await self._fetch(*asked))
+
+    def _run_unlocked(self, steps: int | None) -> None:
+        """From a callback of the page (which holds its document's lock): ask for a slice now, wait for the worker
+        outside the lock, then show the slice in a callback of its own. Bokeh holds a session's lock for the
+        whole of a coroutine callback, awaits included, so waiting inside one kept the student's own clicks
+        (Pause among them) waiting behind slice after slice on a busy machine."""
+        asked = self._ask(steps)
+        if asked is None:
+            return
+        doc = pn.state.curdoc
+
+        async def wait_then_show() -> None:
+            outcome = await self._fetch(*asked)
+            if not self.closed:
+                doc.add_next_tick_callback(lambda: self._apply(outcome))
+
+        asyncio.ensure_future(wait_then_show())
+
+    def _ask(self, steps: int | None) -> tuple[int, int, LookAt] | None:
+        """What the next slice may be (steps, the race's generation, what to look at), or None when nothing may
+        move now; marks the page busy until the slice is shown."""
         s = self.state
-        if self._busy or not s.prediction.unlocked or s.finished:
-            return False
+        if self._busy or not s.prediction.unlocked or s.finished or self.closed:
+            return None
         if steps is None:
             steps = self.speed.value if self.speed.value in SPEEDS.values() and self.speed.value else None
-        cost = self._cost()
-        left = (runner().session_work - self.work_done) // cost
+        left = (runner().session_work - self.work_done) // self._cost()
         if left < 1:
             self._pause()
             self._message(f"This page has trained as much as one page may ({self.work_done:,} floor-steps). "
                           "Open the page again to race more.")
-            return False
-        steps = min(runner().slice_steps if steps is None else steps, left)
+            return None
+        left = min(left, BUDGET - max(len(s.a.steps), len(s.b.steps)))  # the race ends at BUDGET steps
         self._busy = True
+        always, self._look_again = self.look is None or self._look_again, False
+        return min(runner().slice_steps if steps is None else steps, left), s.generation, self._look_at(always)
+
+    async def _fetch(self, steps: int, generation: int, look: LookAt) -> tuple:
+        """The worker's part, touching no model of the page: ("slice", generation, Slice), ("lost",) or
+        ("refused", message)."""
+        spec = self.state.spec
         try:
-            if self.race_id is None or self._race_generation != s.generation:
-                await self._start()
-            generation = s.generation
-            always, self._look_again = self.look is None or self._look_again, False
-            part = await runner().advance(self.race_id, steps, self._look_at(always))
-            self.work_done += len(part.a) * s.spec.config_a.n_layers + len(part.b) * s.spec.config_b.n_layers
+            if self.race_id is None or self._race_generation != generation:
+                await self._start(spec, generation)
+            part = await runner().advance(self.race_id, steps, look)
         except RaceLost:
+            return ("lost",)
+        except ConfigError as error:
+            return ("refused", str(error))
+        self.work_done += len(part.a) * spec.config_a.n_layers + len(part.b) * spec.config_b.n_layers
+        return ("slice", generation, part)
+
+    def _apply(self, outcome: tuple) -> bool:
+        """Show what the worker did; True when the race moved."""
+        self._busy = False
+        s = self.state
+        if outcome[0] == "lost":
             self.race_id = None
             s.reset()  # clears the figures and the status, so the message comes after it
             self._message("The race's worker stopped; it starts again from step 0.")
             return False
-        except ConfigError as error:
-            self._message(str(error))
+        if outcome[0] == "refused":
+            self._message(outcome[1])
             self._pause()
             return False
-        finally:
-            self._busy = False
+        _, generation, part = outcome
         if not s.record(generation, part):
             return False
         self._show(part)
@@ -297,41 +343,60 @@ class RaceExplorable(ExplorableView):
         return LookAt(example, floor, always)
 
     def _ask_look(self) -> None:
-        """A new example or floor: look again, now if the race is idle, else with its next slice."""
+        """A new example or floor: look again, now if the race is idle (waiting for the worker outside the
+        document's lock, as _run_unlocked does), else with its next slice."""
         if self.race_id is None or self.look is None:
             return
         if self._busy or pn.state.curdoc is None:
             self._look_again = True
-        else:
-            pn.state.execute(self._look_now)
+            return
+        doc = pn.state.curdoc
 
-    async def _look_now(self) -> None:
+        async def wait_then_show() -> None:
+            show = await self._look_now(apply=False)
+            if show is not None and not self.closed:
+                doc.add_next_tick_callback(show)
+
+        asyncio.ensure_future(wait_then_show())
+
+    async def _look_now(self, apply: bool = True):
+        """Look inside both models as they are now; with apply=False, return the function that shows it."""
         if self._busy or self.race_id is None:
             self._look_again = True
-            return
+            return None
         self._busy = True
+        generation = self.state.generation
         try:
-            generation = self.state.generation
             look = await runner().look(self.race_id, self._look_at(True))
         except (RaceLost, ConfigError):
-            return
-        finally:
-            self._busy = False
-        if generation == self.state.generation:
-            self.look = look
-            self._show_look()
+            look = None
 
-    async def _start(self) -> None:
+        def show() -> None:
+            self._busy = False
+            if look is not None and generation == self.state.generation:
+                self.look = look
+                self._show_look()
+
+        if apply:
+            show()
+            return None
+        return show
+
+    async def _start(self, spec: RaceSpec, generation: int) -> None:
         if self.race_id is not None:
-            await runner().drop(self.race_id)
-            self.race_id = None
-        generation = self.state.generation
-        self.race_id = await runner().start(self.state.spec)
-        self._race_generation = generation
+            race, self.race_id = self.race_id, None
+            await runner().drop(race)
+        race = await runner().start(spec)
+        if self.closed:  # the page closed while the race was being built
+            await runner().drop(race)
+            raise RaceLost("the page closed")
+        self.race_id, self._race_generation = race, generation
 
     def _pause(self) -> None:
         self.playing = False
-        self.play.label = "Play"
+        if self.play.value:
+            self.play.value = False
+        set_object(self.status, self._status_html())
 
     def restart(self) -> None:
         """Reset: the same set-up from step 0."""
@@ -341,7 +406,7 @@ class RaceExplorable(ExplorableView):
 
     def close(self) -> None:
         """The page closed: stop asking, and free the race in its worker."""
-        self.playing = False
+        self.playing, self.closed = False, True
         if self._callback is not None:
             self._callback.stop()
             self._callback = None
@@ -387,6 +452,7 @@ class RaceExplorable(ExplorableView):
         self._show_diagram()
         set_object(self.look_note, f'<p class="bt-muted">{LOOK_FIRST}</p>')
         set_object(self.status, self._status_html())
+        set_object(self.progress, self._progress_html())
         set_object(self.task_note, self._task_html())
         set_object(self.words, self._words_html())
 
@@ -411,6 +477,7 @@ class RaceExplorable(ExplorableView):
                 source.stream(plots.accuracy_rows(readings))
         self.depth_source.data = plots.depth_data(self.state)
         set_object(self.status, self._status_html())
+        set_object(self.progress, self._progress_html())
         set_object(self.words, self._words_html())
 
     # --- inside the models ---------------------------------------------------------------------
@@ -511,21 +578,30 @@ class RaceExplorable(ExplorableView):
                 f"Guessing gives {100 * task.chance_accuracy:.1f} % (a loss of {task.chance_loss:.2f}).</p>")
 
     def _status_html(self) -> str:
+        """What the race is doing, read out by screen readers when it changes (so never the step count, which
+        changes with every slice: that is the progress line)."""
         s = self.state
         if not s.prediction.unlocked:
             return '<p class="bt-live" role="status">Commit your prediction to start the race.</p>'
         steps = max(len(s.a.steps), len(s.b.steps))
-        text = f"Step {steps} of {BUDGET}." if steps else "Ready: press Play, or One step."
+        text = "Playing." if self.playing else "Paused." if steps else "Ready: press Play, or One step."
+        if s.finished:
+            text = f"Both models have stopped (each stops after {BUDGET:,} steps, or when its numbers blow up)."
         verdict = ""
         result = s.result()
         if result is not None:
-            text = f"Decided after {steps} steps: {PREDICTION_CHOICES[result]}"
+            text += f" Decided: {PREDICTION_CHOICES[result]}"
             if s.prediction.committed:
                 right = s.prediction.choice == result
                 verdict = (f'<p class="{"bt-ok" if right else "bt-bad"}">You predicted: '
                            f"{escape(PREDICTION_CHOICES[s.prediction.choice])} "
                            f"({'as it happened' if right else 'not what happened'}).</p>")
-        return f'<p class="bt-live" role="status" aria-live="polite">{escape(text)}</p>{verdict}'
+        return f'<p class="bt-live" role="status" aria-live="polite">{escape(text.strip())}</p>{verdict}'
+
+    def _progress_html(self) -> str:
+        s = self.state
+        steps = max(len(s.a.steps), len(s.b.steps))
+        return f'<p class="bt-muted">Step {steps:,} of {BUDGET:,}.</p>' if steps else ""
 
     def _words_html(self) -> str:
         items = "".join(f"<li>{escape(line)}</li>" for line in plots.race_sentences(self.state, self._names()))
@@ -550,7 +626,7 @@ class RaceExplorable(ExplorableView):
                                    "as a picture.</p>", **styled(sizing_mode="stretch_width")),
                           pn.FlexBox(self.curves_file, self.weights_file, flex_wrap="wrap"),
                           sizing_mode="stretch_width")
-        right = pn.Column(self.task_note, self.status, self.no_curves, *self.curve_figs, self.words,
+        right = pn.Column(self.task_note, self.status, self.progress, self.no_curves, *self.curve_figs, self.words,
                           look, saved, styles=self.main_styles("36rem"))
         head = [] if self.embed else [LiveHTML(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>',
                                                **styled(sizing_mode="stretch_width"))]

@@ -53,7 +53,7 @@ def test_slices_reach_the_figures_in_place(page: RaceExplorable) -> None:
     assert page.loss_sources == sources and page.loss_sources[0].data["step"] == list(range(1, 2 * EVALUATE_EVERY + 1))
     assert page.accuracy_sources[0].data["step"] == [EVALUATE_EVERY, 2 * EVALUATE_EVERY]
     assert len(page.depth_source.data["a"]) == 3  # two floors and the output
-    assert f"Step {2 * EVALUATE_EVERY} of" in page.status.object
+    assert f"Step {2 * EVALUATE_EVERY} of 1,000." in page.progress.object and "Step" not in page.status.object
     assert "A: add: 50 steps" in page.words.object
 
 
@@ -246,3 +246,25 @@ def test_the_floor_diagram_shows_the_tables_model_and_a_picked_stage_marks_its_r
     assert current.split("</tr>")[0].count("resid_mid") == 1
     diagram.selected = "blocks.0.nonsense"  # a crafted key is set back
     assert page.picked == "resid_mid" and diagram.selected == "blocks.0.resid_mid"
+
+
+def test_the_play_toggle_is_set_back_before_the_commit_and_follows_the_race(page: RaceExplorable) -> None:
+    """Pressed before the commit (a crafted message: it is disabled) the toggle springs back and nothing plays;
+    after it, pressing plays and pressing again pauses, and the status says which, without a step count."""
+    page.play.value = True
+    assert not page.play.value and not page.playing
+    page.state.prediction.commit("a-first")
+    page.play.value = True
+    assert page.playing and "Playing." in page.status.object
+    page.play.value = False
+    assert not page.playing and "Ready" in page.status.object
+    assert _play(page, 1) == [True] and "Paused." in page.status.object and "Step" not in page.status.object
+
+
+def test_a_race_stops_at_its_budget_of_steps(page: RaceExplorable, monkeypatch) -> None:
+    """The last slice takes only the steps left, so no side ever shows more steps than the race has."""
+    monkeypatch.setattr("blocktrace.explorables.train_the_block.view.BUDGET", 60)
+    monkeypatch.setattr("blocktrace.explorables.train_the_block.state.BUDGET", 60)
+    page.state.prediction.commit("a-first")
+    assert _play(page, 4) == [True, True, True, False]
+    assert len(page.state.a.steps) == len(page.state.b.steps) == 60 and page.state.finished

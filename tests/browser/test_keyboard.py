@@ -381,3 +381,51 @@ def test_decoder_block_lesson_by_keyboard(open_page) -> None:
                       "Right. 4d² for the combined projection plus 2d² for the output projection")
     opened.assert_clean()
     kb.finish()
+
+
+# --- train the block: the race page --------------------------------------------------------------
+
+RACE_ANSWER = "A reaches 90 % held-out accuracy first."
+
+
+def test_train_the_block_by_keyboard(open_page) -> None:
+    """Commit, one step, a slower speed and play, then look inside: another floor, a stage in the diagram."""
+    opened = open_page("/explorables/train-the-block?task=copy&vs=residual&floors=2")
+    page = opened.page
+    kb = Keyboard(page)
+    expect(button(page, "One step")).to_be_disabled()
+    radio = page.get_by_role("radio", name=RACE_ANSWER, exact=True)
+    kb.tab_to(radio, group=True)
+    kb.choose(radio)
+    kb.tab_to(button(page, "Commit prediction"))
+    kb.press("Enter")
+    expect(page.get_by_text(FINAL)).to_be_visible()
+    with kb.step("One step (Enter)"):
+        kb.tab_to(button(page, "One step"))
+        kb.press("Enter")
+        expect(page.get_by_text("Step 1 of 1,000.")).to_be_visible()
+        expect(page.get_by_text(re.compile(r"^A: add, \d+ of \d+ right at step 1$"))).to_be_visible()
+    with kb.step("Speed (ArrowDown)"):
+        kb.tab_to(select(page, "Speed"))
+        kb.press("ArrowDown")
+        expect(select(page, "Speed")).to_have_value(re.compile("^Medium"))
+    with kb.step("Play and Pause (Enter)"):
+        kb.tab_to(button(page, "Play"), back=True)
+        kb.press("Enter")
+        expect(page.get_by_text(re.compile(r"^A: add: ([3-9]\d|\d{3,}) steps"))).to_be_visible(timeout=60_000)
+        expect(page.get_by_role("status").filter(has_text="Playing.")).to_be_visible()
+        kb.press("Enter")  # focus stays on the toggle: pressed again, it pauses
+        expect(page.get_by_role("status").filter(has_text="Paused.")).to_be_visible()
+    with kb.step("Floor (ArrowDown)"):
+        kb.tab_to(select(page, "Floor"))
+        kb.press("ArrowDown")
+        expect(page.get_by_role("table", name=re.compile(r"^A: add, floor 2, at step \d+"))).to_be_visible()
+    with kb.step("A stage in the diagram (Tab, ArrowRight, Enter)"):
+        stages = page.get_by_role("toolbar", name=re.compile("Stages of the floor"))
+        kb.tab_to(stages.get_by_role("button").and_(stages.locator('[tabindex="0"]')))
+        kb.press("Home")
+        kb.press("Enter")
+        current = page.get_by_role("table", name=re.compile("A: add, floor 2")).locator('tr[aria-current="step"]')
+        expect(current).to_contain_text("resid_pre")
+    opened.assert_clean()
+    kb.finish()

@@ -25,9 +25,9 @@ def test_a_race_runs_after_the_prediction_and_is_decided(open_page) -> None:
     expect(play).to_be_enabled()
     expect(page.get_by_label("Task")).to_be_disabled()  # held as predicted until the race is decided
     play.click()
-    expect(page.get_by_role("button", name="Pause")).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="Playing.")).to_be_visible()
     expect(page.get_by_text(re.compile(r"^A: add: \d+ steps"))).to_be_visible(timeout=60_000)
-    expect(page.get_by_text(re.compile("Decided after"))).to_be_visible(timeout=120_000)
+    expect(page.get_by_role("status").filter(has_text="Decided:")).to_be_visible(timeout=120_000)
     expect(page.get_by_text("You predicted:")).to_contain_text("A reaches 90 %")
     expect(page.get_by_label("Task")).to_be_enabled()
     opened.assert_clean()
