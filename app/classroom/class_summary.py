@@ -2,7 +2,9 @@
 
 Each learner counts once per question: their committed prediction, their latest claim in an
 explorable, their latest answer to a checkpoint, their latest explanation and exercise result
-(pressing "Check answer" again changes the answer shown, not how many answered).
+(pressing "Check answer" again changes the answer shown, not how many answered), and the outcome of the
+race they predicted: the first race decided for their committed prediction (app/classroom/race.py), so
+neither a race without a prediction nor a second race run after the first counts.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from blocktrace.app.classroom.store_engine import as_utc
-from blocktrace.app.classroom.store_validation import PREDICTION
+from blocktrace.app.classroom.store_validation import PREDICTION, RACE
 
 __all__ = [
-    "DISCUSSED_KINDS", "MISCONCEPTIONS", "STEPS", "STEP_KINDS", "Misconception", "RosterEntry", "Summary",
-    "exercise_words", "learner_label", "summarize",
+    "DISCUSSED_KINDS", "MISCONCEPTIONS", "STEPS", "STEP_KINDS", "Misconception", "Outcomes", "RosterEntry",
+    "Summary", "exercise_words", "learner_label", "summarize",
 ]
 
 # question -> (the choice that names a misconception, its name for the teacher).
@@ -29,7 +31,7 @@ MISCONCEPTIONS: dict[str, tuple[str, str]] = {
 STEPS = ("predict", "experiment", "implement", "explain")  # a lesson's steps, as the lesson page counts them
 STEP_KINDS = {PREDICTION: "predict", "param": "experiment", "experiment": "experiment", "claim": "experiment",
               "exercise": "implement", "explanation": "explain"}
-DISCUSSED_KINDS = ("claim", "checkpoint", "explanation", "exercise")  # the events whose payloads are counted
+DISCUSSED_KINDS = ("claim", "checkpoint", "explanation", "exercise", RACE)  # the events whose payloads are counted
 
 
 class Misconception(TypedDict):
@@ -46,6 +48,13 @@ class RosterEntry(TypedDict):
     current: str  # the first step not done yet, or "done"
     last_active: datetime | None  # their newest event in this lesson (UTC), None if none yet
     exercise: str | None  # their latest exercise result: "passed", "3 of 12 tests pass", ...; None: none yet
+    outcome: bool | None  # the race they predicted came out as they said (None: no race of theirs decided yet)
+
+
+class Outcomes(TypedDict):
+    came_out: dict[str, int]  # choice -> learners whose predicted race came out that way (largest first)
+    borne_out: int  # of them, learners whose prediction the race bore out
+    setups: int  # different set-ups among those races (one: the class compared like with like)
 
 
 class Summary(TypedDict):
@@ -61,6 +70,7 @@ class Summary(TypedDict):
     roster: list[RosterEntry]  # every learner of the class this epoch, by label
     explanations: list[tuple[str, str]]  # (display name or learner id, latest text), one per learner, oldest first
     misconceptions: list[Misconception]  # for questions of this lesson that have predictions
+    outcomes: dict[str, Outcomes]  # question -> how the races its committed predictions were for came out
 
 
 def exercise_words(payload: Mapping[str, Any]) -> str:
@@ -98,6 +108,7 @@ def summarize(class_code: str, epoch: int | None, lesson: str, names: Mapping[st
     latest_checks: dict[tuple[str, str], bool] = {}
     latest_texts: dict[str, str] = {}
     latest_exercise: dict[str, str] = {}
+    first_races: dict[tuple[str, str], tuple[str, str]] = {}  # (learner, question) -> (outcome, set-up)
     for learner, kind, payload_text in discussed:
         try:
             payload = json.loads(payload_text)
@@ -115,12 +126,28 @@ def summarize(class_code: str, epoch: int | None, lesson: str, names: Mapping[st
         elif kind == "explanation" and isinstance(payload.get("text"), str) and payload["text"].strip():
             latest_texts.pop(learner, None)  # re-inserted: the list follows each learner's latest one
             latest_texts[learner] = payload["text"]
+        elif kind == RACE and isinstance(payload.get("outcome"), str) and isinstance(payload.get("question"), str):
+            first_races.setdefault((learner, payload["question"]),
+                                   (payload["outcome"], json.dumps(payload.get("setup"), sort_keys=True)))
     claims = Counter(latest_claims.values())
     checkpoints: dict[str, dict[str, int]] = {}
     for (_learner, checkpoint), correct in sorted(latest_checks.items(), key=lambda item: item[0][1]):
         counts = checkpoints.setdefault(checkpoint, {"correct": 0, "incorrect": 0})
         counts["correct" if correct else "incorrect"] += 1
+    predicted = {(learner, question): choice for learner, question, choice in answers}
+    came_out: dict[str, Counter[str]] = {}
+    borne_out: Counter[str] = Counter()
+    setups: dict[str, set[str]] = {}
+    own_outcome: dict[str, bool] = {}
     steps: dict[str, set[str]] = {}
+    for (learner, question), (outcome, setup) in first_races.items():
+        if (learner, question) not in predicted:
+            continue  # no committed prediction in this lesson: not a race anyone predicted
+        came_out.setdefault(question, Counter())[outcome] += 1
+        borne_out[question] += outcome == predicted[(learner, question)]
+        setups.setdefault(question, set()).add(setup)
+        own_outcome[learner] = outcome == predicted[(learner, question)]
+        steps.setdefault(learner, set()).add("experiment")  # a race run to its verdict
     last: dict[str, datetime] = {}
     for learner, kind, moment in activity:
         if kind in STEP_KINDS:
@@ -132,7 +159,8 @@ def summarize(class_code: str, epoch: int | None, lesson: str, names: Mapping[st
         done = [step for step in STEPS if step in steps.get(learner, ())]
         roster.append(RosterEntry(label=label, committed="predict" in done, done=done,
                                   current=next((s for s in STEPS if s not in done), "done"),
-                                  last_active=last.get(learner), exercise=latest_exercise.get(learner)))
+                                  last_active=last.get(learner), exercise=latest_exercise.get(learner),
+                                  outcome=own_outcome.get(learner)))
     explanations = [(names.get(learner, learner), text) for learner, text in latest_texts.items()]
     found: list[Misconception] = [
         Misconception(name=name, question=question, choice=choice, learners=sorted(
@@ -146,4 +174,6 @@ def summarize(class_code: str, epoch: int | None, lesson: str, names: Mapping[st
                        for q, c in sorted(distributions.items())},
         revealed=revealed, claims=dict(sorted(claims.items())), checkpoints=checkpoints,
         explanations=explanations, misconceptions=found, roster=roster,
+        outcomes={q: Outcomes(came_out=dict(sorted(c.items(), key=lambda item: (-item[1], item[0]))),
+                              borne_out=borne_out[q], setups=len(setups[q])) for q, c in sorted(came_out.items())},
     )

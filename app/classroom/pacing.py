@@ -3,7 +3,8 @@
 The store thread keeps a copy of every class's paces (store.current_paces); sessions read that copy on their
 poll, so pacing a class of 100 costs no database read per student. Everything is decided here, on the server:
 a held step's content is not in the page, and a pushed state is applied only where the student's own
-prediction already unlocked the controls (it never shows a result before the commit).
+prediction already unlocked the controls (it never shows a result before the commit). A race's set-up is no
+result (the race runs only after the commit): app/classroom/race.py pushes it before the commit too.
 """
 
 from __future__ import annotations
@@ -68,10 +69,13 @@ class PushedView:
     teacher stops showing, the student's own settings come back (each control the student has not moved
     since the push)."""
 
+    before_commit = False  # True: a push sets the controls before the student's prediction is committed too
+
     def __init__(self, state: Any, explorable: str) -> None:
         self.state, self.explorable = state, explorable
         self.own: dict[str, Any] = {}  # the student's values from before the first push now on screen
         self.set: dict[str, Any] = {}  # what the pushes set
+        self.shown_note, self.ended_note = PUSH_NOTE, PUSH_ENDED  # what the student is told of a push, and its end
 
     @property
     def showing(self) -> bool:
@@ -85,8 +89,11 @@ class PushedView:
         for name in values:
             self.own.setdefault(name, getattr(self.state, name))
         self.set.update(values)
-        self.state.param.update(**values)
+        self._apply(values)
         return True
+
+    def _apply(self, values: dict[str, Any]) -> None:
+        self.state.param.update(**values)
 
     def give_back(self) -> bool:
         """The teacher stopped showing: put back the student's own values; False when nothing was shown."""

@@ -48,6 +48,8 @@ claim       {"verdict": "too_early" | "too_late" | "right_on", ...}
 checkpoint  {"checkpoint": id, "correct": bool, ...}
 exercise    free-form (what the exercise runner reported)
 explanation {"text": what the learner wrote}
+race        {"question", "setup": {URL key: value}, "outcome": choice or None}: the race a committed
+            prediction is for, held (None) or decided; written by the server only (app/classroom/race.py)
 =========== ===================================================================
 
 Question ids are global (e.g. ``"transformer-block-trace/prediction"``), so

@@ -23,7 +23,7 @@ from blocktrace.app.classroom import schema
 from blocktrace.app.classroom.identity import valid_class_code
 
 __all__ = [
-    "MAX_ITEMS", "MAX_NOTE", "MAX_PAYLOAD", "MAX_TEXT", "PREDICTION", "check_class_code", "check_event_id",
+    "MAX_ITEMS", "MAX_NOTE", "MAX_PAYLOAD", "MAX_TEXT", "PREDICTION", "RACE", "check_class_code", "check_event_id",
     "check_key", "check_learner_id", "check_prediction", "check_record", "new_event_id", "payload_json",
 ]
 
@@ -34,6 +34,7 @@ MAX_NOTE = 500  # characters of a prediction's note (explorables/components/pred
 MAX_PAYLOAD = 16_000  # characters of JSON per event, after cutting its texts
 MAX_ITEMS = 200  # list items (cut) or keys (refused past it) at any level of a payload
 PREDICTION = "prediction"  # the event kind only EventStore.commit_prediction writes
+RACE = "race"  # the race a prediction is for: {"question", "setup": {URL key: value}, "outcome": a choice or None}
 
 _KEY = re.compile(r"[A-Za-z0-9_.:/-]{1,80}")  # lesson, explorable, question, kind
 _LEARNER = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -93,6 +94,8 @@ def check_record(event_id: str, class_code: str, learner_id: str, kind: str, pay
     """The arguments of ``EventStore.record`` validated and normalised; ValueError/TypeError if unusable."""
     if kind == PREDICTION:
         raise ValueError("predictions are final: store them with commit_prediction, not record")
+    if kind == RACE:
+        _check_race(payload)
     return dict(event_id=check_event_id(event_id), class_code=check_class_code(class_code),
                 learner_id=check_learner_id(learner_id), kind=check_key(kind, "kind"),
                 payload=payload_json(payload, f"a {kind!r} event"), lesson=check_key(lesson, "lesson", True),
@@ -109,6 +112,17 @@ def check_prediction(event_id: str, class_code: str, learner_id: str, question: 
 
 
 # Private API ------------------------------------------------------------------------------------
+
+def _check_race(payload: object) -> None:
+    """A race event as app/classroom/race.py writes it; ValueError (TypeError: not a mapping) otherwise."""
+    if not isinstance(payload, Mapping):
+        raise TypeError(f"an event payload must be a mapping, not {type(payload).__name__}")
+    check_key(payload.get("question"), "question")
+    check_key(payload.get("outcome"), "race outcome", optional=True)
+    setup = payload.get("setup")
+    if not (isinstance(setup, Mapping) and 0 < len(setup) <= MAX_ITEMS and all(
+            isinstance(k, str) and isinstance(v, str) and 0 < len(v) <= schema.KEY_LEN for k, v in setup.items())):
+        raise ValueError("a race's set-up must be 1-200 of its address's keys, each with a value of 1-80 characters")
 
 def _text(value: object, what: str, max_len: int) -> str:
     if not isinstance(value, str) or not value or len(value) > max_len or "\x00" in value:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+from blocktrace.app.classroom.class_summary import Outcomes
 from blocktrace.app.classroom.rendering import plural, render
 from blocktrace.app.classroom.store import STEPS, Summary
+from blocktrace.app.server.registry import EXPLORABLE_SPECS
 
-__all__ = ["archive_confirmation", "archive_form", "bars", "class_links", "lesson_section", "pace_forms", "plural",
-           "presenter_bars", "presenter_links", "roster_table", "teacher_href"]
+__all__ = ["archive_confirmation", "archive_form", "bars", "class_links", "lesson_section", "outcome_table",
+           "pace_forms", "plural", "presenter_bars", "presenter_links", "roster_table", "teacher_href"]
 
 STEP_LABELS = {"predict": "Predict", "experiment": "Experiment", "implement": "Exercise", "explain": "Explain",
                "done": "All done"}
@@ -22,6 +24,8 @@ CLAIM_LABELS = {"too_early": "Too early", "right_on": "Right on", "too_late": "T
                 "they_do_diverge": "Said “never”, but they diverge",
                 "no_split_here": "Named a stage; they never diverge"}
 HOLD_LABELS = {"predict": "Predict", "experiment": "Experiment", "implement": "Exercise"}
+PUSH_EXAMPLES = {"race": "task=copy&vs=depth&floors=2", "controls": "attention_scale=0&residual=replace"}
+RACE_WORDS = {True: ("as predicted", "bt-ok"), False: ("not as predicted", "bt-bad"), None: ("not decided yet", "")}
 
 
 def teacher_href(path: str, code: str, theme: str, **extra: str) -> str:
@@ -38,6 +42,24 @@ def bars(counts: dict[str, int], labels: dict[str, str], caption: str) -> str:
         n = counts.get(key, 0)
         rows.append((label, n, f"{100 * n / total if total else 0:.0f}"))
     return render("bars.html", caption=caption, total=total, rows=rows)
+
+
+def outcome_table(predicted: dict[str, int], outcomes: Outcomes, labels: dict[str, str]) -> str:
+    """The class's predictions against how the races they were for came out: per answer, how many predicted it and
+    how many of those races came out so; then how many were as predicted, and over how many set-ups."""
+    came = outcomes["came_out"]
+    rows = [(label, predicted.get(key, 0), came.get(key, 0)) for key, label in labels.items()]
+    return render("outcomes.html", rows=rows, ran=sum(came.get(key, 0) for key in labels),
+                  borne_out=outcomes["borne_out"], setups=outcomes["setups"])
+
+
+def _charts(summary: Summary, question: str, labels: dict[str, str], caption: str) -> list[str]:
+    """A question's bars, and its races' outcomes beside them once any race predicted for is decided."""
+    counts = summary["distributions"].get(question)
+    if not counts:
+        return []
+    outcomes = summary.get("outcomes", {}).get(question)
+    return [bars(counts, labels, caption), *([outcome_table(counts, outcomes, labels)] if outcomes else [])]
 
 
 def _ago(moment: datetime | None, now: datetime) -> str:
@@ -58,13 +80,22 @@ def roster_table(summary: Summary, now: datetime | None = None) -> str:
     rows = [{"label": entry["label"], "committed": entry["committed"], "step": STEP_LABELS[entry["current"]],
              "done": f"{len(entry['done'])} of {len(STEPS)}: "
                      f"{', '.join(STEP_LABELS[s] for s in entry['done']) or 'nothing yet'}",
-             "exercise": entry.get("exercise") or "no result yet", "seen": _ago(entry["last_active"], now)}
+             "exercise": entry.get("exercise") or "no result yet", "seen": _ago(entry["last_active"], now),
+             **_race_cell(entry)}
             for entry in roster]
     waiting = sum(not e["committed"] for e in roster)
     caption = (f"Roster: {plural(len(roster), 'learner')}, "
                f"{'everyone has committed' if not waiting else plural(waiting, 'learner') + ' not committed yet'}")
     started = any(entry["done"] or entry["last_active"] for entry in roster)
-    return render("roster.html", rows=rows, started=started, caption=caption)
+    return render("roster.html", rows=rows, started=started, caption=caption, races=bool(summary.get("outcomes")))
+
+
+def _race_cell(entry) -> dict[str, str]:
+    """The roster's Race cell: whether the race the learner predicted came out as they said."""
+    if not entry["committed"]:
+        return {"race": "no prediction", "race_class": ""}
+    words, css = RACE_WORDS[entry.get("outcome")]
+    return {"race": words, "race_class": css}
 
 
 def _fields(token: str, **fields: str) -> list[tuple[str, str]]:
@@ -87,11 +118,9 @@ def lesson_section(title: str, summary: Summary, questions: dict[str, tuple[str,
     code = summary["class_code"]
     charts = []
     for question, (explorable_title, labels) in questions.items():
-        counts = summary["distributions"].get(question)
-        if not counts:
-            continue
-        charts.append(bars(counts, labels, f"Predictions in “{explorable_title}”"))
-        charts.append(reveal_form(code, question, question in summary["revealed"], token, theme))
+        shown = _charts(summary, question, labels, f"Predictions in “{explorable_title}”")
+        if shown:
+            charts += [*shown, reveal_form(code, question, question in summary["revealed"], token, theme)]
     if sum(summary["claims"].values()):
         charts.append(bars(summary["claims"], CLAIM_LABELS, "Divergence claims"))
     for checkpoint, counts in summary["checkpoints"].items():
@@ -122,8 +151,8 @@ def archive_confirmation(code: str, joined: int, token: str, theme: str) -> str:
 
 def presenter_bars(summary: Summary, questions: dict[str, tuple[str, dict[str, str]]]) -> str:
     """The class's predictions for the projector: large type, one table per question, no names."""
-    charts = [bars(counts, labels, f"The class predicted, in “{title}”")
-              for question, (title, labels) in questions.items() if (counts := summary["distributions"].get(question))]
+    charts = [chart for question, (title, labels) in questions.items()
+              for chart in _charts(summary, question, labels, f"The class predicted, in “{title}”")]
     return render("presenter_bars.html", charts=charts)
 
 
@@ -137,7 +166,9 @@ def pace_forms(code: str, lesson: str, explorable: str, pace, token: str, theme:
     """Hold the class at a step (or release it), and show every student one state of the explorable."""
     hold = pace.hold if pace else None
     pushed = pace.pushed if pace else None
+    race = explorable in EXPLORABLE_SPECS and EXPLORABLE_SPECS[explorable].race  # its set-up lands before a commit
     return render("pace_forms.html", fields=_fields(token, **{"class": code}, lesson=lesson, theme=theme),
                   hold=hold, hold_label=HOLD_LABELS.get(hold, hold), steps=list(HOLD_LABELS.items()),
-                  explorable=explorable, error=error,
+                  explorable=explorable, error=error, race=race,
+                  example=PUSH_EXAMPLES["race" if race else "controls"],
                   pushed="&".join(f"{k}={v}" for k, v in pushed.get("state", {}).items()) if pushed else None)

@@ -14,10 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from blocktrace.explorables.engine import ops
+from blocktrace.explorables.engine import ops, optim
 
 EPS = 1e-6
 RTOL, ATOL = 1e-6, 1e-9  # float32 work passes; a wrong formula does not
+
+
+def _itself(result: Any) -> Any:
+    return result
 
 
 @dataclass(frozen=True)
@@ -25,9 +29,10 @@ class Case:
     function: str  # the name in the student's file
     args: tuple[Any, ...]
     expected: Callable[..., Any]  # the engine's answer for the same args
+    read: Callable[[Any], Any] = _itself  # the numbers compared, from a result that is not an array (a dict, a pair)
 
     def answer(self) -> Any:
-        return self.expected(*self.args)
+        return self.read(self.expected(*self.args))
 
 
 def half_update(n: np.ndarray) -> np.ndarray:
@@ -67,9 +72,41 @@ def _decoder_cases(r: np.random.Generator) -> dict[str, Case]:
     }
 
 
+def _grads_and_norm(result: Any) -> np.ndarray:
+    """Clipped gradients (by name) and the norm before clipping, as one row: the names in order, then the norm."""
+    grads, norm = result
+    return np.concatenate([np.ravel(np.asarray(grads[name], dtype=float)) for name in sorted(grads)]
+                          + [[float(norm)]])
+
+
+def _adam_step(param, grad, m, v, t, lr):
+    """The engine's Adam from the state (m, v) after t − 1 steps: (new θ, new m, new v)."""
+    adam = optim.Adam()
+    adam.load_state_dict({"w": {"step": t - 1, "exp_avg": m, "exp_avg_sq": v}})
+    new = adam.step({"w": param}, {"w": grad}, lr)["w"]
+    state = adam.state_dict()["w"]
+    return new, state["exp_avg"], state["exp_avg_sq"]
+
+
+def _training_cases(r: np.random.Generator) -> dict[str, Case]:
+    warmup = int(r.integers(2, 300))
+    rate_args = (float(r.uniform(1e-4, 3e-2)), int(r.integers(0, warmup)), warmup)  # a step inside the warm-up
+    grads = {name: r.normal(size=shape) * 3 for name, shape in (("a", (4, 6)), ("b", (6,)), ("c", (3, 2, 2)))}
+    param, grad, m = r.normal(size=(3, 5)), r.normal(size=(3, 5)), r.normal(size=(3, 5)) * 0.1
+    v = r.uniform(0.0, 0.01, size=(3, 5))
+    adam_args = (param, grad, m, v, int(r.integers(1, 60)), float(r.uniform(1e-4, 3e-2)))
+    return {
+        "warmup_lr": Case("warmup_lr", rate_args, optim.warmup_lr),
+        "clip_by_global_norm": Case("clip_by_global_norm", (grads, float(r.uniform(0.5, 2.0))),
+                                    optim.clip_by_global_norm, _grads_and_norm),
+        "adam_step": Case("adam_step", adam_args, _adam_step),
+    }
+
+
 CHALLENGES: dict[str, Callable[[np.random.Generator], dict[str, Case]]] = {
     "lessons/transformer-block/exercise": _residual_cases,
     "lessons/decoder-block/exercise": _decoder_cases,
+    "lessons/train-the-block/exercise": _training_cases,
 }
 
 

@@ -45,7 +45,7 @@ def challenge_outputs(module: Any, folder_key: str, nonce: str) -> dict[str, Any
     for name, case in challenge.cases(folder_key, nonce).items():
         fn = getattr(module, case.function, None)
         try:
-            outputs[name] = challenge.as_numbers(fn(*case.args)) if callable(fn) else None
+            outputs[name] = challenge.as_numbers(case.read(fn(*case.args))) if callable(fn) else None
         except Exception:  # noqa: BLE001 - the student's code may raise anything: that function does not pass
             outputs[name] = None
     return outputs

@@ -13,6 +13,7 @@ import param
 
 from blocktrace.app.classroom.learner import SessionRecorder, newest_per_slot, slot_key
 from blocktrace.app.classroom.pacing import closed_steps, pace_of
+from blocktrace.app.classroom.store_validation import RACE
 from blocktrace.app.exercises.handlers import latest_result
 from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
 from blocktrace.app.lessons.markdown import render
@@ -138,7 +139,8 @@ class LessonView(pn.viewable.Viewer):
 
     def _resume_one(self, event: Any) -> None:
         explorable = self.explorables.get(event.explorable) if event.explorable else None
-        if explorable is not None and explorable.gate.prediction.unlocked:
+        held = event.kind == RACE and event.payload.get("outcome") is None  # stored at the commit: not run yet
+        if explorable is not None and explorable.gate.prediction.unlocked and not held:
             self.progress.experiment = True  # whatever it stored after the commit was the experiment
         if event.kind == "claim" and explorable is not None:
             for then in self._claim_answers.pop(event.explorable, []):  # claimed before: its answers open
@@ -168,6 +170,8 @@ class LessonView(pn.viewable.Viewer):
                 self.progress.experiment = True  # the recorder (attach_explorable) stores the change itself
 
         explorable.state.param.watch(changed, names)
+        if EXPLORABLE_SPECS[eid].race:  # a race is the experiment once the server has decided it
+            explorable.state.param.watch(lambda event: changed() if event.new is not None else None, ["decided"])
 
     def _part(self, block: str | Directive) -> pn.viewable.Viewable:
         if isinstance(block, str):

@@ -14,6 +14,9 @@ class ExplorableSpec:
     id: str
     module: str  # package holding the explorable
     class_name: str  # its pn.viewable.Viewer class, called as Class(query=..., embed=..., predict=...)
+    # Its prediction is about how a set-up's run comes out (a race): the state holds the set-up from the commit
+    # until its `decided` (app/classroom/race.py stores both), and a teacher's push may set it before the commit.
+    race: bool = False
 
     def load(self) -> type:
         return getattr(import_module(self.module), self.class_name)
@@ -39,7 +42,7 @@ EXPLORABLE_SPECS: dict[str, ExplorableSpec] = {
         ExplorableSpec("transformer-block-trace", "blocktrace.explorables.transformer_block_trace", "TraceExplorable"),
         ExplorableSpec("block-floor", "blocktrace.explorables.block_floor", "FloorExplorable"),
         ExplorableSpec("decoder-block-lab", "blocktrace.explorables.decoder_block_lab", "DecoderLabExplorable"),
-        ExplorableSpec("train-the-block", "blocktrace.explorables.train_the_block", "RaceExplorable"),
+        ExplorableSpec("train-the-block", "blocktrace.explorables.train_the_block", "RaceExplorable", race=True),
     )
 }
 COMMON_KEYS = ("embed", "predict")

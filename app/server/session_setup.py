@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import nullcontext
 from html import escape
 from typing import Any
 
@@ -12,7 +13,9 @@ import panel as pn
 from blocktrace.app.classroom import learner as learners
 from blocktrace.app.classroom.identity import DEFAULT_CLASS, clean_display_name
 from blocktrace.app.classroom.learner import Learner, SessionRecorder, newest_per_slot
-from blocktrace.app.classroom.pacing import PUSH_ENDED, PUSH_NOTE, PushedView, pace_of
+from blocktrace.app.classroom.pacing import PushedView, pace_of
+from blocktrace.app.classroom.race import RaceRecord, RaceScreen
+from blocktrace.app.classroom.store_validation import RACE
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.settings import settings
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
@@ -80,10 +83,15 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
     prediction = gate.prediction
     prediction.needs_store = True  # "final", and the experiment, only once the store has the answer
     question = question_id(explorable_id)
+    spec = EXPLORABLE_SPECS[explorable_id]
+    race = RaceRecord(explorable.state, explorable_id, question, recorder) if spec.race else None
+    explorable._class_race = race  # put_back hands it the race a new page restores
+    restoring = race.restoring if race is not None else nullcontext
 
     def restore(stored) -> None:
         if not prediction.committed:
-            prediction.settle(stored.choice, stored.note)
+            with restoring():  # the race it was for comes back with the events (restore_explorable)
+                prediction.settle(stored.choice, stored.note)
 
     recorder.restore_prediction(question, restore)
 
@@ -94,7 +102,10 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
             if status == "stored":
                 p.settle(p.choice, p.note)
             elif status == "refused" and row is not None and row.choice in p.choices:
-                p.settle(row.choice, row.note)
+                with restoring():
+                    p.settle(row.choice, row.note)
+                if race is not None:
+                    race.refetch()  # the race the earlier commit holds, not this page's
                 gate.show_message('<p class="bt-muted">You had already committed an answer earlier; it stands.</p>')
             elif status == "refused":
                 p.reopen()
@@ -106,7 +117,7 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
 
     gate.on_commit = committed
     explorable.emit = lambda kind, payload: recorder.emit(kind, payload, explorable_id)
-    keys = EXPLORABLE_SPECS[explorable_id].query_keys()
+    keys = spec.query_keys()
     names = sorted({k.param for k in keys.values()})
 
     def changed(*events) -> None:
@@ -117,21 +128,21 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
     explorable.state.param.watch(changed, names)
 
     shown = {"answers": "", "pushed": 0}
-    pushes = PushedView(explorable.state, explorable_id)
+    pushes = (RaceScreen if spec.race else PushedView)(explorable.state, explorable_id)
 
     def follow_pace() -> None:
         pace = pace_of(recorder.classroom.thread.paces, recorder.learner.class_code, recorder.lesson)
         held = pace is not None and pace.hold == "predict"
         if prediction.held != held:
             prediction.held = held
-        if not prediction.unlocked:
-            return  # nothing is pushed onto a screen before its own prediction is committed
+        if not prediction.unlocked and not pushes.before_commit:
+            return  # nothing that shows a result is pushed onto a screen before its own prediction is committed
         if pace is not None and pace.pushed and pace.version != shown["pushed"]:
             shown["pushed"] = pace.version  # each push once; a student may move the controls again after
             if pushes.show(pace.pushed):
-                gate.show_message(f'<p class="bt-notice bt-pushed" role="status">{escape(PUSH_NOTE)}</p>')
+                gate.show_message(f'<p class="bt-notice bt-pushed" role="status">{escape(pushes.shown_note)}</p>')
         elif (pace is None or not pace.pushed) and pushes.give_back():
-            gate.show_message(f'<p class="bt-notice bt-pushed-ended" role="status">{escape(PUSH_ENDED)}</p>')
+            gate.show_message(f'<p class="bt-notice bt-pushed-ended" role="status">{escape(pushes.ended_note)}</p>')
 
     def poll() -> None:  # no database work here: the store thread keeps what this reads up to date
         follow_pace()
@@ -157,6 +168,10 @@ def put_back(explorable: Any, event: Any, fixed: frozenset[str] = frozenset()) -
         name = str(event.payload["name"])
         if explorable.gate.prediction.unlocked and name not in fixed:
             explorable.state.param.update(**{name: event.payload["value"]})
+        return
+    race = getattr(explorable, "_class_race", None)
+    if event.kind == RACE and race is not None:
+        race.put_back(event.payload)  # the server's hold on the race predicted for wins over the address
         return
     resume = getattr(explorable, "resume", None)
     if resume is not None:

@@ -169,9 +169,9 @@ class PredictionGate(pn.viewable.Viewer):
             status = SAVING_DELAYED if p.delayed else SAVING
             return (f'<p class="bt-saving" role="status" aria-live="polite"><strong>{escape(status)}</strong> '
                     f'{escape(p.choices[p.choice])}{note}</p>'
-                    f'<p class="bt-muted">{escape(SAVING_HINT)}</p>')
-        if not p.committed:
-            return '<p class="bt-muted" aria-live="polite">The controls unlock once you commit.</p>'
+                    f'<p class="bt-muted">{escape(SAVING_HINT)}</p>{self._extra}')
+        if not p.committed:  # a note before the commit: a race set up by the teacher (app/classroom/race.py)
+            return f'<p class="bt-muted" aria-live="polite">The controls unlock once you commit.</p>{self._extra}'
         held = (f'<p class="bt-notice bt-held" role="status">{escape(HELD_NOTE)}</p>' if p.held else "")
         said = NOT_SAVED if p.unsaved else "Your prediction (final):"
         return (f'<p class="bt-committed" aria-live="polite"><strong>{escape(said)}</strong> '

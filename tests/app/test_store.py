@@ -368,6 +368,7 @@ def test_summary(store: EventStore):
         "explanations": [("<b>Bob</b>", "<script>alert('x')</script> it adds"), (nameless, "the stream survives")],
         "misconceptions": [{"name": "Replacing the residual stream is harmless", "question": QUESTION,
                             "choice": "keep-both", "learners": sorted(["<b>Bob</b>", nameless])}],
+        "outcomes": {},  # no race in this lesson (tests/app/test_race_classroom.py)
     }
     assert [(r["label"], r["committed"], r["done"], r["current"]) for r in roster] == [
         ("<b>Bob</b>", True, ["predict", "experiment", "explain"], "implement"),
