@@ -30,15 +30,16 @@ ready to run but waited for a core (/proc/PID/schedstat) and its longest pause (
 issue 25: slider p95 with races no more than 1.5 times the p95 without, and at least 5 updates a second on every
 racing page. This prints figures; it never asserts them.
 
-Measured 2026-12-04 on this project's 2-core test machine, tuned, 30 racers and 10 sliders, with race_sweep.py
-holding one core at normal priority. Before the workers ran nicer than the server and shared their slice budget:
-slider p95 30-69 ms without races and 61-1747 ms with them (2.0 x in the quietest of four runs), 0.2-0.3 updates
-a second per racing page. After (race workers at nice 10, each slice's CPU budget shared by its worker's races):
-slider p95 23 ms without races and 22 ms with them (0.94 x: the aim is met), 0.8 updates and 0.8 steps a second on
-every racing page (median and lowest), the longest wait between two updates 1.7 s. The updates' aim is not met, and
-cannot be on two cores with this race: every update needs a step, a step of the default race (two 12-floor models)
-costs about 45 ms of CPU, so two cores give about 45 steps a second in all, 1.5 a second for each of 30 pages
-at best, against the 150 a second that 5 updates on each of 30 pages would need.
+Measured 2026-12-04 on this project's 2-core test machine, tuned, 30 racers and 10 sliders. Before the workers
+ran nicer than the server and shared their slice budget (race_sweep.py holding a core beside): slider p95 30-69 ms
+without races and 61-1747 ms with them (2.0 x in the quietest of four runs), 0.2-0.3 updates a second per racing
+page. After (race workers at nice 10, each slice's CPU budget shared by its worker's races, the page waiting for
+its worker outside the document's lock), four runs with other tests at times on the machine: slider p95 20-23 ms
+without races and 22-35 ms with them (0.94, 1.33, 1.6 and 1.65 x: about the aim of 1.5, not always within it),
+0.7-1.3 updates and as many steps a second on every racing page (median and lowest alike). The updates' aim is
+not met, and cannot be on two cores with this race: every update needs a step, a step of the default race (two
+12-floor models) costs about 45 ms of CPU, so two cores give about 45 steps a second in all, 1.5 a second for each
+of 30 pages at best, against the 150 a second that 5 updates on each of 30 pages would need.
 """
 
 from __future__ import annotations
