@@ -202,14 +202,7 @@ class Server:
         return total / 1024
 
     def cpu_seconds(self) -> float:
-        total = 0.0
-        for pid in self.pids():
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+        return cpu_of(self.pids())
 
 
 def start_server(folder: Path, procs: int, secret: str, db_url: str | None, tuned: bool = True,
@@ -366,6 +359,18 @@ def page_token(page_html: str) -> str:
     if found is None:
         raise RuntimeError("no session token in the page")
     return found.group(1)
+
+
+def cpu_of(pids: list[int]) -> float:
+    """CPU seconds (user + system) these processes have used."""
+    total = 0.0
+    for pid in pids:
+        try:
+            columns = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(columns[11]) + int(columns[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _patch(*events_json: dict) -> Message:

@@ -70,6 +70,7 @@ from classroom import (  # the class simulation this benchmark adds races to (be
     _entries,
     _objects,
     _patch,
+    cpu_of,
     loop_pauses,
     machine_cpu,
     print_rows,
@@ -166,18 +167,6 @@ class Racer(Student):
 
 
 # --- the server's processes ----------------------------------------------------------------------
-
-def cpu_of(pids: list[int]) -> float:
-    """CPU seconds (user + system) these processes have used."""
-    total = 0.0
-    for pid in pids:
-        try:
-            columns = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(columns[11]) + int(columns[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
 
 def waited_s(pid: int) -> float:
     """Seconds this process's main thread (the server's event loop) has been ready to run but waiting for a core
