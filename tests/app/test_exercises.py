@@ -20,6 +20,7 @@ ENV_VAR = "BLOCKTRACE_SOLUTION"
 
 RESIDUAL = "lessons/transformer-block/exercise"
 DECODER = "lessons/decoder-block/exercise"
+TRAINING = "lessons/train-the-block/exercise"
 
 MEAN_CENTRING = "your RMSNorm subtracts the mean"
 IDENTITY_LOST = "the identity path is lost"
@@ -27,6 +28,7 @@ CENTRING_TESTS = {"test_constant_vector_survives", "test_vector_with_a_mean_matc
 REPLACEMENT_TESTS = {"test_zero_update_returns_the_input", "test_update_is_added_to_the_untouched_input",
                      "test_a_sequence_keeps_its_shape"}
 DECODER_FUNCTIONS = ("rms_norm", "swiglu", "swiglu_param_count", "layer_norm", "gelu_mlp")
+TRAINING_FUNCTIONS = ("warmup_lr", "clip_by_global_norm", "adam_step")
 
 
 def run_exercise(folder: str, implementation: Path | None = None) -> subprocess.CompletedProcess:
@@ -68,6 +70,11 @@ def residual_starter() -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def decoder_starter() -> subprocess.CompletedProcess:
     return run_exercise(DECODER)
+
+
+@pytest.fixture(scope="module")
+def training_starter() -> subprocess.CompletedProcess:
+    return run_exercise(TRAINING)
 
 
 # --- transformer-block: RMSNorm and a residual sublayer ---------------------------------------------
@@ -204,9 +211,103 @@ def test_decoder_reference_solution_passes():
     assert passed_count(result) == 11
 
 
+# --- train-the-block: warm-up, clipping and Adam by hand ------------------------------------------------
+
+def test_training_starter_fails_naming_each_function(training_starter):
+    """Every function of the starter is still to write, and the output says so function by function."""
+    out = training_starter.stdout
+    assert training_starter.returncode == 1, out + training_starter.stderr
+    for name in TRAINING_FUNCTIONS:
+        assert f"{name} is not written yet" in out
+    assert passed_count(training_starter) == 0
+
+
+TRAINING_MUTANTS = {
+    "warm-up from zero": (
+        "def warmup_lr(base_lr, step, warmup_steps):\n"
+        "    return base_lr * min(1.0, step / warmup_steps) if warmup_steps else base_lr\n",
+        "so the factor is (step + 1) / warmup_steps",
+        {"test_warmup_rises_linearly_to_the_base_rate", "test_warmup_reaches_the_full_rate_and_stays",
+         "test_three_updates_of_a_race_match_the_engine"},
+    ),
+    "no warm-up divides by zero": (
+        "def warmup_lr(base_lr, step, warmup_steps):\n"
+        "    return base_lr * min(1.0, (step + 1) / warmup_steps)\n",
+        "warmup_steps 0 means no warm-up", {"test_no_warmup_means_the_full_rate_from_step_0"},
+    ),
+    "each array clipped on its own": (
+        "def clip_by_global_norm(grads, max_norm):\n"
+        "    norm = _reference.clip_by_global_norm(grads, max_norm)[1]\n"
+        "    return {k: g * min(1.0, max_norm / (np.linalg.norm(g) + 1e-6)) for k, g in grads.items()}, norm\n",
+        "you clipped each array by its own norm",
+        {"test_clip_matches_the_engine", "test_three_updates_of_a_race_match_the_engine"},
+    ),
+    "small gradients scaled up": (
+        "def clip_by_global_norm(grads, max_norm):\n"
+        "    norm = _reference.clip_by_global_norm(grads, max_norm)[1]\n"
+        "    return {k: g * (max_norm / (norm + 1e-6)) for k, g in grads.items()}, norm\n",
+        "never more than 1", {"test_clip_never_scales_a_small_gradient_up"},
+    ),
+    "clipping in place": (
+        "def clip_by_global_norm(grads, max_norm):\n"
+        "    clipped, norm = _reference.clip_by_global_norm(grads, max_norm)\n"
+        "    for k in grads:\n"
+        "        grads[k][...] = clipped[k]\n"
+        "    return grads, norm\n",
+        "clip_by_global_norm changed the gradient", {"test_clip_leaves_its_input_alone"},
+    ),
+    "Adam without bias correction": (
+        "def adam_step(param, grad, m, v, t, lr, beta1=0.9, beta2=0.999, eps=1e-8):\n"
+        "    m = beta1 * m + (1 - beta1) * grad\n"
+        "    v = beta2 * v + (1 - beta2) * grad * grad\n"
+        "    return param - lr * m / (np.sqrt(v) + eps), m, v\n",
+        "without bias correction the first step is",
+        {"test_first_adam_step_moves_every_weight_by_about_lr", "test_adam_matches_the_engine_over_five_steps",
+         "test_adam_adds_eps_outside_the_root", "test_three_updates_of_a_race_match_the_engine"},
+    ),
+    "eps inside the root": (
+        "def adam_step(param, grad, m, v, t, lr, beta1=0.9, beta2=0.999, eps=1e-8):\n"
+        "    m = beta1 * m + (1 - beta1) * grad\n"
+        "    v = beta2 * v + (1 - beta2) * grad * grad\n"
+        "    return param - lr * (m / (1 - beta1**t)) / np.sqrt(v / (1 - beta2**t) + eps), m, v\n",
+        "eps goes outside the square root",
+        {"test_adam_matches_the_engine_over_five_steps", "test_adam_adds_eps_outside_the_root",
+         "test_three_updates_of_a_race_match_the_engine"},
+    ),
+    "Adam in place": (
+        "def adam_step(param, grad, m, v, t, lr, beta1=0.9, beta2=0.999, eps=1e-8):\n"
+        "    new, m2, v2 = _reference.adam_step(param, grad, m, v, t, lr, beta1, beta2, eps)\n"
+        "    m[...], v[...] = m2, v2\n"
+        "    return new, m, v\n",
+        "adam_step changed the m it was given in place", {"test_adam_leaves_its_inputs_alone"},
+    ),
+}
+
+
+@pytest.mark.parametrize("mistake", list(TRAINING_MUTANTS))
+def test_training_mistakes_are_named(tmp_path, mistake):
+    """One planted mistake in an otherwise correct solution fails only its own tests, with a message naming it."""
+    code, message, failing = TRAINING_MUTANTS[mistake]
+    module = tmp_path / "mutant.py"
+    module.write_text(
+        "import numpy as np\n" + loader_header(SOLUTIONS / "train_the_block.py", "_reference")
+        + "".join(f"{name} = _reference.{name}\n" for name in TRAINING_FUNCTIONS) + code, encoding="utf-8")
+    result = run_exercise(TRAINING, module)
+    assert failed_tests(result) == failing, result.stdout
+    assert message in result.stdout
+
+
+def test_training_reference_solution_passes():
+    """With BLOCKTRACE_SOLUTION at the reference solution, every test of the exercise passes."""
+    result = run_exercise(TRAINING, SOLUTIONS / "train_the_block.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert passed_count(result) == 11
+
+
 # --- the folders ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("folder", "student_file"), [(RESIDUAL, "residual.py"), (DECODER, "decoder.py")])
+@pytest.mark.parametrize(("folder", "student_file"), [(RESIDUAL, "residual.py"), (DECODER, "decoder.py"),
+                                                     (TRAINING, "optimiser.py")])
 def test_exercise_folder_holds_what_a_student_needs(folder, student_file):
     """Starter file, tests, conftest and a README giving the one command; no reference solution inside."""
     path = ROOT / folder

@@ -24,7 +24,7 @@ from blocktrace.explorables.engine import ops, run_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons()
-ORDER = ["transformer-block", "block-floor", "decoder-block"]
+ORDER = ["transformer-block", "block-floor", "decoder-block", "train-the-block"]
 STAGE_IN_TEXT = re.compile(r"`((?:blocks\.\d+\.)[a-z0-9_.]*[a-z0-9_]|embed|pos_embed)`")
 FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", flags=re.MULTILINE | re.DOTALL)
 PHONE_COLUMNS = 32  # monospace characters that fit a 390 px wide screen without scrolling
@@ -39,17 +39,22 @@ CONTROLS = {
                       "Placement", "Heads", "Constant 2, 2, 2, 2", "Zero vector", "eps", "Blocks",
                       "Missing residual (replace instead of add)",
                       "Wrong gate/value split (chunk along positions, not features)"],
+    "train-the-block": ["Play", "Warm-up (both models)", "Learning rate (Adam)", "The one difference", "Task",
+                        "Floors in each model", "Seed (weights and data)"],
 }
 OPTIONS = {
     "transformer-block": ["Mean-centred (LayerNorm)"],
     "block-floor": [],
     "decoder-block": ["LayerNorm", "GELU", "post-norm", "0 (no eps)"],
+    "train-the-block": ["100 steps", "200 steps", "none", "0.003", "0.01", "Add or replace the stream",
+                        "Continue the pattern", "How deep"],
 }
 # A state change that counts as an experiment, per explorable.
+# The race's experiment is a race the server has decided (app/lessons/page.py), not a change of its set-up.
 EXPERIMENT = {"transformer-block-trace": ("attention_scale", 0.0), "block-floor": ("stage", 4),
-              "decoder-block-lab": ("causal", False)}
+              "decoder-block-lab": ("causal", False), "train-the-block": ("decided", "a-first")}
 BEFORE_PREDICTING = {"transformer-block-trace": ("norm", "layernorm"), "block-floor": ("floors", 2),
-                     "decoder-block-lab": ("heads", 2)}
+                     "decoder-block-lab": ("heads", 2), "train-the-block": ("floors", 6)}
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -127,11 +132,11 @@ def unsafe_parts(html: str) -> list[str]:
 
 # --- the lesson files -----------------------------------------------------------------------------
 
-def test_three_lessons_in_order():
-    """The three lessons load in the issue's order with unique ids, orders and titles."""
+def test_four_lessons_in_order():
+    """The four lessons load in the issues' order with unique ids, orders and titles."""
     assert [lesson.id for lesson in LESSONS] == ORDER
-    assert [lesson.order for lesson in LESSONS] == [1, 2, 3]
-    assert len({lesson.title for lesson in LESSONS}) == 3
+    assert [lesson.order for lesson in LESSONS] == [1, 2, 3, 4]
+    assert len({lesson.title for lesson in LESSONS}) == 4
     for lesson in LESSONS:
         assert lesson.path == ROOT / "lessons" / lesson.id / "lesson.md"
         assert lesson.objectives and all(isinstance(p, str) for p in lesson.prerequisites)
@@ -359,7 +364,7 @@ def test_broken_lesson_yields_the_matching_problems():
 
 # --- the lesson page ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("lesson_id", ["transformer-block", "block-floor", "decoder-block"])
+@pytest.mark.parametrize("lesson_id", ORDER)
 def test_lesson_view_builds_without_a_server(lesson_id):
     """LessonView builds every part; the prediction gate appears once, where the predict directive puts it."""
     lesson = by_id(lesson_id)

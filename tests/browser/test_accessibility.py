@@ -26,6 +26,7 @@ PAGES = [
     "/lessons/transformer-block",
     "/lessons/block-floor",
     "/lessons/decoder-block",
+    "/lessons/train-the-block",
 ]
 WIDTHS = (390, 1024, 1440)
 # Full-page screenshots of each width, to look at: kept in this folder when BLOCKTRACE_SCREENS names one

@@ -13,7 +13,8 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 PAGES = ("/explorables/transformer-block-trace", "/explorables/block-floor", "/explorables/decoder-block-lab",
-         "/explorables/train-the-block", "/lessons/transformer-block", "/lessons/block-floor", "/lessons/decoder-block")
+         "/explorables/train-the-block", "/lessons/transformer-block", "/lessons/block-floor", "/lessons/decoder-block",
+         "/lessons/train-the-block")
 SMALLEST_PX = 12.8  # 0.8rem: the least any text may be (a table's note, a diagram's caption)
 CONTROL_PX = 16.0  # labels, buttons, fields and their typed text: the prose's size
 

@@ -17,6 +17,7 @@ from blocktrace.app.exercises.runner import load_module, run_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 RESIDUAL, DECODER = "lessons/transformer-block/exercise", "lessons/decoder-block/exercise"
+TRAINING = "lessons/train-the-block/exercise"
 SOLUTIONS = ROOT / "tests" / "exercise_solutions"
 STARTER_FAILS = {"test_constant_vector_survives", "test_vector_with_a_mean_matches_the_formula",
                  "test_zero_update_returns_the_input", "test_update_is_added_to_the_untouched_input",
@@ -37,7 +38,8 @@ def test_the_runner_finds_what_pytest_finds_on_the_starter():
 
 
 @pytest.mark.parametrize(("folder", "solution", "count"), [(RESIDUAL, "transformer_block.py", 12),
-                                                            (DECODER, "decoder_block.py", 11)])
+                                                            (DECODER, "decoder_block.py", 11),
+                                                            (TRAINING, "train_the_block.py", 11)])
 def test_the_reference_passes_every_test_and_the_servers_numbers(folder, solution, count):
     module = load_module(SOLUTIONS / solution, f"reference_{solution[:-3]}")
     found = [o for t in sorted((ROOT / folder).glob("test_*.py")) for o in run_tests(t, module)]
@@ -56,6 +58,24 @@ def test_wrong_or_missing_functions_do_not_match():
     unwritten = load_module(ROOT / DECODER / "decoder.py", "starter_decoder")
     assert challenge_outputs(unwritten, DECODER, "1234") == dict.fromkeys(challenge.cases(DECODER, "1234"))
     assert not any(challenge.verify(DECODER, "1234", {"rms_norm": "not numbers"}).values())
+    unwritten = load_module(ROOT / TRAINING / "optimiser.py", "starter_optimiser")
+    assert challenge_outputs(unwritten, TRAINING, "1234") == dict.fromkeys(challenge.cases(TRAINING, "1234"))
+
+
+def test_the_clipping_check_compares_every_array_and_the_norm():
+    """A result that is a dict and a norm is compared as numbers: clipping each array on its own does not match."""
+    reference = load_module(SOLUTIONS / "train_the_block.py", "reference_clip")
+
+    class EachOnItsOwn:
+        @staticmethod
+        def clip_by_global_norm(grads, max_norm):
+            clipped = {k: g * min(1.0, max_norm / (np.linalg.norm(g) + 1e-6)) for k, g in grads.items()}
+            return clipped, reference.clip_by_global_norm(grads, max_norm)[1]
+
+    right = challenge_outputs(reference, TRAINING, "abc123")
+    wrong = challenge_outputs(EachOnItsOwn, TRAINING, "abc123")
+    assert challenge.verify(TRAINING, "abc123", right)["clip_by_global_norm"]
+    assert not challenge.verify(TRAINING, "abc123", wrong)["clip_by_global_norm"]
 
 
 def test_a_ticket_holds_only_for_its_learner_and_nonce():
