@@ -70,7 +70,7 @@ def _curves(title: str, column: str, names: Sequence[str], reference: float, das
 
 def loss_figure(names: Sequence[str], chance: float) -> tuple[figure, list[ColumnDataSource]]:
     """Both loss curves on one log axis, with the loss of chance as a dotted line."""
-    return _curves("Training loss (log scale): lower is better", "loss", names, chance, "dotted", "cross-entropy",
+    return _curves("Training loss (log scale)", "loss", names, chance, "dotted", "cross-entropy (lower is better)",
                    "@loss{0.000}", y_axis_type="log")
 
 

@@ -316,6 +316,17 @@ class RaceRunner:
             except RaceLost:
                 pass
 
+    def forget(self, race_id: int) -> None:
+        """Free the race without waiting (a closed page, from whatever thread its end runs on): the drop is handed
+        to its worker's queue, which needs no event loop."""
+        index = self._where.pop(race_id, None)
+        worker = None if index is None else self._workers[index]
+        if worker is not None:
+            try:
+                worker.submit(_drop, race_id)
+            except (BrokenProcessPool, RuntimeError):  # the worker died or was shut down: the race went with it
+                pass
+
     async def held_in_workers(self) -> int:
         """How many races the workers hold (for tests and /health: it must equal `races`)."""
         held = 0

@@ -9,7 +9,6 @@ closed page's race is dropped at once.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import io
 import logging
@@ -17,6 +16,7 @@ from html import escape
 
 import numpy as np
 import panel as pn
+from bokeh.document import without_document_lock
 from bokeh.models import Span
 
 from blocktrace.explorables.components.explorable import ExplorableView
@@ -108,6 +108,7 @@ class RaceExplorable(ExplorableView):
         self._race_generation = -1
         self._busy = False  # a slice (or a look) is on its way: one at a time
         self.closed = False
+        self._doc = pn.state.curdoc  # the page's document (None outside a server): slices are shown through it
         self._callback = None
         self.work_done = 0  # floor-steps this page has trained, over all its races (runner().session_work caps it)
         self.look: Look | None = None  # the latest look inside both models
@@ -240,7 +241,7 @@ class RaceExplorable(ExplorableView):
         set_object(self.status, self._status_html())
 
     def _schedule_one(self) -> None:
-        if self.state.prediction.unlocked and not self.playing and pn.state.curdoc is not None:
+        if self.state.prediction.unlocked and not self.playing and self._doc is not None:
             self._run_unlocked(1)
 
     def _tick(self) -> None:
@@ -268,14 +269,15 @@ class RaceExplorable(ExplorableView):
         asked = self._ask(steps)
         if asked is None:
             return
-        doc = pn.state.curdoc
+        doc = self._doc
 
+        @without_document_lock  # Bokeh's way: run on the server's loop without the lock, show in a locked callback
         async def wait_then_show() -> None:
             outcome = await self._fetch(*asked)
             if not self.closed:
                 doc.add_next_tick_callback(lambda: self._apply(outcome))
 
-        asyncio.ensure_future(wait_then_show())
+        doc.add_next_tick_callback(wait_then_show)  # safe from any thread (Bokeh 3.10 runs callbacks on threads)
 
     def _ask(self, steps: int | None) -> tuple[int, int, LookAt] | None:
         """What the next slice may be (steps, the race's generation, what to look at), or None when nothing may
@@ -347,17 +349,18 @@ class RaceExplorable(ExplorableView):
         document's lock, as _run_unlocked does), else with its next slice."""
         if self.race_id is None or self.look is None:
             return
-        if self._busy or pn.state.curdoc is None:
+        if self._busy or self._doc is None:
             self._look_again = True
             return
-        doc = pn.state.curdoc
+        doc = self._doc
 
+        @without_document_lock
         async def wait_then_show() -> None:
             show = await self._look_now(apply=False)
             if show is not None and not self.closed:
                 doc.add_next_tick_callback(show)
 
-        asyncio.ensure_future(wait_then_show())
+        doc.add_next_tick_callback(wait_then_show)
 
     async def _look_now(self, apply: bool = True):
         """Look inside both models as they are now; with apply=False, return the function that shows it."""
@@ -412,7 +415,7 @@ class RaceExplorable(ExplorableView):
             self._callback = None
         if self.race_id is not None:
             race, self.race_id = self.race_id, None
-            asyncio.ensure_future(runner().drop(race))
+            runner().forget(race)
 
     # --- showing ----------------------------------------------------------------------------
 
