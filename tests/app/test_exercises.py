@@ -191,15 +191,21 @@ MUTANTS = {
 }
 
 
+def run_with_mistake(tmp_path, exercise, solution: str, functions, code: str):
+    """The exercise's tests against its reference solution with `code` (one planted mistake) in place of one of its
+    functions."""
+    module = tmp_path / "mutant.py"
+    module.write_text(
+        "import numpy as np\n" + loader_header(SOLUTIONS / solution, "_reference")
+        + "".join(f"{name} = _reference.{name}\n" for name in functions) + code, encoding="utf-8")
+    return run_exercise(exercise, module)
+
+
 @pytest.mark.parametrize("mistake", list(MUTANTS))
 def test_decoder_mistakes_are_named(tmp_path, mistake):
     """One planted mistake in an otherwise correct solution fails only its own tests, with a message naming it."""
     code, message, failing = MUTANTS[mistake]
-    module = tmp_path / "mutant.py"
-    module.write_text(
-        "import numpy as np\n" + loader_header(SOLUTIONS / "decoder_block.py", "_reference")
-        + "".join(f"{name} = _reference.{name}\n" for name in DECODER_FUNCTIONS) + code, encoding="utf-8")
-    result = run_exercise(DECODER, module)
+    result = run_with_mistake(tmp_path, DECODER, "decoder_block.py", DECODER_FUNCTIONS, code)
     assert failed_tests(result) == failing, result.stdout
     assert message in result.stdout
 
@@ -288,11 +294,7 @@ TRAINING_MUTANTS = {
 def test_training_mistakes_are_named(tmp_path, mistake):
     """One planted mistake in an otherwise correct solution fails only its own tests, with a message naming it."""
     code, message, failing = TRAINING_MUTANTS[mistake]
-    module = tmp_path / "mutant.py"
-    module.write_text(
-        "import numpy as np\n" + loader_header(SOLUTIONS / "train_the_block.py", "_reference")
-        + "".join(f"{name} = _reference.{name}\n" for name in TRAINING_FUNCTIONS) + code, encoding="utf-8")
-    result = run_exercise(TRAINING, module)
+    result = run_with_mistake(tmp_path, TRAINING, "train_the_block.py", TRAINING_FUNCTIONS, code)
     assert failed_tests(result) == failing, result.stdout
     assert message in result.stdout
 
