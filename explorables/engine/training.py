@@ -112,7 +112,7 @@ class Run:
                               "train it with the causal mask on, or the model can read the answer")
         self._optimizer = self.settings.make_optimizer()
         self.params = lm.init_model(self.config, len(self.task.vocab))
-        self._held_out = task_data.held_out(self.task, self.data_seed, HELD_OUT)
+        self.held_out = task_data.held_out(self.task, self.data_seed, HELD_OUT)  # what evaluate reads
 
     @property
     def step_count(self) -> int:
@@ -145,7 +145,7 @@ class Run:
 
     def evaluate(self) -> tuple[float, float]:
         """(loss, accuracy) on the held-out set, with the current parameters."""
-        b = self._held_out
+        b = self.held_out
         with np.errstate(all="ignore"):
             loss, logits = lm.loss_and_logits(self.config, self.params, b.tokens, b.targets, b.scored)
         return loss, task_data.accuracy(logits.argmax(axis=-1), b)

@@ -34,12 +34,11 @@ from multiprocessing.connection import wait
 import numpy as np
 
 from blocktrace.explorables.engine import language_model as lm
-from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import MAX_LAYERS, BlockConfig, ConfigError
 from blocktrace.explorables.engine.params import Params
 from blocktrace.explorables.engine.stages import Stage
 from blocktrace.explorables.engine.tasks import Task
-from blocktrace.explorables.engine.training import HELD_OUT, Race, Run, StepRecord, TrainSettings
+from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainSettings
 
 __all__ = ["EVALUATE_EVERY", "EXAMPLES", "SESSION_WORK", "SLICE_CPU_S", "SLICE_STEPS", "Look", "LookAt", "RaceLost",
            "RaceRunner", "RaceSpec", "Reading", "SideLook", "Slice"]
@@ -140,14 +139,20 @@ class Look:
 _RACES: dict[int, Race] = {}  # this worker's races, by id
 
 
+def _race(race_id: int) -> Race:
+    """This worker's race `race_id`; RaceLost if it holds none (dropped, or its worker was replaced)."""
+    race = _RACES.get(race_id)
+    if race is None:
+        raise RaceLost(f"race {race_id} is not running here")
+    return race
+
+
 def _start(race_id: int, spec: RaceSpec) -> None:
     _RACES[race_id] = spec.build()
 
 
 def _advance(race_id: int, max_steps: int, cpu_s: float, look: LookAt | None = None) -> Slice:
-    race = _RACES.get(race_id)
-    if race is None:
-        raise RaceLost(f"race {race_id} is not running here")
+    race = _race(race_id)
     before_a, before_b = race.a.step_count, race.b.step_count
     readings: tuple[list[Reading], list[Reading]] = ([], [])
     start = time.thread_time()
@@ -175,14 +180,11 @@ def _look_at(run: Run, tokens: np.ndarray, floor: int) -> SideLook:
 
 
 def _look(race_id: int, example: int, floor: int) -> Look:
-    race = _RACES.get(race_id)
-    if race is None:
-        raise RaceLost(f"race {race_id} is not running here")
-    return _look_inside(race, example, floor)
+    return _look_inside(_race(race_id), example, floor)
 
 
 def _look_inside(race: Race, example: int, floor: int) -> Look:
-    held = task_data.held_out(race.a.task, race.a.data_seed, HELD_OUT)
+    held = race.a.held_out  # both runs of a race read the same held-out set
     tokens = held.tokens[example]
     with np.errstate(all="ignore"):  # a diverged model's numbers are shown as they are
         return Look(example, floor, tokens, held.targets[example], held.scored[example],
@@ -190,9 +192,7 @@ def _look_inside(race: Race, example: int, floor: int) -> Look:
 
 
 def _weights(race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
-    race = _RACES.get(race_id)
-    if race is None:
-        raise RaceLost(f"race {race_id} is not running here")
+    race = _race(race_id)
     return (race.a.step_count, race.a.params), (race.b.step_count, race.b.params)
 
 
@@ -260,6 +260,13 @@ class RaceRunner:
             log.warning("a training worker died; %d race(s) lost, a new worker takes its place", len(lost))
             raise RaceLost("the training worker stopped; start the race again") from error
 
+    def _index(self, race_id: int) -> int:
+        """The worker that holds race `race_id`; RaceLost if none does."""
+        index = self._where.get(race_id)
+        if index is None:
+            raise RaceLost(f"there is no race {race_id}")
+        return index
+
     async def start(self, spec: RaceSpec) -> int:
         """Build the race in the least busy worker; its id. ConfigError when the server holds max_races."""
         if self.races >= self.max_races:
@@ -281,9 +288,7 @@ class RaceRunner:
         """One slice of the race: at most `steps` (never more than slice_steps) steps, within slice_cpu_s; with
         `look`, the slice also brings a look inside both models when it took a held-out reading (or always), in
         the same call, so a page waits for its worker once per slice."""
-        index = self._where.get(race_id)
-        if index is None:
-            raise RaceLost(f"there is no race {race_id}")
+        index = self._index(race_id)
         limit = self.slice_steps if steps is None else max(0, min(int(steps), self.slice_steps))
         return await self._call(index, _advance, race_id, limit, self.slice_cpu(index), look)
 
@@ -295,16 +300,12 @@ class RaceRunner:
 
     async def look(self, race_id: int, look: LookAt) -> Look:
         """Both models of the race as they are now, on the example and floor `look` names (no step taken)."""
-        index = self._where.get(race_id)
-        if index is None:
-            raise RaceLost(f"there is no race {race_id}")
+        index = self._index(race_id)
         return await self._call(index, _look, race_id, look.example, look.floor)
 
     async def weights(self, race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
         """Each model's steps taken and current parameters."""
-        index = self._where.get(race_id)
-        if index is None:
-            raise RaceLost(f"there is no race {race_id}")
+        index = self._index(race_id)
         return await self._call(index, _weights, race_id)
 
     async def drop(self, race_id: int) -> None:
