@@ -267,17 +267,22 @@ class RaceExplorable(ExplorableView):
         whole of a coroutine callback, awaits included, so waiting inside one kept the student's own clicks
         (Pause among them) waiting behind slice after slice on a busy machine."""
         asked = self._ask(steps)
-        if asked is None:
-            return
+        if asked is not None:
+            self._wait_then_show(lambda: self._fetch(*asked), self._apply)
+
+    def _wait_then_show(self, wait, show) -> None:
+        """Await `wait()` on the server's loop without the document's lock (Bokeh's without_document_lock), then
+        call `show` with its result in a locked callback of the page. Scheduled through the document, which is
+        safe from any thread (Bokeh 3.10 runs callbacks on threads)."""
         doc = self._doc
 
-        @without_document_lock  # Bokeh's way: run on the server's loop without the lock, show in a locked callback
+        @without_document_lock
         async def wait_then_show() -> None:
-            outcome = await self._fetch(*asked)
+            result = await wait()
             if not self.closed:
-                doc.add_next_tick_callback(lambda: self._apply(outcome))
+                doc.add_next_tick_callback(lambda: show(result))
 
-        doc.add_next_tick_callback(wait_then_show)  # safe from any thread (Bokeh 3.10 runs callbacks on threads)
+        doc.add_next_tick_callback(wait_then_show)
 
     def _ask(self, steps: int | None) -> tuple[int, int, LookAt] | None:
         """What the next slice may be (steps, the race's generation, what to look at), or None when nothing may
@@ -352,38 +357,30 @@ class RaceExplorable(ExplorableView):
         if self._busy or self._doc is None:
             self._look_again = True
             return
-        doc = self._doc
+        self._busy = True
+        self._wait_then_show(self._fetch_look, self._apply_look)
 
-        @without_document_lock
-        async def wait_then_show() -> None:
-            show = await self._look_now(apply=False)
-            if show is not None and not self.closed:
-                doc.add_next_tick_callback(show)
-
-        doc.add_next_tick_callback(wait_then_show)
-
-    async def _look_now(self, apply: bool = True):
-        """Look inside both models as they are now; with apply=False, return the function that shows it."""
+    async def _look_now(self) -> None:
+        """Look inside both models as they are now, and show it (the served page does the two apart)."""
         if self._busy or self.race_id is None:
             self._look_again = True
-            return None
+            return
         self._busy = True
+        self._apply_look(await self._fetch_look())
+
+    async def _fetch_look(self) -> tuple[int, Look | None]:
         generation = self.state.generation
         try:
-            look = await runner().look(self.race_id, self._look_at(True))
+            return generation, await runner().look(self.race_id, self._look_at(True))
         except (RaceLost, ConfigError):
-            look = None
+            return generation, None
 
-        def show() -> None:
-            self._busy = False
-            if look is not None and generation == self.state.generation:
-                self.look = look
-                self._show_look()
-
-        if apply:
-            show()
-            return None
-        return show
+    def _apply_look(self, fetched: tuple[int, Look | None]) -> None:
+        self._busy = False
+        generation, look = fetched
+        if look is not None and generation == self.state.generation:
+            self.look = look
+            self._show_look()
 
     async def _start(self, spec: RaceSpec, generation: int) -> None:
         if self.race_id is not None:
