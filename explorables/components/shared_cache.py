@@ -46,6 +46,14 @@ class SharedCache(Generic[V]):
                 self._entries.popitem(last=False)
         return value
 
+    def peek(self, key: Hashable) -> V | None:
+        """The value held for `key` (now the most recently used), or None; never computes."""
+        with self._lock:
+            if key not in self._entries:
+                return None
+            self._entries.move_to_end(key)
+            return self._entries[key]
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

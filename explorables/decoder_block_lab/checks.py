@@ -70,12 +70,19 @@ def check_future_zero(pattern: np.ndarray, causal: bool) -> Check:
     return Check(name, FAIL, f"future weights reach {number(largest)}: {why}.")
 
 
-def check_normalised(rows: np.ndarray, norm: str, label: str, inputs: tuple[np.ndarray, ...] = ()) -> Check:
-    """RMSNorm (unit gain): every row has RMS 1. LayerNorm (unit gain, zero bias): mean 0 and std 1.
+def check_normalised(rows: np.ndarray, norm: str, label: str, inputs: tuple[np.ndarray, ...] = (),
+                     gain: np.ndarray | None = None, bias: np.ndarray | None = None) -> Check:
+    """RMSNorm: every row has RMS 1. LayerNorm: mean 0 and std 1. Both before the norm's gain and bias: a gain
+    and bias other than 1 and 0 (trained ones) are taken off the rows first.
 
     `inputs` are the arrays the norm's input was made from, to say where a NaN came from.
-    # rows [..., d_model]
+    # rows [..., d_model], gain and bias [d_model]
     """
+    learned = ""
+    if (gain is not None and np.any(gain != 1.0)) or (bias is not None and np.any(bias != 0.0)):
+        with np.errstate(all="ignore"):  # a gain of exactly 0 leaves nothing to check: NaN, said below
+            rows = (rows - (0.0 if bias is None else bias)) / (1.0 if gain is None else gain)
+        learned = " (its learned gain taken off)" if bias is None else " (its learned gain and bias taken off)"
     if _has_nan(rows):
         why = ("NaN reached this norm's input from an earlier step." if any(_has_nan(a) for a in inputs) else
                "NaN: a row of zeros was divided by √(0 + eps) with eps = 0.")
@@ -85,14 +92,14 @@ def check_normalised(rows: np.ndarray, norm: str, label: str, inputs: tuple[np.n
         name = f"{label}: every row has RMS 1"
         worst = float(np.max(np.abs(rms - 1.0)))
         status = PASS if worst <= NORM_TOL else FAIL
-        return Check(name, status, f"row RMS from {number(rms.min(), 4)} to {number(rms.max(), 4)}.")
+        return Check(name, status, f"row RMS from {number(rms.min(), 4)} to {number(rms.max(), 4)}{learned}.")
     name = f"{label}: every row has mean 0 and std 1"
     mean = np.mean(rows, axis=-1)
     std = np.std(rows, axis=-1)
     worst = max(float(np.max(np.abs(mean))), float(np.max(np.abs(std - 1.0))))
     status = PASS if worst <= NORM_TOL else FAIL
     return Check(name, status, f"row means within ±{number(np.max(np.abs(mean)), 2, significant=True)}, "
-                               f"std from {number(std.min(), 4)} to {number(std.max(), 4)}.")
+                               f"std from {number(std.min(), 4)} to {number(std.max(), 4)}{learned}.")
 
 
 def _identity_reasons(placement: str, residual: str, which: str) -> list[str]:
@@ -127,6 +134,10 @@ def check_stream_shape(trace: Trace) -> Check:
     return Check(name, status, f"input {list(shape_in)}, output {list(shape_out)}.")
 
 
+def _gain_bias(trace: Trace, prefix: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    return trace.params.get(prefix + "g"), trace.params.get(prefix + "b")
+
+
 def invariants(trace: Trace) -> list[Check]:
     """What holds in this trace now: each check computed from the numbers of block 0."""
     c = trace.config
@@ -141,8 +152,8 @@ def invariants(trace: Trace) -> list[Check]:
         check_stream_shape(trace),
         check_row_sums(pattern),
         check_future_zero(pattern, c.causal),
-        check_normalised(trace[p + "ln1.normalized"], c.norm, "Norm 1", into_1),
-        check_normalised(trace[p + "ln2.normalized"], c.norm, "Norm 2", into_2),
+        check_normalised(trace[p + "ln1.normalized"], c.norm, "Norm 1", into_1, *_gain_bias(trace, p + "ln1.")),
+        check_normalised(trace[p + "ln2.normalized"], c.norm, "Norm 2", into_2, *_gain_bias(trace, p + "ln2.")),
         check_identity(trace[p + "resid_pre"], trace[p + "attn_out"], trace[p + "resid_mid"], c.placement,
                        c.residual, ("resid_pre", "attn_out", "resid_mid")),
         check_identity(trace[p + "resid_mid"], trace[p + "mlp_out"], trace[p + "resid_post"], c.placement,

@@ -16,8 +16,9 @@ from blocktrace.explorables.decoder_block_lab.tables import MLP_NAMES, NORM_NAME
 from blocktrace.explorables.engine import ops
 
 __all__ = ["activation_sentences", "announcement", "break_html", "delta_sentences", "depth_sentences", "depth_setup",
-           "depth_status", "head_sentences", "norms_sentences", "norms_verdict", "prediction_html"]
+           "depth_status", "head_sentences", "norms_sentences", "norms_verdict", "prediction_html", "trained_html"]
 
+PLACEMENT_NAMES = {"pre": "pre-norm", "post": "post-norm"}
 SAME_DIGITS = 3  # the norms table shows three decimals: outputs closer than this read as the same
 
 
@@ -121,12 +122,41 @@ def depth_setup(state: LabState) -> str:
         width = f"d = {state.depth_d}, your d from panel 1 (the panel follows d up to {DEPTH_MAX_D})"
     heads = f"{state.heads} head{'s' if state.heads > 1 else ''}"
     eps = "; eps = 0 with the all-zero row at position 0" if state.zero_eps else ""
+    own = (" Beside a trained floor, these stacks are drawn, not trained: their input is the lab's own words, and "
+           "the trained model's floors are on the race page." if state.trained is not None else "")
     return (f"This run: {blocks} (the Blocks slider) at {width}. The input is the lab's own, B = {state.B} and "
             f"T = {state.T} as set in panel 1; {heads}, {NORM_NAMES[state.norm]}, {MLP_NAMES[state.mlp]} with "
             f"expansion {state.expansion} and the causal mask {'on' if state.causal else 'off'}, as set in panel 2"
             f"{eps}. Each block has its own seeded weights. The loss is L = Σ output ⊙ R for a fixed random R of "
             "norm 1, so every line starts from a gradient of 1 at the output. Placement and residual do not follow "
-            "the controls: all four arrangements are drawn, the current one thick.")
+            f"the controls: all four arrangements are drawn, the current one thick.{own}")
+
+
+def trained_html(state: LabState) -> str:
+    """What a trained floor is and where its input comes from; or why the link's floor is not shown."""
+    if state.run_error:
+        return f'<p class="bt-field-error" role="alert">{escape(state.run_error)}</p>'
+    floor = state.trained
+    if floor is None:
+        return ""
+    config = floor.cut.config
+    trained = (f"{PLACEMENT_NAMES[config.placement]}, {config.residual}, causal mask "
+               f"{'on' if config.causal else 'off'}")
+    now = (f"{PLACEMENT_NAMES[state.placement]}, {state.residual}, causal mask {'on' if state.causal else 'off'}")
+    changed = "" if now == trained else f" Panels 2 and 8 now run its weights as {now}, which it was not trained as."
+    tokens = " ".join(floor.cut.tokens[0])
+    first = state.param.T.bounds[1]
+    exact = (f"Panels 1, 2, 5 and 8 show what the trained model computes there, exactly: its mask is causal, so the "
+             f"first {first} positions do not depend on the rest." if config.causal else
+             f"The trained model's mask is off, so on its first {first} positions alone this floor computes other "
+             "numbers than it did in the race.")
+    return (f'<div class="bt-notice" role="note"><p><strong>Trained weights:</strong> floor {floor.floor + 1} of '
+            f"{floor.floors} of the race's model {escape(floor.model)}, after {floor.cut.steps:,} training steps "
+            f"(trained as {escape(trained)}).{escape(changed)}</p><p>Batch item 0 is the stream that enters this floor "
+            f"on the held-out example {escape(tokens)} (items 1 to 3: the next examples). {exact} Its shape is fixed "
+            "by its weights. "
+            f'<a href="{escape(floor.race)}">Back to the race</a> · <a href="?">The lab with drawn weights</a></p>'
+            "</div>")
 
 
 def depth_sentences(state: LabState) -> list[str]:

@@ -7,7 +7,9 @@ from collections import OrderedDict
 import numpy as np
 import param
 
+from blocktrace.explorables.components import trained_floors
 from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.trained_floors import TrainedFloor
 from blocktrace.explorables.components.url_state import (
     QueryKey,
     read_choice,
@@ -85,7 +87,19 @@ QUERY_KEYS = {
     "corrupt_value": QueryKey("corrupt_value", read_number(-MAX_ABS_VALUE, MAX_ABS_VALUE), write_number),
     "blocks": QueryKey("blocks", read_int(1, MAX_BLOCKS)),
     "inspect": QueryKey("inspect", read_choice(*BLOCK_KEYS)),
+    "run": QueryKey("run", trained_floors.read_key),
 }
+SHAPE = ("d", "heads", "expansion", "norm", "mlp")  # what a trained floor's weights fix
+LAST = 1_000_000  # a watcher precedence: after the widgets' links
+
+
+def lab_shape(config: BlockConfig) -> dict | None:
+    """The lab's shape controls for a block's settings, or None when the lab offers no such shape."""
+    expansion, rest = divmod(config.d_mlp * (2 if config.mlp == "swiglu" else 1), config.d_model)
+    shape = dict(d=config.d_model, heads=config.n_heads, expansion=expansion, norm=config.norm, mlp=config.mlp)
+    fits = (not rest and config.d_model in D_CHOICES and config.n_heads in HEAD_CHOICES and expansion in EXPANSIONS
+            and config.mlp in ("swiglu", "gelu") and config.d_head in (None, config.d_model // config.n_heads))
+    return shape if fits else None
 
 
 class LabState(param.Parameterized):
@@ -124,6 +138,9 @@ class LabState(param.Parameterized):
     # the stage picked in the floor diagram (marked in the stage table)
     inspect = param.Selector(default="resid_post", objects=list(BLOCK_KEYS),
                              doc="The block stage inspected: the diagram's selection, the stage table's marked row.")
+    # a floor trained on the race page (components/trained_floors.py)
+    run = param.String(default="", doc="The key of a trained floor the race page kept; empty: drawn weights.")
+    run_error = param.String(default="", doc="Why the trained floor the link names cannot be shown.")
 
     # derived
     x = param.Array(default=None, doc="The lab's input [B, T, d].")
@@ -143,10 +160,12 @@ class LabState(param.Parameterized):
         self._computed: dict[str, tuple] = {}  # derived value -> the inputs it was last computed from
         self._paused = deferred
         self._good = {name: type(self).param[name].default for name in BUDGETED}  # the last sizes within budget
+        self.trained: TrainedFloor | None = None  # the floor `run` names, while it is shown
         self.preset = get_preset(PRESET)
         self.worked: WorkedExample = worked_example()
         super().__init__(**params)
         self.prediction = Prediction(PREDICTION_CHOICES)
+        self.param.watch(self._keep_trained_shape, list(SHAPE), precedence=LAST)
         if self.worked.rows:
             names = [r.name for r in self.worked.rows]
             self.param.worked_name.objects = names
@@ -160,7 +179,44 @@ class LabState(param.Parameterized):
 
     @property
     def words(self) -> list[str]:
+        """The positions' labels: the trained floor's tokens, else the preset's words."""
+        if self.trained is not None:
+            return list(self.trained.cut.tokens[0][: self.T])
         return list(WORDS[: self.T])
+
+    # --- a trained floor ------------------------------------------------------------------
+
+    @param.depends("run", watch=True, on_init=True)
+    def _open_run(self) -> None:
+        """Show the floor `run` names, its shape set from its weights; a key the server does not hold says so
+        and the lab keeps (or returns to) its drawn weights."""
+        floor = trained_floors.find(self.run) if self.run else None
+        shape = None if floor is None else lab_shape(floor.cut.config)
+        if self.run and floor is None:
+            self.run_error = ("This trained floor is no longer kept on the server (it keeps the most recently opened "
+                              f"{trained_floors.KEPT_FLOORS}, until it restarts): the lab shows its drawn weights. "
+                              "Open the floor again from the race page.")
+        elif floor is not None and shape is None:
+            self.run_error = "The lab offers no block of this floor's shape: it shows its drawn weights."
+        else:
+            self.run_error = ""
+        self.trained = floor if shape is not None else None
+        if self.trained is not None:
+            n_examples, n_positions = floor.cut.inputs.shape[:2]
+            self.param.update(**shape, B=min(self.B, n_examples), T=min(self.T, n_positions))
+
+    def _keep_trained_shape(self, *_events) -> None:
+        """A trained floor's weights fix the shape, whatever the page sends (watching after the widgets' links, so
+        each sees the change before it is set back)."""
+        shape = None if self.trained is None else lab_shape(self.trained.cut.config)
+        if shape is not None and any(getattr(self, name) != value for name, value in shape.items()):
+            self.param.update(**shape)
+
+    def trained_config(self) -> BlockConfig:
+        """The trained floor's settings, with the lab's placement, mask, residual and eps switches applied."""
+        base = self.trained.cut.config
+        return base.with_(placement=self.placement, causal=self.causal, residual=self.residual,
+                          eps=0.0 if self.zero_eps else base.eps)
 
     def config(self, n_layers: int = 1, d: int | None = None, **changes) -> BlockConfig:
         """The block under the current choices (at width d, default the lab's)."""
@@ -217,13 +273,18 @@ class LabState(param.Parameterized):
             self._run()
             self._run_depth()
 
-    def make_input(self, d: int) -> np.ndarray:
-        """[B, T, d]: batch item 0 is the preset's word vectors; item b is the same words under seed + b.
+    def make_input(self, d: int, drawn: bool = False) -> np.ndarray:
+        """[B, T, d]: batch item 0 is the preset's word vectors; item b is the same words under seed + b. With a
+        trained floor (unless `drawn`), item b is the stream entering it on held-out example b.
 
         With zero_eps, position 0 of every batch item is all zeros (as a padding row would be).
         """
-        config = self.config(d=d)
-        x = np.stack([self.preset.embed(self.words, config.with_(seed=config.seed + b)) for b in range(self.B)])
+        if self.trained is not None and not drawn:
+            x = np.array(self.trained.cut.inputs[: self.B, : self.T])
+        else:
+            config = self.config(d=d)
+            words = list(WORDS[: self.T])
+            x = np.stack([self.preset.embed(words, config.with_(seed=config.seed + b)) for b in range(self.B)])
         if self.zero_eps:
             x[:, 0, :] = 0.0
         return x
@@ -231,19 +292,19 @@ class LabState(param.Parameterized):
     # --- derived values -------------------------------------------------------------------
 
     @param.depends("B", "T", "d", "heads", "expansion", "norm", "mlp", "placement", "causal", "residual",
-                   "zero_eps", "wrong_split", watch=True, on_init=True)
+                   "zero_eps", "wrong_split", "run", watch=True, on_init=True)
     def _run(self) -> None:
         if self._paused or not self.admit_sizes():
             return
-        inputs = tuple(getattr(self, name) for name in (
+        inputs = (*(getattr(self, name) for name in (
             "B", "T", "d", "heads", "expansion", "norm", "mlp", "placement", "causal", "residual", "zero_eps",
-            "wrong_split"))
+            "wrong_split")), id(self.trained))
         if self._computed.get("trace") == inputs:
             return  # a refused change was undone: what is shown is already this
         self._computed["trace"] = inputs
         corrupt = min(self.corrupt, self.T - 1)  # a shorter sequence pulls the corrupted position inside it
-        config = self.config()
-        params = self.params_for(config)
+        config = self.config() if self.trained is None else self.trained_config()
+        params = self.params_for(config) if self.trained is None else self.trained.cut.params
         x = self.make_input(self.d)
         trace = forward(config, params, x, self.words)
         split = None
@@ -292,7 +353,7 @@ class LabState(param.Parameterized):
         d = self.depth_d
         base = self.config(n_layers=MAX_BLOCKS, d=d)
         params = self.params_for(base)  # the first n blocks of a 48-block stack, so curves extend, never redraw
-        x = self.make_input(d)
+        x = self.make_input(d, drawn=True)  # drawn stacks of the lab's shape, also beside a trained floor
         profiles = {}
         with np.errstate(all="ignore"):  # eps = 0 on a zero row: NaN travels down, shown as gaps
             for placement, residual in VARIANTS:
@@ -345,5 +406,9 @@ class LabState(param.Parameterized):
         defaults = {name: self.param[name].default for name in (
             "B", "T", "d", "expansion", "norm", "mlp", "placement", "causal", "heads", "residual", "zero_eps",
             "wrong_split", "corrupt", "corrupt_value", "blocks", "norm_text", "norm_eps", "inspect")}
+        if self.trained is not None:  # the trained floor's own shape and design
+            config = self.trained.cut.config
+            defaults.update(lab_shape(config), placement=config.placement, causal=config.causal,
+                            residual=config.residual)
         with param.parameterized.batch_call_watchers(self):
             self.param.update(**defaults)

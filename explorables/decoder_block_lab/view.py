@@ -139,6 +139,7 @@ class DecoderLabExplorable(ExplorableView):
         state.param.watch(self._refresh_norms, ["norm_vector", "norm_eps"])
         state.param.watch(self._show_norm_error, ["norm_error"])
         state.param.watch(self._show_budget_error, ["budget_error"])
+        state.param.watch(self._show_trained, ["run_error", "placement", "residual", "causal"])
         state.param.watch(self._refresh_worked, ["worked_name"])
         state.param.watch(self._sync_corrupt_slider, ["trace", "corrupt"])
         state.prediction.param.watch(self._lock, GATE_EVENTS)
@@ -218,6 +219,7 @@ class DecoderLabExplorable(ExplorableView):
     def _build_views(self) -> None:
         s = self.state
         self.live = _html()
+        self.trained_note = _html()  # a trained floor from the race page, or why the link's is not shown
         self.budget_note = _html()  # beside the size controls (panel 1) and the blocks slider (panel 6)
         self.depth_budget_note = _html()
         # 1
@@ -284,6 +286,7 @@ class DecoderLabExplorable(ExplorableView):
         self._show_norm_error()
         self._show_budget_error()
         self._refresh_worked()
+        self._show_trained()
 
     @batched
     def _refresh_trace(self, *_events) -> None:
@@ -403,11 +406,16 @@ class DecoderLabExplorable(ExplorableView):
         if (self.w_corrupt.end, self.w_corrupt.value) != (end, s.corrupt):
             self.w_corrupt.param.update(end=end, value=s.corrupt)
 
+    def _show_trained(self, *_events) -> None:
+        self.trained_note.object = describe.trained_html(self.state)
+
     @batched
     def _lock(self, *_events) -> None:
         locked = not self.state.prediction.unlocked
+        shaped = self.state.trained is not None  # a trained floor's weights fix its shape
+        fixed = (self.w_d, self.w_expansion, self.w_norm, self.w_mlp, self.w_heads)
         for widget in self.controls:
-            widget.disabled = locked
+            widget.disabled = locked or (shaped and any(widget is w for w in fixed))
         self.causal_results.visible = not locked  # the causal test answers the prediction's question
         self.causal_hidden.visible = locked
         self._refresh_causal()  # filled only once unlocked
@@ -497,7 +505,7 @@ class DecoderLabExplorable(ExplorableView):
             self.break_summary,
         )
         share = [] if self.embed else [EmbedButton(self.state, QUERY_KEYS, ROUTE, TITLE)]
-        top = pn.Column(self.live, _controls(self.w_reset), *share, sizing_mode="stretch_width")
+        top = pn.Column(self.trained_note, self.live, _controls(self.w_reset), *share, sizing_mode="stretch_width")
         return [top, shapes, design, norms, activations, causal, depth, worked, breaks]
 
     def __panel__(self):

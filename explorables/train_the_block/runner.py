@@ -33,6 +33,7 @@ from multiprocessing.connection import wait
 
 import numpy as np
 
+from blocktrace.explorables.components.trained_floors import MAX_EXAMPLES, FloorCut, cut_floor
 from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.engine.config import MAX_LAYERS, BlockConfig, ConfigError
 from blocktrace.explorables.engine.params import Params
@@ -196,6 +197,13 @@ def _weights(race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
     return (race.a.step_count, race.a.params), (race.b.step_count, race.b.params)
 
 
+def _cut(race_id: int, which: int, floor: int, example: int) -> FloorCut:
+    run = (_race(race_id).a, _race(race_id).b)[which]
+    sequences = run.held_out.tokens[example:example + MAX_EXAMPLES]
+    with np.errstate(all="ignore"):  # a diverged model's numbers are kept as they are
+        return cut_floor(run.config, run.params, floor, sequences, run.task.vocab, run.step_count)
+
+
 def _worker_start(niceness: int) -> None:
     """Worker start-up. Training yields the CPU to the server's event loop: the worker runs `niceness` steps
     nicer (os.nice), so a class's sliders keep their latency while races play (benchmarks/race_class.py). And it
@@ -307,6 +315,12 @@ class RaceRunner:
         """Each model's steps taken and current parameters."""
         index = self._index(race_id)
         return await self._call(index, _weights, race_id)
+
+    async def cut_floor(self, race_id: int, which: int, floor: int, example: int) -> FloorCut:
+        """Floor `floor` of model A (which 0) or B (1) as it is now, with the stream entering it on held-out
+        sequences `example` onwards (components/trained_floors.py); ValueError if the model has no such floor."""
+        index = self._index(race_id)
+        return await self._call(index, _cut, race_id, which, floor, example)
 
     async def drop(self, race_id: int) -> None:
         """Free the race at once (its page closed, or a new race replaces it); nothing if it is gone."""

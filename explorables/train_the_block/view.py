@@ -13,12 +13,15 @@ import atexit
 import io
 import logging
 from html import escape
+from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
 from bokeh.document import without_document_lock
 from bokeh.models import Span
 
+from blocktrace.explorables.components import trained_floors
+from blocktrace.explorables.components.embed import state_query
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors, token_factors
@@ -28,6 +31,8 @@ from blocktrace.explorables.components.prediction import GATE_EVENTS, Prediction
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
+from blocktrace.explorables.decoder_block_lab.state import QUERY_KEYS as LAB_KEYS
+from blocktrace.explorables.decoder_block_lab.view import ROUTE as LAB_ROUTE
 from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import ConfigError
 from blocktrace.explorables.engine.forward import block_keys
@@ -58,6 +63,7 @@ __all__ = ["RaceExplorable", "TITLE", "runner"]
 
 log = logging.getLogger(__name__)
 
+ROUTE = "/explorables/train-the-block"
 TITLE = "Train the block: race two floors"
 INTRO = ("Two models learn the same small task from the same examples, starting from the same weights, and "
          "differ in one design choice. Choose the task and the difference, say which you expect to reach "
@@ -212,6 +218,10 @@ class RaceExplorable(ExplorableView):
                                                    embed=False, callback=self._curves_file)
         self.weights_file = pn.widgets.FileDownload(filename="race-weights.json", label="Weights (JSON)",
                                                     color="light", embed=False, callback=self._weights_file)
+        self.to_lab = pn.widgets.Button(label="Open this floor in the decoder lab", color="light")
+        self.to_lab.on_click(self._open_in_lab)
+        self.lab_link = LiveHTML("", **wide)
+        self._kept = 0  # floors this page has kept for the lab
 
     # --- the race ---------------------------------------------------------------------------
 
@@ -569,6 +579,41 @@ class RaceExplorable(ExplorableView):
             return None
         return io.BytesIO(files.weights_json(self.state, weights).encode("utf-8"))
 
+    async def _open_in_lab(self, _event) -> None:
+        """Keep the table's model and floor as they are now (components/trained_floors.py) and offer the link
+        that opens it in the decoder lab, in a new tab (a link the student follows, never a pop-up)."""
+        which, floor = self._table_side(), self._look_at(False).floor
+        config = (self.state.spec.config_a, self.state.spec.config_b)[which]
+        name = self.state.side_names()[which]
+        if self.race_id is None:
+            set_object(self.lab_link, '<p class="bt-field-error" role="alert">Take a step first: the lab opens the '
+                                      "floor's weights as the race has trained them.</p>")
+            return
+        if floor >= config.n_layers:
+            set_object(self.lab_link, f'<p class="bt-field-error" role="alert">{escape(name)} has no floor '
+                                      f"{floor + 1}.</p>")
+            return
+        if self._kept >= trained_floors.PER_PAGE:
+            set_object(self.lab_link, '<p class="bt-field-error" role="alert">This page has opened '
+                                      f"{trained_floors.PER_PAGE} floors, as many as one page may: the links "
+                                      "already given still work.</p>")
+            return
+        self._kept += 1
+        example = self.example.value if self.example.value in range(EXAMPLES) else 0
+        try:
+            cut = await runner().cut_floor(self.race_id, which, floor, example)
+        except RaceLost:
+            return
+        race = f"{ROUTE}?{urlencode(state_query(self.state, QUERY_KEYS))}"
+        key = trained_floors.keep(trained_floors.TrainedFloor(cut, name, floor, config.n_layers, race))
+        query = {"run": key, "placement": config.placement, "residual": config.residual,
+                 "causal": LAB_KEYS["causal"].write(config.causal), "B": 1,
+                 "T": min(cut.inputs.shape[1], trained_floors.MAX_POSITIONS)}
+        text = f"Open floor {floor + 1} of {name}, as trained for {cut.steps:,} steps, in the decoder lab"
+        set_object(self.lab_link, f'<p><a href="{LAB_ROUTE}?{escape(urlencode(query))}" target="_blank" '
+                                  f'rel="noopener">{escape(text)}</a> (a new tab). The link keeps these weights '
+                                  "while the server runs; share it with your class if you like.</p>")
+
     def _message(self, text: str) -> None:
         set_object(self.status, f'<p class="bt-field-error" role="alert">{escape(text)}</p>')
 
@@ -625,6 +670,10 @@ class RaceExplorable(ExplorableView):
                                    "table, and both models' weights as they are now. Each plot's toolbar saves it "
                                    "as a picture.</p>", **styled(sizing_mode="stretch_width")),
                           pn.FlexBox(self.curves_file, self.weights_file, flex_wrap="wrap"),
+                          LiveHTML('<p class="bt-muted">The floor the stage table shows, as trained so far, in the '
+                                   "decoder lab: every stage, the causal test and the failure modes on these "
+                                   "weights.</p>", **styled(sizing_mode="stretch_width")),
+                          self.to_lab, self.lab_link,
                           sizing_mode="stretch_width")
         right = pn.Column(self.task_note, self.status, self.progress, self.no_curves, *self.curve_figs, self.words,
                           look, saved, styles=self.main_styles("36rem"))

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import html
 import io
 import json
 import os
+import re
 import signal
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pytest
 
+from blocktrace.explorables.components import trained_floors
 from blocktrace.explorables.components.numbers import number
+from blocktrace.explorables.decoder_block_lab import DecoderLabExplorable
 from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.engine.ops import rms
 from blocktrace.explorables.train_the_block import RaceExplorable
@@ -268,3 +273,40 @@ def test_a_race_stops_at_its_budget_of_steps(page: RaceExplorable, monkeypatch) 
     page.state.prediction.commit("a-first")
     assert _play(page, 4) == [True, True, True, False]
     assert len(page.state.a.steps) == len(page.state.b.steps) == 60 and page.state.finished
+
+
+def test_a_floor_opens_in_the_decoder_lab_as_trained(page: RaceExplorable) -> None:
+    """The button keeps the table's model and floor as the race has trained it; the link it offers opens the lab
+    on those weights and on the stream that enters that floor, as the same race trained here computes it."""
+    page.state.prediction.commit("a-first")
+    asyncio.run(page._open_in_lab(None))
+    assert "Take a step first" in page.lab_link.object
+    assert _play(page, 1) == [True]
+    page.table_side.value, page.look_floor.value, page.example.value = "b", 1, 2
+    asyncio.run(page._open_in_lab(None))
+    link = re.search(r'href="([^"]+)"', page.lab_link.object).group(1)
+    assert link.startswith("/explorables/decoder-block-lab?") and "floor 2 of replace" in page.lab_link.object
+    query = dict(parse_qsl(urlsplit(html.unescape(link)).query))
+    assert query["residual"] == "replace" and query["causal"] == "on"
+    lab = DecoderLabExplorable(query=query)
+    race = _run_here(page, EVALUATE_EVERY)
+    sequence = race.b.held_out.tokens[2]
+    whole, _ = lm.trace_sequence(race.b.config, race.b.params, sequence, race.b.task.vocab)
+    assert np.array_equal(lab.state.trace.output[0], whole["blocks.1.resid_post"][:8])
+    assert "after 25 training steps" in lab.trained_note.object and "Back to the race" in lab.trained_note.object
+    lab.state.prediction.commit("exact")  # the lab's own gate
+    assert lab.w_d.disabled and lab.w_norm.disabled and not lab.w_T.disabled and not lab.w_placement.disabled
+
+
+def test_a_page_keeps_only_its_share_of_floors(page: RaceExplorable, monkeypatch) -> None:
+    """However often the button is pressed (or its message sent), one page keeps at most PER_PAGE floors."""
+    monkeypatch.setattr(trained_floors, "PER_PAGE", 3)
+    page.state.prediction.commit("a-first")
+    assert _play(page, 1) == [True]
+    links = []
+    for _ in range(5):
+        asyncio.run(page._open_in_lab(None))
+        links.append(re.search(r"run=([\w-]+)", page.lab_link.object))
+    assert [link is not None for link in links] == [True, True, True, False, False]
+    assert "as many as one page may" in page.lab_link.object
+    assert all(trained_floors.find(link.group(1)) is not None for link in links[:3])

@@ -31,3 +31,25 @@ def test_a_race_runs_after_the_prediction_and_is_decided(open_page) -> None:
     expect(page.get_by_text("You predicted:")).to_contain_text("A reaches 90 %")
     expect(page.get_by_label("Task")).to_be_enabled()
     opened.assert_clean()
+
+
+def test_a_trained_floor_opens_in_the_decoder_lab(open_page) -> None:
+    """After a step, the race offers the table's floor as a link; it opens the decoder lab in a new tab on the
+    trained weights, its shape fixed, with the way back to the race."""
+    opened = open_page(RACE)
+    page = opened.page
+    page.get_by_label("A reaches 90 % held-out accuracy first.").check()
+    page.get_by_role("button", name="Commit prediction").click()
+    page.get_by_role("button", name="One step").click()
+    expect(page.get_by_text("Step 1 of 1,000.")).to_be_visible(timeout=60_000)
+    page.get_by_role("button", name="Open this floor in the decoder lab").click()
+    link = page.get_by_role("link", name=re.compile(r"Open floor 1 of add, as trained for \d+ steps?"))
+    with page.context.expect_page() as opening:
+        link.click()
+    lab = opening.value
+    expect(lab.get_by_text("Trained weights:")).to_be_visible(timeout=60_000)
+    expect(lab.get_by_text(re.compile(r"floor 1 of 2 of the race's model add, after \d+ training steps?"))) \
+        .to_be_visible()
+    expect(lab.get_by_label("d (model width)")).to_be_disabled()
+    expect(lab.get_by_role("link", name="Back to the race")).to_have_attribute("href", re.compile(r"vs=residual"))
+    opened.assert_clean()
