@@ -88,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="serve the explorables and lessons",
                        description="Serve the explorables and lessons to a browser or a classroom.")
     add_serve_arguments(s)
+
+    from blocktrace.app.lti.command import add_lti_arguments
+    from blocktrace.app.serve import DATA_DIR_NAME
+
+    lti = sub.add_parser("lti", help="register blocktrace with a school's LMS (LTI 1.3)",
+                         description="Register LMS platforms, print what an LMS admin pastes, rotate the key.")
+    add_lti_arguments(lti, DATA_DIR_NAME)
     return parser
 
 
@@ -106,6 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from blocktrace.app.exercises.check_command import run_check
 
         return run_check(args.folder)
+    if args.command == "lti":
+        from blocktrace.app.lti.command import run_lti
+        from blocktrace.app.serve import DATA_DIR_NAME
+
+        return run_lti(args, DATA_DIR_NAME)
     from blocktrace.app.serve import run_serve
 
     return run_serve(args)

@@ -8,8 +8,9 @@ import os
 import secrets
 import signal
 import sys
+from pathlib import Path
 
-__all__ = ["SECRET_ENV", "add_serve_arguments", "child_pids", "run_serve"]
+__all__ = ["DATA_DIR_NAME", "SECRET_ENV", "add_serve_arguments", "child_pids", "run_serve"]
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,11 +63,9 @@ PASSWORD_ENV = "BLOCKTRACE_TEACHER_PASSWORD"
 SECRET_ENV = "BLOCKTRACE_SECRET"  # the same value on every machine behind one load balancer
 
 
-def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes | None]:
-    """Configure the store and /teacher; returns the extra routes, a password to print (if generated) and
-    the server's secret (None with --no-classroom)."""
-    from pathlib import Path
-
+def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes | None, Path | None]:
+    """Configure the store and /teacher; returns the extra routes, a password to print (if generated), the
+    server's secret and its data dir (None and None with --no-classroom)."""
     from blocktrace.app.classroom.identity import load_or_create_secret
     from blocktrace.app.classroom.learner import ClassroomSettings, configure
     from blocktrace.app.classroom.store import default_url
@@ -75,7 +74,7 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes |
 
     if args.no_classroom:
         configure(None)
-        return [], None, None
+        return [], None, None, None
     os.umask(0o077)  # every file this server makes (database, journal, secret) is its own alone
     data_dir = private_data_dir(Path(args.data_dir or DATA_DIR_NAME).resolve())
     secret_text = os.environ.get(SECRET_ENV)
@@ -88,7 +87,7 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes |
     from blocktrace.app.exercises.handlers import exercise_patterns
 
     routes = teacher_patterns(Guard(password, secret), websocket_origins(args)) + exercise_patterns(secret)
-    return routes, generated, secret
+    return routes, generated, secret, data_dir
 
 
 def child_pids(parent: int) -> list[int]:
@@ -157,7 +156,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_logs.install()
-    teacher_routes, generated, secret = classroom_setup(args)
+    teacher_routes, generated, secret, data_dir = classroom_setup(args)
     print(f"blocktrace: serving on http://{args.address}:{args.port}/  (Ctrl-C to stop)", flush=True)
     if generated:
         print(f"blocktrace: teacher page http://{args.address}:{args.port}/teacher  password: {generated}", flush=True)
@@ -166,6 +165,10 @@ def run_serve(args: argparse.Namespace) -> int:
     pages = routes(tuned=not args.no_tuning)  # applies the tuning layer first, so server_kwargs sees it
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
+    if data_dir is not None:  # an LMS's launches land in the class database
+        from blocktrace.app.lti.handlers import lti_patterns
+
+        kwargs["extra_patterns"] += lti_patterns(data_dir, frozenset(pages))
     kwargs.update(server_settings(args.allow_websocket_origin))
     # Signed sessions (a key from the classroom secret, so a reconnect after a restart still works), and
     # every page request tidied: no session chosen by the client, the learner cookie set by the server.

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from tornado.web import create_signed_value, decode_signed_value
 
-__all__ = ["EXERCISE_TICKET", "LEARNER", "PREDICT_OFF", "TEACHER_DEVICE", "Purpose", "derived_key", "sign",
-           "unsign"]
+__all__ = ["EXERCISE_TICKET", "LEARNER", "LTI_SESSION", "PREDICT_OFF", "TEACHER_DEVICE", "Purpose", "derived_key",
+           "sign", "unsign"]
 
 MIN_SECRET_BYTES = 16
 
@@ -42,6 +42,7 @@ LEARNER = Purpose("bt_learner", 180)  # the anonymous learner's cookie (identity
 TEACHER_DEVICE = Purpose("bt_teacher", 30)  # a browser that logged in as the teacher (login_guard.py)
 PREDICT_OFF = Purpose("predict_off", 366)  # a teacher's link without the gate; its own end is inside the value
 EXERCISE_TICKET = Purpose("exercise_ticket", 366)  # a downloaded exercise's ticket (exercises/bundle.py)
+LTI_SESSION = Purpose("bt_lti", 0.5)  # who an LMS launched, carried in the page's address (app/lti/who.py)
 
 
 def _checked(secret: bytes) -> bytes:

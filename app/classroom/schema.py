@@ -39,7 +39,7 @@ from sqlalchemy import (
 
 __all__ = [
     "CODE_LEN", "ID_LEN", "KEY_LEN", "MIGRATIONS", "NAME_LEN", "SCHEMA_VERSION", "SchemaTooNew", "class_epochs",
-    "classes", "current_version", "events", "learners", "metadata", "paces", "predictions", "reveals",
+    "classes", "current_version", "events", "learners", "lti_values", "metadata", "paces", "predictions", "reveals",
     "schema_version", "upgrade",
 ]
 
@@ -48,6 +48,7 @@ CODE_LEN = 24  # class code
 ID_LEN = 64  # learner id, event id
 NAME_LEN = 40  # display name
 KEY_LEN = 80  # lesson, explorable, question, choice, kind
+LTI_KEY_LEN = 200  # an LTI launch's stored value: a nonce or state with its prefixes
 
 # Any fixed 64-bit number: the PostgreSQL advisory lock that serialises concurrent upgrades.
 _UPGRADE_LOCK = 0x626C6F636B747261  # "blocktra"
@@ -147,6 +148,19 @@ def _v3_paces(metadata: MetaData) -> Table:
 
 
 paces = _v3_paces(metadata)
+
+
+def _v5_lti_values(metadata: MetaData) -> Table:
+    """What an LTI launch keeps between its requests (app/lti/launch_store.py): each value until it expires."""
+    return Table(
+        "lti_values", metadata,
+        Column("key", String(LTI_KEY_LEN), primary_key=True),
+        Column("value", Text, nullable=False),  # JSON text
+        Column("expires_at", DateTime(timezone=True), nullable=False, index=True),
+    )
+
+
+lti_values = _v5_lti_values(metadata)
 classes = _tables["classes"]
 class_epochs = _tables["class_epochs"]
 learners = _tables["learners"]
@@ -181,12 +195,18 @@ def _add_recent_index(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_events_kind_time ON events (kind, created_at)"))
 
 
+def _add_lti_values(conn: Connection) -> None:
+    """Version 5: the lti_values table (an LTI launch's nonce, used once, and what it keeps between requests)."""
+    _v5_lti_values(MetaData()).create(conn)
+
+
 Migration = Callable[[Connection], None]
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _create_v1),
     (2, _add_dashboard_indexes),
     (3, _add_paces),
     (4, _add_recent_index),
+    (5, _add_lti_values),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

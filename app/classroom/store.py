@@ -81,7 +81,16 @@ from blocktrace.app.classroom.class_summary import (
 )
 from blocktrace.app.classroom.export import CSV_COLUMNS, events_csv
 from blocktrace.app.classroom.identity import clean_display_name
-from blocktrace.app.classroom.schema import class_epochs, classes, events, learners, paces, predictions, reveals
+from blocktrace.app.classroom.schema import (
+    class_epochs,
+    classes,
+    events,
+    learners,
+    lti_values,
+    paces,
+    predictions,
+    reveals,
+)
 from blocktrace.app.classroom.sqlite_file import FILE_KEY, WatchedFile
 from blocktrace.app.classroom.store_engine import (
     DB_FILE,
@@ -305,6 +314,31 @@ class EventStore:
         with self._write("join the class") as conn:
             epoch = self._epoch_for_write(conn, class_code)
             self._join(conn, class_code, epoch, learner_id, display_name)
+
+    # LTI launches (app/lti/launch_store.py) ----------------------------------------------------
+
+    def lti_put(self, key: str, value: str, seconds: float) -> None:
+        """Keep `value` (JSON text) under `key` for `seconds`, replacing what was there; drop expired values."""
+        now = _now()
+        stmt = self._insert(lti_values).values(key=key, value=value, expires_at=now + timedelta(seconds=seconds))
+        with self._write("keep an LTI launch's value") as conn:
+            conn.execute(delete(lti_values).where(lti_values.c.expires_at < now))
+            conn.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={
+                "value": stmt.excluded.value, "expires_at": stmt.excluded.expires_at}))
+
+    def lti_get(self, key: str) -> str | None:
+        """The value kept under `key`, unless it has expired."""
+        with self._read("read an LTI launch's value") as conn:
+            return conn.execute(select(lti_values.c.value).where(
+                lti_values.c.key == key, lti_values.c.expires_at >= _now())).scalar()
+
+    def lti_take(self, key: str) -> bool:
+        """Remove the value under `key`: True for the one caller that removed it before it expired (a nonce is
+        used once, however many processes see the same launch at once)."""
+        with self._write("use an LTI nonce") as conn:
+            taken = conn.execute(delete(lti_values).where(lti_values.c.key == key)
+                                 .returning(lti_values.c.expires_at)).first()
+        return taken is not None and as_utc(taken[0]) >= _now()
 
     def learner_count(self, class_code: str) -> int:
         """How many learners joined the class's current epoch."""

@@ -12,6 +12,9 @@
 - **A session's websocket must come from the browser it was made for.** The token carries the learner
   cookie of the page request; a websocket whose own learner cookie differs (a token copied into another
   browser) has its token taken out of the request, and Bokeh refuses it.
+- **An LMS's launch names its learner in the address.** A page opened by an LTI launch carries `?lti=`, a token
+  the server signed (app/lti/who.py): its learner and class are taken as if from cookies, and its websocket is
+  accepted without them, since a browser may keep no cookie inside the LMS's frame.
 - **New learners are rate-limited per client** (the `new_learners` setting): a class behind one NAT can all arrive
   at once, a script cannot make learners without end. Over the limit, the page is served without a
   learner: it works, records nothing, and says so.
@@ -38,6 +41,7 @@ from blocktrace.app.classroom.identity import (
     valid_class_code,
     verify,
 )
+from blocktrace.app.lti.who import read_token
 from blocktrace.app.server.rate_limits import TokenBuckets, client_key
 from blocktrace.app.settings import settings
 from blocktrace.app.signing import LEARNER, derived_key
@@ -49,6 +53,7 @@ SESSION_ARGUMENTS = ("bokeh-session-id", "bokeh-token")
 SESSION_HEADER = "Bokeh-Session-Id"
 LIMITED_HEADER = "X-Blocktrace-No-Learner"  # set on the request (never by a browser) when none was made
 NEW_HEADER = "X-Blocktrace-New-Learner"  # set on the request (never by a browser) when one was made
+LTI_HEADER = "X-Blocktrace-Lti-Launch"  # set on the request (never by a browser) when an LTI token named the learner
 
 
 def session_signing(secret: bytes) -> dict:
@@ -63,7 +68,7 @@ def forget_session_choice(request: HTTPServerRequest) -> None:
         request.query_arguments.pop(name, None)
     if SESSION_HEADER in request.headers:
         del request.headers[SESSION_HEADER]
-    for own in (LIMITED_HEADER, NEW_HEADER):  # only this module may say so
+    for own in (LIMITED_HEADER, NEW_HEADER, LTI_HEADER):  # only this module may say so
         if own in request.headers:
             del request.headers[own]
 
@@ -95,6 +100,13 @@ def learner_cookies(request: HTTPServerRequest, secret: bytes, buckets: TokenBuc
     cookies = _cookies(request)
     secure = request.protocol == "https"
     out = []
+    launched = read_token(secret, request.query_arguments.get("lti", [b""])[-1].decode("ascii", "replace"))
+    if launched is not None:  # the LMS's learner and class, whatever cookies the browser kept
+        for name, value in ((COOKIE_NAME, sign(launched.learner_id, secret)), (CLASS_COOKIE, launched.class_code)):
+            _add_request_cookie(request, name, value)
+            out.append(_set_cookie(name, value, secure))
+        request.headers[LTI_HEADER] = "1"
+        return out
     if verify(cookies.get(COOKIE_NAME), secret) is None:
         if buckets.allow(client_key(request.remote_ip or "unknown")):
             value = sign(new_learner_id(), secret)
@@ -120,13 +132,13 @@ def same_browser(request: HTTPServerRequest, token: str) -> bool:
     """Whether a websocket comes from the browser its token was made for, as far as cookies tell.
 
     The same learner cookie as the page request: yes. Another learner cookie: no. None at all: only if
-    the page request brought none either (its learner was made then), as from a browser that keeps no
-    cookies or a page framed by another site; a browser that sent one with the page sends it again.
+    the page request brought none either (its learner was made then, or named by an LTI launch), as from a
+    browser that keeps no cookies or a page framed by another site; a browser that sent one sends it again.
     """
     try:
         payload = get_token_payload(token)
         made_for = str(payload.get("cookies", {}).get(COOKIE_NAME) or "")
-        minted = any(k.lower() == NEW_HEADER.lower() for k in payload.get("headers", {}))
+        minted = any(k.lower() in (NEW_HEADER.lower(), LTI_HEADER.lower()) for k in payload.get("headers", {}))
     except Exception:  # not a token at all: Bokeh refuses it on its own
         return True
     sent = _cookies(request).get(COOKIE_NAME) or ""

@@ -34,7 +34,7 @@ from blocktrace.explorables.decoder_block_lab.state import (
     LabState,
 )
 
-__all__ = ["DecoderLabExplorable"]
+__all__ = ["ROUTE", "DecoderLabExplorable"]
 
 TITLE = "Decoder block lab"
 ROUTE = "/explorables/decoder-block-lab"

@@ -1,0 +1,205 @@
+"""The LTI routes: the OIDC login a platform starts, the launch it posts back, and what an admin pastes.
+
+    /lti/login       GET or POST: the platform's third-party-initiated login; answered with a redirect to the
+                     platform's authorisation endpoint (state cookie set, nonce kept in the class database)
+    /lti/launch      POST: the platform's id_token, validated (tornado_adapter.py), then a redirect to the page
+                     it launches, carrying who.py's signed token
+    /lti/jwks.json   our public keys
+    /lti/canvas.json the JSON a Canvas admin pastes into a new LTI developer key
+
+Validation runs on worker threads: it reads the database and may fetch a platform's key set over HTTP. A refused
+login or launch gets a page saying what was wrong and one log line; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+import requests
+from pylti1p3.exception import LtiException, OIDCException
+from tornado.ioloop import IOLoop
+from tornado.web import RequestHandler
+
+from blocktrace.app.classroom.learner import current as current_classroom
+from blocktrace.app.classroom.rendering import render
+from blocktrace.app.classroom.store import StoreUnavailable
+from blocktrace.app.lti import platforms, tool_keys, who
+from blocktrace.app.lti.launch_store import StoreLaunchData
+from blocktrace.app.lti.tornado_adapter import KeySets, TornadoLaunch, TornadoLogin
+
+__all__ = ["LtiSetup", "canvas_config", "lti_patterns", "tool_urls"]
+
+log = logging.getLogger("blocktrace.lti")
+
+FETCH_TIMEOUT_S = 10  # a platform's key set that takes longer fails the launch
+# Threads of their own: the loop's default executor may run calls in place (app/tuning/work_on_loop.py).
+LTI_WORK = ThreadPoolExecutor(max_workers=4, thread_name_prefix="blocktrace-lti")
+
+
+@dataclass(frozen=True)
+class LtiSetup:
+    """What the LTI routes need: where the platforms and keys are kept, and the pages a launch may open."""
+
+    data_dir: Path
+    pages: frozenset[str]
+    key_sets: KeySets
+
+
+class TimedSession(requests.Session):
+    """requests' session with a timeout on every call (PyLTI1p3 sets none)."""
+
+    def request(self, *args, **kwargs):
+        kwargs.setdefault("timeout", FETCH_TIMEOUT_S)
+        return super().request(*args, **kwargs)
+
+
+def tool_urls(base: str) -> dict[str, str]:
+    """Our LTI URLs under `base` (scheme and host, e.g. https://blocktrace.example.edu)."""
+    base = base.rstrip("/")
+    return {"login": f"{base}/lti/login", "launch": f"{base}/lti/launch", "jwks": f"{base}/lti/jwks.json",
+            "deep_linking": f"{base}/lti/launch", "canvas": f"{base}/lti/canvas.json"}
+
+
+def canvas_config(base: str) -> dict:
+    """Canvas's JSON for an LTI 1.3 developer key: launched from the course navigation and from links and
+    assignments a teacher adds (deep linking)."""
+    urls = tool_urls(base)
+    placement = {"message_type": "LtiResourceLinkRequest", "target_link_uri": urls["launch"]}
+    picker = {"message_type": "LtiDeepLinkingRequest", "target_link_uri": urls["deep_linking"]}
+    return {
+        "title": "blocktrace",
+        "description": "Explorables of the Transformer block: predict, then see the numbers.",
+        "oidc_initiation_url": urls["login"],
+        "target_link_uri": urls["launch"],
+        "public_jwk_url": urls["jwks"],
+        "scopes": ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
+                   "https://purl.imsglobal.org/spec/lti-ags/scope/score",
+                   "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"],
+        "extensions": [{"platform": "canvas.instructure.com", "privacy_level": "public", "settings": {
+            "placements": [{"placement": "course_navigation", "text": "blocktrace", **placement},
+                           {"placement": "link_selection", "text": "blocktrace", **picker},
+                           {"placement": "assignment_selection", "text": "blocktrace", **picker}]}}],
+        "custom_fields": {},
+    }
+
+
+class _LtiHandler(RequestHandler):
+    def initialize(self, setup: LtiSetup) -> None:
+        self.setup = setup
+
+    def base(self) -> str:
+        return f"{self.request.protocol}://{self.request.host}"
+
+    def refuse(self, status: int, reason: str, advice: str, detail: str = "") -> None:
+        log.warning("LTI %s refused: %s%s", self.request.path.rsplit("/", 1)[-1], reason, detail)
+        self.set_status(status)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(render("lti_refused.html", reason=reason, advice=advice))
+
+    def conf_and_storage(self):
+        classroom = current_classroom()
+        keys = tool_keys.load_or_create(self.setup.data_dir)
+        return platforms.tool_conf(platforms.load(self.setup.data_dir), keys), StoreLaunchData(classroom.store)
+
+
+ADMIN = ("the LMS's registration must match `blocktrace lti add-platform` on the server (issuer, client id, "
+         "deployment id and the platform's URLs).")
+
+
+class LoginHandler(_LtiHandler):
+    """The platform's third-party-initiated login (GET or POST, as the platform chooses)."""
+
+    async def get(self) -> None:
+        await self._login()
+
+    async def post(self) -> None:
+        await self._login()
+
+    def check_xsrf_cookie(self) -> None:  # a platform's form post carries no token of ours
+        pass
+
+    async def _login(self) -> None:
+        launch_url = tool_urls(self.base())["launch"]
+
+        def prepare() -> str:
+            conf, storage = self.conf_and_storage()
+            login = TornadoLogin(self, conf, storage)
+            return login.get_redirect_object(launch_url).get_redirect_url()
+
+        try:
+            location = await IOLoop.current().run_in_executor(LTI_WORK, prepare)
+        except (OIDCException, LtiException) as error:
+            self.refuse(400, f"The LMS's login request was refused: {error}.", ADMIN,
+                        f" (iss={self.get_argument('iss', '')!r})")
+            return
+        except StoreUnavailable:
+            self.refuse(503, "The class database cannot be reached just now.", "the server's database is down.")
+            return
+        self.set_header("Cache-Control", "no-store")
+        self.redirect(location)
+
+
+class LaunchHandler(_LtiHandler):
+    """The platform's id_token, posted by the browser; on success a redirect to the launched page."""
+
+    def check_xsrf_cookie(self) -> None:
+        pass
+
+    async def post(self) -> None:
+        def validate() -> dict:
+            conf, storage = self.conf_and_storage()
+            launch = TornadoLaunch(self, conf, storage, self.setup.key_sets, TimedSession())
+            return launch.validate().get_launch_data()
+
+        try:
+            body = await IOLoop.current().run_in_executor(LTI_WORK, validate)
+        except (LtiException, OIDCException) as error:
+            self.refuse(403, f"The launch was refused: {error}.", ADMIN)
+            return
+        except StoreUnavailable:
+            self.refuse(503, "The class database cannot be reached just now.", "the server's database is down.")
+            return
+        target = self.target(body.get(who.CLAIM + "target_link_uri"))
+        try:
+            launched = who.from_launch(current_classroom().secret, body, target)
+        except (KeyError, ValueError) as error:
+            self.refuse(403, f"The launch was refused: {error}.", ADMIN)
+            return
+        log.info("LTI launch: class %s, %s", launched.class_code, "teacher" if launched.teacher else "learner")
+        joiner = "&" if "?" in target else "?"
+        self.set_header("Cache-Control", "no-store")
+        self.redirect(target + joiner + urlencode({"lti": who.token(current_classroom().secret, launched)}),
+                      status=303)
+
+    def target(self, link: object) -> str:
+        """The page the launch names (target_link_uri), if it is one of ours; else the index."""
+        parts = urlsplit(link if isinstance(link, str) else "")
+        if parts.path in self.setup.pages and parts.path != "/":
+            return parts.path + (f"?{parts.query}" if parts.query else "")
+        return "/"
+
+
+class JwksHandler(_LtiHandler):
+    def get(self) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "public, max-age=300")
+        self.finish(json.dumps(tool_keys.load_or_create(self.setup.data_dir).jwks()))
+
+
+class CanvasConfigHandler(_LtiHandler):
+    def get(self) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(canvas_config(self.base()), indent=1))
+
+
+def lti_patterns(data_dir: Path, pages: frozenset[str]) -> list[tuple]:
+    """The LTI routes, for the server's extra patterns."""
+    setup = LtiSetup(Path(data_dir), frozenset(pages), KeySets())
+    return [(r"/lti/login", LoginHandler, {"setup": setup}), (r"/lti/launch", LaunchHandler, {"setup": setup}),
+            (r"/lti/jwks\.json", JwksHandler, {"setup": setup}),
+            (r"/lti/canvas\.json", CanvasConfigHandler, {"setup": setup})]

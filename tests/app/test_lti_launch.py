@@ -1,0 +1,243 @@
+"""LTI 1.3 launches against a real server and a test LMS with real RS256 keys served over HTTP: the login,
+the launch, who the page then records for, and every attack the issue names refused with a clear page."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+import requests
+
+from blocktrace.app.lti import who
+from tests.conftest import ROOT, Server, module_server
+from tests.lti_platform import INSTRUCTOR, SigningKey, TestPlatform
+
+TARGET_PATH = "/explorables/decoder-block-lab"
+
+
+@pytest.fixture(scope="module")
+def lti_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from module_server(tmp_path_factory, "lti")
+
+
+@pytest.fixture(scope="module")
+def lms(lti_server: Server) -> Iterator[TestPlatform]:
+    with TestPlatform() as platform:
+        platform.tool_url = lti_server.base_url
+        lti(lti_server, "add-platform", *platform.registration_args())
+        yield platform
+
+
+def lti(server: Server, *args: str) -> str:
+    """`blocktrace lti …` on the server's data dir, as its admin would run it."""
+    done = subprocess.run([sys.executable, "-m", "blocktrace.app.cli", "lti", "--data-dir", str(server.data_dir),
+                           *args], cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def login(server: Server, lms: TestPlatform, session: requests.Session, target: str = "") -> dict[str, str]:
+    """The platform's login initiation; returns the tool's authorisation request (its query)."""
+    answer = session.get(server.url("/lti/login"), params=lms.login_params(target or server.url(TARGET_PATH)),
+                         allow_redirects=False)
+    assert answer.status_code == 302, answer.text
+    location = answer.headers["Location"]
+    assert location.startswith(lms.url + "/auth?")
+    return dict(parse_qsl(urlsplit(location).query))
+
+
+def launch(server: Server, session: requests.Session, id_token: str, state: str) -> requests.Response:
+    return session.post(server.url("/lti/launch"), data={"id_token": id_token, "state": state},
+                        allow_redirects=False)
+
+
+def good_launch(server: Server, lms: TestPlatform, **claims) -> tuple[requests.Session, dict, requests.Response]:
+    session = requests.Session()
+    auth = login(server, lms, session)
+    body = {**lms.claims(auth["nonce"], server.url(TARGET_PATH)), **claims}
+    return session, auth, launch(server, session, lms.sign(body), auth["state"])
+
+
+def refused(answer: requests.Response, words: str) -> None:
+    assert answer.status_code in (400, 403), answer.status_code
+    assert "blocktrace could not open from your LMS" in answer.text and words in answer.text, answer.text
+    assert "Traceback" not in answer.text
+
+
+# --- the launch --------------------------------------------------------------------------------
+
+
+def test_the_authorisation_request_is_what_the_specification_asks(lti_server: Server, lms: TestPlatform) -> None:
+    auth = login(lti_server, lms, requests.Session())
+    assert auth["scope"] == "openid" and auth["response_type"] == "id_token"
+    assert auth["response_mode"] == "form_post" and auth["prompt"] == "none"
+    assert auth["client_id"] == lms.client_id and auth["redirect_uri"] == lti_server.url("/lti/launch")
+    assert auth["login_hint"].startswith("hint-") and len(auth["nonce"]) >= 32 and auth["state"]
+
+
+def test_a_launch_opens_the_page_for_the_platforms_learner_and_course(lti_server: Server, lms: TestPlatform) -> None:
+    session, _, answer = good_launch(lti_server, lms)
+    assert answer.status_code == 303
+    location = answer.headers["Location"]
+    assert urlsplit(location).path == TARGET_PATH
+    token = dict(parse_qsl(urlsplit(location).query))["lti"]
+    secret = lti_server.secret()
+    launched = who.read_token(secret, token)
+    assert launched == who.Launched(who.learner_for(secret, lms.issuer, "student-1"),
+                                    who.class_for(secret, lms.issuer, lms.deployment_id, "course-101"),
+                                    False, TARGET_PATH)
+    page = requests.get(lti_server.url(location))  # a browser that keeps no cookie at all
+    assert page.status_code == 200
+    assert page.cookies.get("bt_class") == launched.class_code
+    assert launched.learner_id in base64.b64decode(page.cookies["bt_learner"].split("|")[4].split(":")[1]).decode()
+
+
+def test_the_same_person_is_the_same_learner_and_another_course_another_class(lti_server: Server,
+                                                                               lms: TestPlatform) -> None:
+    secret = lti_server.secret()
+
+    def launched(**claims) -> who.Launched:
+        answer = good_launch(lti_server, lms, **claims)[2]
+        return who.read_token(secret, dict(parse_qsl(urlsplit(answer.headers["Location"]).query))["lti"])
+
+    first, again = launched(), launched()
+    other_course = launched(**{who.CLAIM + "context": {"id": "course-202"}})
+    teacher = launched(sub="teacher-1", **{who.CLAIM + "roles": [INSTRUCTOR]})
+    assert first.learner_id == again.learner_id and first.class_code == again.class_code
+    assert other_course.learner_id == first.learner_id and other_course.class_code != first.class_code
+    assert teacher.teacher and not first.teacher and teacher.class_code == first.class_code
+
+
+def test_a_target_that_is_not_one_of_our_pages_opens_the_index(lti_server: Server, lms: TestPlatform) -> None:
+    answer = good_launch(lti_server, lms, **{who.CLAIM + "target_link_uri": "https://evil.example/x"})[2]
+    assert answer.status_code == 303 and answer.headers["Location"].startswith("/?lti=")
+
+
+# --- attacks -----------------------------------------------------------------------------------
+
+
+def test_a_replayed_id_token_is_refused(lti_server: Server, lms: TestPlatform) -> None:
+    session, auth = requests.Session(), None
+    auth = login(lti_server, lms, session)
+    token = lms.sign(lms.claims(auth["nonce"], lti_server.url(TARGET_PATH)))
+    assert launch(lti_server, session, token, auth["state"]).status_code == 303
+    refused(launch(lti_server, session, token, auth["state"]), "Invalid Nonce")
+
+
+def test_a_nonce_the_tool_never_issued_is_refused(lti_server: Server, lms: TestPlatform) -> None:
+    session = requests.Session()
+    auth = login(lti_server, lms, session)
+    refused(launch(lti_server, session, lms.sign(lms.claims("made-up-" + "0" * 40, TARGET_PATH)), auth["state"]),
+            "Invalid Nonce")
+
+
+@pytest.mark.parametrize(("claims", "words"), [
+    ({"aud": "another-tool"}, "Registration not found"),
+    ({"aud": ["another-tool", "blocktrace-client"], "azp": "another-tool"}, "Registration not found"),
+    ({"aud": ["blocktrace-client", "another-tool"]}, "azp"),
+    ({"aud": ["blocktrace-client", "another-tool"], "azp": "another-tool"}, "azp"),
+    ({"exp": int(time.time()) - 600}, "expired"),
+    ({"iat": int(time.time()) + 600}, "not yet valid"),
+    ({who.CLAIM + "deployment_id": "deployment-9"}, "Unable to find deployment"),
+    ({"iss": "https://lms.elsewhere.example"}, "Registration not found"),
+], ids=["wrong-audience", "wrong-audience-first", "no-azp", "wrong-azp", "expired", "issued-in-the-future",
+        "unregistered-deployment", "unknown-issuer"])
+def test_a_token_with_a_wrong_claim_is_refused(lti_server: Server, lms: TestPlatform, claims: dict, words: str) -> None:
+    refused(good_launch(lti_server, lms, **claims)[2], words)
+
+
+def test_a_small_clock_skew_is_allowed(lti_server: Server, lms: TestPlatform) -> None:
+    assert good_launch(lti_server, lms, iat=int(time.time()) + 30)[2].status_code == 303
+
+
+def test_a_forged_role_breaks_the_signature(lti_server: Server, lms: TestPlatform) -> None:
+    session = requests.Session()
+    auth = login(lti_server, lms, session)
+    header, payload, signature = lms.sign(lms.claims(auth["nonce"], TARGET_PATH)).split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims[who.CLAIM + "roles"] = [INSTRUCTOR]
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    refused(launch(lti_server, session, f"{header}.{forged}.{signature}", auth["state"]), "Signature")
+
+
+def test_a_token_signed_with_a_key_the_platform_never_published_is_refused(lti_server: Server,
+                                                                           lms: TestPlatform) -> None:
+    session = requests.Session()
+    auth = login(lti_server, lms, session)
+    before = lms.jwks_fetches
+    stranger = SigningKey()
+    refused(launch(lti_server, session, lms.sign(lms.claims(auth["nonce"], TARGET_PATH), stranger), auth["state"]),
+            "Unable to find public key")
+    assert lms.jwks_fetches == before + 1  # an unknown kid: the key set is fetched again, once
+
+
+def test_a_platform_that_rotated_its_key_is_followed(lti_server: Server, lms: TestPlatform) -> None:
+    assert good_launch(lti_server, lms)[2].status_code == 303  # the key set is cached now
+    lms.keys.insert(0, SigningKey())
+    try:
+        assert good_launch(lti_server, lms)[2].status_code == 303
+    finally:
+        lms.keys.pop(0)
+
+
+def test_a_launch_without_the_logins_state_is_refused(lti_server: Server, lms: TestPlatform) -> None:
+    session = requests.Session()
+    auth = login(lti_server, lms, session)
+    token = lms.sign(lms.claims(auth["nonce"], TARGET_PATH))
+    refused(launch(lti_server, requests.Session(), token, auth["state"]), "State not found")  # another browser
+    refused(launch(lti_server, session, token, ""), "Missing state")
+
+
+def test_a_login_from_an_unregistered_platform_is_refused(lti_server: Server, lms: TestPlatform) -> None:
+    answer = requests.get(lti_server.url("/lti/login"), params={**lms.login_params(""), "iss": "https://x.example"},
+                          allow_redirects=False)
+    refused(answer, "Could not find registration details")
+
+
+def test_a_learners_token_does_not_open_the_teachers_room(lti_server: Server, lms: TestPlatform) -> None:
+    location = good_launch(lti_server, lms)[2].headers["Location"]
+    token = dict(parse_qsl(urlsplit(location).query))["lti"]
+    assert requests.get(lti_server.url("/teacher"), params={"lti": token}).status_code == 401
+
+
+def test_a_tampered_or_stale_page_token_names_nobody(lti_server: Server, lms: TestPlatform) -> None:
+    location = good_launch(lti_server, lms)[2].headers["Location"]
+    token = dict(parse_qsl(urlsplit(location).query))["lti"]
+    secret = lti_server.secret()
+    assert who.read_token(secret, token[:-2] + ("AA" if not token.endswith("AA") else "BB")) is None
+    stale = who.token(secret, who.read_token(secret, token))
+    assert who.read_token(secret, stale) is not None
+    from blocktrace.app.signing import LTI_SESSION, unsign
+    assert unsign(secret, LTI_SESSION, stale, clock=lambda: time.time() + 13 * 3600) is None
+
+
+def test_every_refusal_is_one_log_line_and_no_traceback(lti_server: Server, lms: TestPlatform) -> None:
+    refused(good_launch(lti_server, lms, aud="nobody")[2], "Registration")
+    log = lti_server.log()
+    assert "Traceback" not in log
+    assert re.search(r"LTI launch refused: The launch was refused: Registration not found", log)
+
+
+# --- what an admin pastes -------------------------------------------------------------------------
+
+
+def test_the_tools_keys_and_configuration_are_published(lti_server: Server, lms: TestPlatform) -> None:
+    jwks = requests.get(lti_server.url("/lti/jwks.json")).json()
+    assert [k["kty"] for k in jwks["keys"]] == ["RSA"] and "d" not in jwks["keys"][0]
+    printed = lti(lti_server, "config", "--url", "https://blocktrace.example.edu")
+    assert "https://blocktrace.example.edu/lti/login" in printed and jwks["keys"][0]["kid"] in printed
+    canvas = json.loads(lti(lti_server, "config", "--url", "https://blocktrace.example.edu", "--canvas-json"))
+    assert canvas["oidc_initiation_url"] == "https://blocktrace.example.edu/lti/login"
+    assert canvas["public_jwk_url"] == "https://blocktrace.example.edu/lti/jwks.json"
+    key_file = lti_server.data_dir / "lti-tool-keys.json"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    old = jwks["keys"][0]["kid"]
+    assert "earlier key" in lti(lti_server, "rotate-key")
+    rotated = requests.get(lti_server.url("/lti/jwks.json")).json()
+    assert [k["kid"] for k in rotated["keys"]][1] == old and rotated["keys"][0]["kid"] != old

@@ -1,0 +1,145 @@
+"""A small LMS for the tests: its own RSA keys, its JWKS served over HTTP, and the id_tokens it signs.
+
+It is a platform in the sense of LTI 1.3 and nothing more: it answers the tool's OIDC authorisation request
+by posting an id_token back to the tool (an auto-submitting form, as a real LMS does in the browser), and it
+makes launches the tests can change claim by claim to try each attack. It uses PyJWT and `cryptography`
+directly, not blocktrace's code, so what it signs is checked by the tool as a stranger's token would be.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from html import escape
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
+LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
+LEARNER = LIS + "membership#Learner"
+INSTRUCTOR = LIS + "membership#Instructor"
+
+
+class SigningKey:
+    def __init__(self, kid: str | None = None) -> None:
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = kid or uuid.uuid4().hex[:16]
+
+    def pem(self) -> bytes:
+        return self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption())
+
+    def jwk(self) -> dict:
+        return {**json.loads(RSAAlgorithm.to_jwk(self.key.public_key())), "kid": self.kid, "alg": "RS256",
+                "use": "sig"}
+
+
+class TestPlatform:
+    """Start with `with TestPlatform() as lms:`; its issuer is its own http://127.0.0.1:PORT address."""
+
+    __test__ = False  # not a test class
+
+    def __init__(self, client_id: str = "blocktrace-client", deployment_id: str = "deployment-1") -> None:
+        self.client_id, self.deployment_id = client_id, deployment_id
+        self.keys = [SigningKey()]  # published in the JWKS; the first signs
+        self.jwks_fetches = 0
+        self.auth_requests: list[dict[str, str]] = []
+        self.next_launch: dict[str, Any] = {}  # claims the next browser launch is made with
+        platform = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                if parts.path == "/jwks.json":
+                    platform.jwks_fetches += 1
+                    self._send(200, "application/json", json.dumps({"keys": [k.jwk() for k in platform.keys]}))
+                elif parts.path == "/auth":
+                    query = dict(parse_qsl(parts.query))
+                    platform.auth_requests.append(query)
+                    self._send(200, "text/html", platform.form_post(query))
+                elif parts.path == "/course":
+                    self._send(200, "text/html", platform.course_page(dict(parse_qsl(parts.query))))
+                else:
+                    self._send(404, "text/plain", "not found")
+
+            def _send(self, status: int, kind: str, text: str) -> None:
+                body = text.encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", f"{kind}; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.issuer = self.url
+        self.tool_url = ""  # set by the test: the tool's base URL, for the course page
+
+    def __enter__(self) -> TestPlatform:
+        threading.Thread(target=self.httpd.serve_forever, daemon=True, name="test-lms").start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # --- what the tool is told -------------------------------------------------------------------
+
+    def registration_args(self) -> list[str]:
+        """`blocktrace lti add-platform`'s arguments for this platform."""
+        return ["--issuer", self.issuer, "--client-id", self.client_id, "--deployment-id", self.deployment_id,
+                "--auth-login-url", self.url + "/auth", "--auth-token-url", self.url + "/token",
+                "--jwks-url", self.url + "/jwks.json"]
+
+    def login_params(self, target: str) -> dict[str, str]:
+        """The third-party-initiated login the platform sends the tool's login URL."""
+        return {"iss": self.issuer, "login_hint": "hint-" + uuid.uuid4().hex[:8], "target_link_uri": target,
+                "client_id": self.client_id, "lti_deployment_id": self.deployment_id}
+
+    # --- launches -----------------------------------------------------------------------------
+
+    def claims(self, nonce: str, target: str, sub: str = "student-1", roles: tuple[str, ...] = (LEARNER,),
+               context: str = "course-101", now: float | None = None) -> dict[str, Any]:
+        now = time.time() if now is None else now
+        return {
+            "iss": self.issuer, "aud": self.client_id, "sub": sub, "nonce": nonce,
+            "iat": int(now), "exp": int(now) + 300,
+            CLAIM + "message_type": "LtiResourceLinkRequest", CLAIM + "version": "1.3.0",
+            CLAIM + "deployment_id": self.deployment_id, CLAIM + "target_link_uri": target,
+            CLAIM + "resource_link": {"id": "link-1", "title": "blocktrace"},
+            CLAIM + "roles": list(roles),
+            CLAIM + "context": {"id": context, "label": "CS 101", "title": "Language models"},
+            "name": "Ada Lovelace", "email": "ada@example.edu",
+        }
+
+    def sign(self, claims: dict[str, Any], key: SigningKey | None = None) -> str:
+        key = key or self.keys[0]
+        return jwt.encode(claims, key.pem(), algorithm="RS256", headers={"kid": key.kid})
+
+    def form_post(self, auth: dict[str, str]) -> str:
+        """The platform's answer to the tool's authorisation request: a form that posts the id_token."""
+        claims = {**self.claims(auth.get("nonce", ""), self.next_launch.get("target", "")),
+                  **{k: v for k, v in self.next_launch.items() if k != "target"}}
+        fields = {"id_token": self.sign(claims), "state": auth.get("state", "")}
+        inputs = "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">' for k, v in fields.items())
+        return (f'<!doctype html><form method="post" action="{escape(auth.get("redirect_uri", ""))}">{inputs}'
+                "</form><script>document.forms[0].submit()</script>")
+
+    def course_page(self, query: dict[str, str]) -> str:
+        """The LMS's course page, which frames the tool's login (as an LMS opens a tool in an iframe)."""
+        from urllib.parse import urlencode
+
+        login = self.tool_url + "/lti/login?" + urlencode(self.login_params(query.get("target", "")))
+        return (f'<!doctype html><title>Course</title><h1>CS 101</h1><iframe title="blocktrace" '
+                f'src="{escape(login)}" width="1100" height="800"></iframe>')
