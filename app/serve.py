@@ -169,7 +169,12 @@ def run_serve(args: argparse.Namespace) -> int:
         from blocktrace.app.lti.handlers import lti_patterns
 
         kwargs["extra_patterns"] += lti_patterns(data_dir, frozenset(pages))
-    kwargs.update(server_settings(args.allow_websocket_origin))
+    lms_origins = None
+    if data_dir is not None:
+        from blocktrace.app.lti.platforms import FrameOrigins
+
+        lms_origins = FrameOrigins(data_dir)  # a registered LMS's course pages may frame ours
+    kwargs.update(server_settings(args.allow_websocket_origin, lms_origins))
     # Signed sessions (a key from the classroom secret, so a reconnect after a restart still works), and
     # every page request tidied: no session chosen by the client, the learner cookie set by the server.
     kwargs.update(session_signing(secret or secrets.token_bytes(32)))

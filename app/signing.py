@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from tornado.web import create_signed_value, decode_signed_value
 
-__all__ = ["EXERCISE_TICKET", "LEARNER", "LTI_SESSION", "PREDICT_OFF", "TEACHER_DEVICE", "Purpose", "derived_key",
-           "sign", "unsign"]
+__all__ = ["EXERCISE_TICKET", "LEARNER", "LTI_SESSION", "LTI_TEACHER", "PREDICT_OFF", "TEACHER_DEVICE", "Purpose",
+           "derived_key", "sign", "unsign"]
 
 MIN_SECRET_BYTES = 16
 
@@ -43,6 +43,7 @@ TEACHER_DEVICE = Purpose("bt_teacher", 30)  # a browser that logged in as the te
 PREDICT_OFF = Purpose("predict_off", 366)  # a teacher's link without the gate; its own end is inside the value
 EXERCISE_TICKET = Purpose("exercise_ticket", 366)  # a downloaded exercise's ticket (exercises/bundle.py)
 LTI_SESSION = Purpose("bt_lti", 0.5)  # who an LMS launched, carried in the page's address (app/lti/who.py)
+LTI_TEACHER = Purpose("bt_lti_teacher", 0.5)  # a course's teacher let into its class's room (app/lti/teacher_room.py)
 
 
 def _checked(secret: bytes) -> bytes:

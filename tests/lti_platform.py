@@ -137,9 +137,28 @@ class TestPlatform:
                 "</form><script>document.forms[0].submit()</script>")
 
     def course_page(self, query: dict[str, str]) -> str:
-        """The LMS's course page, which frames the tool's login (as an LMS opens a tool in an iframe)."""
+        """The LMS's course page, which frames the tool's login as an LMS opens a tool in an iframe. With
+        `storage=1` it offers its platform storage (LTI's client-side postMessages): it keeps what a tool's
+        frame puts, per the tool's origin, and gives it back to the same origin only."""
         from urllib.parse import urlencode
 
-        login = self.tool_url + "/lti/login?" + urlencode(self.login_params(query.get("target", "")))
-        return (f'<!doctype html><title>Course</title><h1>CS 101</h1><iframe title="blocktrace" '
-                f'src="{escape(login)}" width="1100" height="800"></iframe>')
+        params = self.login_params(query.get("target", ""))
+        if query.get("storage") == "1":
+            params["lti_storage_target"] = "_parent"
+        login = self.tool_url + "/lti/login?" + urlencode(params)
+        storage = """<script>
+        var kept = {};
+        window.addEventListener("message", function (event) {
+          var m = event.data;
+          if (!m || typeof m !== "object" || typeof m.subject !== "string") { return; }
+          var reply = {subject: m.subject + ".response", message_id: m.message_id, key: m.key};
+          var slot = event.origin + " " + m.key;
+          if (m.subject === "lti.put_data") { kept[slot] = m.value; reply.value = m.value; }
+          else if (m.subject === "lti.get_data") {
+            if (slot in kept) { reply.value = kept[slot]; } else { reply.error = {code: "bad_request"}; }
+          } else { return; }
+          event.source.postMessage(reply, event.origin);
+        });
+        </script>""" if query.get("storage") == "1" else ""
+        return (f'<!doctype html><title>Course</title>{storage}<h1>CS 101</h1><iframe title="blocktrace" '
+                f'src="{escape(login)}" width="1200" height="850"></iframe>')

@@ -35,6 +35,7 @@ from blocktrace.app.classroom.teacher_view import (
     teacher_href,
 )
 from blocktrace.app.lessons.loading import load_lessons
+from blocktrace.app.lti.teacher_room import lti_class
 from blocktrace.app.server import predict_links
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import question_id
@@ -50,7 +51,18 @@ class TeacherHandler(RequestHandler):
         self.origins = list(origins)  # the HOST:PORTs the server accepts pages from (for the join link)
 
     def prepare(self) -> None:
-        if not admit_teacher(self, self.guard):  # answered 401 or 429
+        self.lti_class = lti_class(self)  # a course's teacher let in by an LMS launch: that class only
+        if self.lti_class is not None:
+            if self.get_argument("class", None) != self.lti_class:
+                if self.request.method == "GET":
+                    self.redirect(self.request.path + "?" + urlencode(
+                        {**{k: v[-1].decode() for k, v in self.request.query_arguments.items()},
+                         "class": self.lti_class}))
+                else:
+                    self.set_status(403)
+                    self.finish("Your course's launch opens the teacher's room of its own class only.\n")
+                return
+        elif not admit_teacher(self, self.guard):  # answered 401 or 429
             return
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Frame-Options", "DENY")

@@ -36,6 +36,9 @@ def add_lti_arguments(parser: argparse.ArgumentParser, data_dir_default: str) ->
     add.add_argument("--auth-login-url", required=True, metavar="URL", help="the LMS's OIDC authorisation endpoint")
     add.add_argument("--auth-token-url", required=True, metavar="URL", help="the LMS's OAuth2 token endpoint")
     add.add_argument("--jwks-url", required=True, metavar="URL", help="the LMS's public key set (JWKS)")
+    add.add_argument("--lms-origin", action="append", default=[], dest="lms_origins", metavar="URL",
+                     help="where the LMS's course pages are, e.g. https://school.instructure.com, so they may frame "
+                          "blocktrace (repeat for several; default: the issuer's and the login URL's)")
     sub.add_parser("platforms", help="list the registered LMSs")
     remove = sub.add_parser("remove-platform", help="forget an LMS's registration")
     remove.add_argument("--issuer", required=True)
@@ -60,7 +63,7 @@ def _run(args: argparse.Namespace, data_dir: Path) -> int:
     out = sys.stdout.write
     if args.lti_command == "add-platform":
         platform = platforms.Platform(args.issuer, args.client_id, tuple(args.deployment_ids), args.auth_login_url,
-                                      args.auth_token_url, args.jwks_url)
+                                      args.auth_token_url, args.jwks_url, tuple(args.lms_origins))
         new = platforms.add(data_dir, platform)
         tool_keys.load_or_create(data_dir)
         out(f"{'Registered' if new else 'Updated'} {platform.issuer} (client id {platform.client_id}, "

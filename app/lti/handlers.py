@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import requests
 from pylti1p3.exception import LtiException, OIDCException
@@ -30,7 +31,8 @@ from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.lti import platforms, tool_keys, who
 from blocktrace.app.lti.launch_store import StoreLaunchData
-from blocktrace.app.lti.tornado_adapter import KeySets, TornadoLaunch, TornadoLogin
+from blocktrace.app.lti.teacher_room import teacher_room_patterns
+from blocktrace.app.lti.tornado_adapter import KeySets, NeedsPlatformStorage, TornadoLaunch, TornadoLogin
 
 __all__ = ["LtiSetup", "canvas_config", "lti_patterns", "tool_urls"]
 
@@ -107,6 +109,8 @@ class _LtiHandler(RequestHandler):
         return platforms.tool_conf(platforms.load(self.setup.data_dir), keys), StoreLaunchData(classroom.store)
 
 
+CHECK_TEXTS = {"main_msg": "Your browser keeps no cookies for blocktrace inside your course's page.",
+               "click_msg": "Open blocktrace in a new window.", "loading_msg": "Opening blocktrace…"}
 ADMIN = ("the LMS's registration must match `blocktrace lti add-platform` on the server (issuer, client id, "
          "deployment id and the platform's URLs).")
 
@@ -124,15 +128,26 @@ class LoginHandler(_LtiHandler):
         pass
 
     async def _login(self) -> None:
+        """Three ways on, by what the browser can keep: the platform's storage when the platform offers it
+        (`lti_storage_target`); else PyLTI1p3's own check for cookies in this frame, which goes on here or
+        offers a new window (`lti1p3_new_window`), where cookies are the site's own."""
         launch_url = tool_urls(self.base())["launch"]
+        target = self.get_argument("lti_storage_target", "")
 
-        def prepare() -> str:
+        def prepare() -> tuple[str, str, dict]:
             conf, storage = self.conf_and_storage()
             login = TornadoLogin(self, conf, storage)
-            return login.get_redirect_object(launch_url).get_redirect_url()
+            if not target and not self.get_argument("lti1p3_new_window", ""):
+                return "page", login.enable_check_cookies(**CHECK_TEXTS).get_cookies_allowed_js_check(), {}
+            kept = {}
+            if target:
+                kept = {"storage_target": target, "storage_origin": self.platform_origin(),
+                        "storage_value": secrets.token_urlsafe(24)}
+                login.pass_params_to_launch(kept)
+            return "redirect", login.get_redirect_object(launch_url).get_redirect_url(), kept
 
         try:
-            location = await IOLoop.current().run_in_executor(LTI_WORK, prepare)
+            how, location, kept = await IOLoop.current().run_in_executor(LTI_WORK, prepare)
         except (OIDCException, LtiException) as error:
             self.refuse(400, f"The LMS's login request was refused: {error}.", ADMIN,
                         f" (iss={self.get_argument('iss', '')!r})")
@@ -141,7 +156,26 @@ class LoginHandler(_LtiHandler):
             self.refuse(503, "The class database cannot be reached just now.", "the server's database is down.")
             return
         self.set_header("Cache-Control", "no-store")
-        self.redirect(location)
+        if how == "page":
+            self.finish(location)
+        elif kept:
+            state = dict(parse_qsl(urlsplit(location).query))["state"]
+            fallback = self.request.path + "?" + urlencode(
+                {k: v[-1].decode() for k, v in self.request.arguments.items() if k != "lti_storage_target"})
+            self.finish(render("lti_storage.html", mode="put", target=kept["storage_target"],
+                               origin=kept["storage_origin"], key=f"state_{state}", value=kept["storage_value"],
+                               next_url=location, fallback=fallback, id_token="", state=""))
+        else:
+            self.redirect(location)
+
+    def platform_origin(self) -> str:
+        """The origin of the platform's login endpoint, where its storage answers (empty if not registered)."""
+        iss, client_id = self.get_argument("iss", ""), self.get_argument("client_id", "")
+        for p in platforms.load(self.setup.data_dir):
+            if p.issuer == iss and (p.client_id == client_id or not client_id):
+                parts = urlsplit(p.auth_login_url)
+                return f"{parts.scheme}://{parts.netloc}"
+        return ""
 
 
 class LaunchHandler(_LtiHandler):
@@ -158,6 +192,12 @@ class LaunchHandler(_LtiHandler):
 
         try:
             body = await IOLoop.current().run_in_executor(LTI_WORK, validate)
+        except NeedsPlatformStorage as needed:  # no cookie: the page asks the platform's storage, and posts again
+            self.set_header("Cache-Control", "no-store")
+            self.finish(render("lti_storage.html", mode="get", target=needed.target, origin=needed.origin,
+                               key=needed.key, value="", next_url="", fallback="/",
+                               id_token=self.get_argument("id_token", ""), state=self.get_argument("state", "")))
+            return
         except (LtiException, OIDCException) as error:
             self.refuse(403, f"The launch was refused: {error}.", ADMIN)
             return
@@ -171,10 +211,12 @@ class LaunchHandler(_LtiHandler):
             self.refuse(403, f"The launch was refused: {error}.", ADMIN)
             return
         log.info("LTI launch: class %s, %s", launched.class_code, "teacher" if launched.teacher else "learner")
-        joiner = "&" if "?" in target else "?"
+        token = urlencode({"lti": who.token(current_classroom().secret, launched)})
         self.set_header("Cache-Control", "no-store")
-        self.redirect(target + joiner + urlencode({"lti": who.token(current_classroom().secret, launched)}),
-                      status=303)
+        if launched.teacher:  # the room (in a window of its own) or the students' page
+            self.redirect(f"/lti/teacher?{token}", status=303)
+        else:
+            self.redirect(target + ("&" if "?" in target else "?") + token, status=303)
 
     def target(self, link: object) -> str:
         """The page the launch names (target_link_uri), if it is one of ours; else the index."""
@@ -202,4 +244,4 @@ def lti_patterns(data_dir: Path, pages: frozenset[str]) -> list[tuple]:
     setup = LtiSetup(Path(data_dir), frozenset(pages), KeySets())
     return [(r"/lti/login", LoginHandler, {"setup": setup}), (r"/lti/launch", LaunchHandler, {"setup": setup}),
             (r"/lti/jwks\.json", JwksHandler, {"setup": setup}),
-            (r"/lti/canvas\.json", CanvasConfigHandler, {"setup": setup})]
+            (r"/lti/canvas\.json", CanvasConfigHandler, {"setup": setup}), *teacher_room_patterns()]

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import os
 import secrets
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,7 +20,7 @@ from pylti1p3.tool_config import ToolConfDict
 
 from blocktrace.app.lti.tool_keys import ToolKeys
 
-__all__ = ["PLATFORMS_FILE", "Platform", "Registrations", "add", "load", "remove", "tool_conf"]
+__all__ = ["PLATFORMS_FILE", "FrameOrigins", "Platform", "Registrations", "add", "load", "remove", "tool_conf"]
 
 PLATFORMS_FILE = "lti-platforms.json"
 MAX_TEXT = 255
@@ -60,6 +61,7 @@ class Platform:
     auth_login_url: str  # the LMS's OIDC authorisation endpoint
     auth_token_url: str  # the LMS's OAuth2 token endpoint (grades, roster)
     key_set_url: str  # the LMS's public JWKS
+    lms_origins: tuple[str, ...] = ()  # where its course pages are, to frame ours (default: issuer and login URL)
 
     def __post_init__(self) -> None:
         _check_text("issuer", self.issuer)
@@ -70,6 +72,19 @@ class Platform:
             _check_text("deployment id", deployment)
         for name in ("auth_login_url", "auth_token_url", "key_set_url"):
             check_url(name.replace("_", " "), getattr(self, name))
+        for origin in self.lms_origins:
+            check_url("LMS origin", origin)
+
+    @property
+    def frame_origins(self) -> tuple[str, ...]:
+        """The origins (scheme://host[:port]) whose pages may frame ours: the LMS's course pages."""
+        urls = self.lms_origins or (self.issuer, self.auth_login_url)
+        return tuple(dict.fromkeys(_origin(url) for url in urls if _origin(url)))
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
 
 
 def _path(data_dir: Path) -> Path:
@@ -83,7 +98,8 @@ def load(data_dir: Path) -> list[Platform]:
         return []
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))["platforms"]
-        return [Platform(**{**row, "deployment_ids": tuple(row["deployment_ids"])}) for row in rows]
+        return [Platform(**{**row, "deployment_ids": tuple(row["deployment_ids"]),
+                            "lms_origins": tuple(row.get("lms_origins", ()))}) for row in rows]
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path} does not hold blocktrace's LTI platforms: {error}") from error
 
@@ -135,6 +151,33 @@ class Registrations(ToolConfDict):
     def find_deployment_by_params(self, iss: str, deployment_id: str, client_id: str, *args, **kwargs):
         return super().find_deployment_by_params(iss, deployment_id, client_id, *args, **kwargs) \
             if self._holds(iss, client_id) else None
+
+
+class FrameOrigins:
+    """The registered LMSs' frame origins, read again only when the platforms file changes (checked at most once
+    a second), so a platform added while the server runs may frame its pages at once."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = _path(data_dir)
+        self._seen: tuple[float, float] | None = None  # (checked at, file's mtime)
+        self._origins: tuple[str, ...] = ()
+
+    def __call__(self) -> tuple[str, ...]:
+        now = time.monotonic()
+        if self._seen is not None and now - self._seen[0] < 1.0:
+            return self._origins
+        try:
+            mtime = self.path.stat().st_mtime
+        except OSError:
+            mtime = -1.0
+        if self._seen is None or mtime != self._seen[1]:
+            try:
+                found = load(self.path.parent) if mtime >= 0 else []
+            except ValueError:
+                found = []
+            self._origins = tuple(dict.fromkeys(o for p in found for o in p.frame_origins))
+        self._seen = (now, mtime)
+        return self._origins
 
 
 def tool_conf(platforms: list[Platform], keys: ToolKeys) -> Registrations:

@@ -9,11 +9,17 @@ overriding the public steps PyLTI1p3 chains in `MessageLaunch.validate`:
 - `azp`, when present or when there are several audiences, must be our client id;
 - the nonce is used once (SingleUseNonces; PyLTI1p3 alone only looks it up);
 - the platform's JWKS is cached per process and fetched again once when a token names a key id it lacks
-  (a platform that rotated its key).
+  (a platform that rotated its key);
+- the state may be proven without a cookie, through the platform's storage (LTI's client-side postMessages,
+  which PyLTI1p3 does not speak): the login kept a random value in the platform's storage, in the browser,
+  and in the class database under the state (PyLTI1p3's `pass_params_to_launch`); the launch's page reads it
+  back from the platform's storage and posts it with the id_token (`lti_storage_value`). Another browser, or a
+  page that did not come from this login, cannot read it.
 """
 
 from __future__ import annotations
 
+import hmac
 import threading
 import time
 from html import escape
@@ -31,10 +37,20 @@ from tornado.web import RequestHandler
 
 from blocktrace.app.lti.launch_store import StoreLaunchData
 
-__all__ = ["LEEWAY_S", "KeySets", "SingleUseNonces", "TornadoCookies", "TornadoLaunch", "TornadoLogin",
-           "TornadoRedirect", "TornadoRequest"]
+__all__ = ["LEEWAY_S", "STORAGE_VALUE", "KeySets", "NeedsPlatformStorage", "SingleUseNonces", "TornadoCookies",
+           "TornadoLaunch", "TornadoLogin", "TornadoRedirect", "TornadoRequest"]
 
 LEEWAY_S = 60  # clock skew allowed on exp and iat
+STORAGE_VALUE = "lti_storage_value"  # the launch's own proof of its state, read from the platform's storage
+
+
+class NeedsPlatformStorage(LtiException):
+    """No state cookie came with the launch, but its login kept a value in the platform's storage: the browser
+    must read it back from there (`target` frame, at `origin`) and post the launch again with it."""
+
+    def __init__(self, target: str, origin: str, key: str) -> None:
+        super().__init__("the state must be read from the platform's storage")
+        self.target, self.origin, self.key = target, origin, key
 KEY_SET_SECONDS = 3600  # how long a platform's JWKS is trusted before it is fetched again
 
 
@@ -169,6 +185,21 @@ class TornadoLaunch(MessageLaunch):
             self.key_sets.drop(url)
             self._registration.set_key_set(None)
             return super().get_public_key()
+
+    def validate_state(self) -> TornadoLaunch:
+        try:
+            return super().validate_state()  # the state cookie
+        except LtiException:
+            state = self._get_request_param("state")
+            kept = self._session_service.get_state_params(state) if state else None
+            if not isinstance(kept, dict) or not kept.get("storage_value"):
+                raise
+            offered = self._get_request_param(STORAGE_VALUE)
+            if not offered:
+                raise NeedsPlatformStorage(kept["storage_target"], kept["storage_origin"], f"state_{state}") from None
+            if not hmac.compare_digest(offered.encode(), str(kept["storage_value"]).encode()):
+                raise LtiException("State not found: the platform's storage held another value") from None
+            return self
 
     def validate_registration(self) -> TornadoLaunch:
         super().validate_registration()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tornado.web import OutputTransform
@@ -28,31 +28,40 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 256 * 1024
 
 
-def frame_ancestors(origins: Iterable[str]) -> str:
-    """The CSP source list of the pages that may frame ours: this server and each allowed HOST[:PORT]."""
+def frame_ancestors(origins: Iterable[str], full_origins: Iterable[str] = ()) -> str:
+    """The CSP source list of the pages that may frame ours: this server, each allowed HOST[:PORT], and each of
+    `full_origins` (scheme://host[:port]: a registered LMS's, app/lti/platforms.py)."""
     sources = ["'self'"]
     for origin in origins:
         if origin and all(c.isalnum() or c in ".-:[]" for c in origin):  # a host[:port], nothing else
             sources += [f"http://{origin}", f"https://{origin}"]
+    for origin in full_origins:
+        scheme, _, host = origin.partition("://")
+        if scheme in ("http", "https") and host and all(c.isalnum() or c in ".-:[]" for c in host):
+            sources.append(origin)
     return "frame-ancestors " + " ".join(dict.fromkeys(sources))
 
 
-def security_headers(origins: Iterable[str]) -> type[OutputTransform]:
-    """A Tornado output transform adding nosniff and the framing policy to every response."""
-    policy = frame_ancestors(origins)
+def security_headers(origins: Iterable[str],
+                     lms_origins: Callable[[], tuple[str, ...]] | None = None) -> type[OutputTransform]:
+    """A Tornado output transform adding nosniff and the framing policy to every response; `lms_origins` gives
+    the registered LMSs' origins as they are now."""
+    origins = list(origins)
+    fixed = frame_ancestors(origins)
 
     class SecurityHeaders(OutputTransform):
         def transform_first_chunk(self, status_code, headers, chunk, finishing):
+            extra = lms_origins() if lms_origins is not None else ()
             headers.setdefault("X-Content-Type-Options", "nosniff")
-            headers.setdefault("Content-Security-Policy", policy)
+            headers.setdefault("Content-Security-Policy", frame_ancestors(origins, extra) if extra else fixed)
             return status_code, headers, chunk
 
     return SecurityHeaders
 
 
-def server_settings(origins: Iterable[str]) -> dict:
+def server_settings(origins: Iterable[str], lms_origins: Callable[[], tuple[str, ...]] | None = None) -> dict:
     """What `pn.serve` passes on to Bokeh's server and its Tornado application."""
-    return {"transforms": [security_headers(origins)], "websocket_max_message_size": MAX_MESSAGE_BYTES}
+    return {"transforms": [security_headers(origins, lms_origins)], "websocket_max_message_size": MAX_MESSAGE_BYTES}
 
 
 def private_data_dir(path: Path) -> Path:

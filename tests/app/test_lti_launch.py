@@ -4,6 +4,7 @@ the launch, who the page then records for, and every attack the issue names refu
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import subprocess
@@ -43,8 +44,12 @@ def lti(server: Server, *args: str) -> str:
 
 
 def login(server: Server, lms: TestPlatform, session: requests.Session, target: str = "") -> dict[str, str]:
-    """The platform's login initiation; returns the tool's authorisation request (its query)."""
-    answer = session.get(server.url("/lti/login"), params=lms.login_params(target or server.url(TARGET_PATH)),
+    """The platform's login initiation; returns the tool's authorisation request (its query). The first answer is
+    PyLTI1p3's check for cookies, whose script comes back with lti1p3_new_window=1 where cookies are kept."""
+    params = lms.login_params(target or server.url(TARGET_PATH))
+    check = session.get(server.url("/lti/login"), params=params, allow_redirects=False)
+    assert check.status_code == 200 and "lti1p3_test_cookie" in check.text and "new window" in check.text
+    answer = session.get(server.url("/lti/login"), params={**params, "lti1p3_new_window": "1"},
                          allow_redirects=False)
     assert answer.status_code == 302, answer.text
     location = answer.headers["Location"]
@@ -195,8 +200,8 @@ def test_a_launch_without_the_logins_state_is_refused(lti_server: Server, lms: T
 
 
 def test_a_login_from_an_unregistered_platform_is_refused(lti_server: Server, lms: TestPlatform) -> None:
-    answer = requests.get(lti_server.url("/lti/login"), params={**lms.login_params(""), "iss": "https://x.example"},
-                          allow_redirects=False)
+    answer = requests.get(lti_server.url("/lti/login"), allow_redirects=False,
+                          params={**lms.login_params(""), "iss": "https://x.example", "lti1p3_new_window": "1"})
     refused(answer, "Could not find registration details")
 
 
@@ -241,3 +246,78 @@ def test_the_tools_keys_and_configuration_are_published(lti_server: Server, lms:
     assert "earlier key" in lti(lti_server, "rotate-key")
     rotated = requests.get(lti_server.url("/lti/jwks.json")).json()
     assert [k["kid"] for k in rotated["keys"]][1] == old and rotated["keys"][0]["kid"] != old
+
+
+# --- without cookies: the platform's storage ---------------------------------------------------------
+
+
+def _attribute(page: str, name: str) -> str:
+    return html.unescape(re.search(rf'{name}="([^"]*)"', page).group(1))
+
+
+def test_a_launch_without_cookies_is_proven_through_the_platforms_storage(lti_server: Server,
+                                                                           lms: TestPlatform) -> None:
+    """The login keeps a value in the platform's storage (the page's script) and goes on to the LMS; the launch,
+    with no cookie, asks for it back; posted again with it, the launch opens the page. Nothing else will do."""
+    params = {**lms.login_params(lti_server.url(TARGET_PATH)), "lti_storage_target": "_parent"}
+    put = requests.get(lti_server.url("/lti/login"), params=params, allow_redirects=False)
+    assert put.status_code == 200 and 'data-mode="put"' in put.text and "/assets/js/lti-storage.js" in put.text
+    assert _attribute(put.text, "data-origin") == lms.url and _attribute(put.text, "data-target") == "_parent"
+    auth = dict(parse_qsl(urlsplit(_attribute(put.text, "data-next")).query))
+    assert _attribute(put.text, "data-key") == f"state_{auth['state']}"
+    value = _attribute(put.text, "data-value")
+    assert len(value) >= 32 and value not in _attribute(put.text, "data-next")
+    assert "lti_storage_target" not in _attribute(put.text, "data-fallback")
+    token = lms.sign(lms.claims(auth["nonce"], lti_server.url(TARGET_PATH)))
+    get = launch(lti_server, requests.Session(), token, auth["state"])  # no cookie at all
+    assert get.status_code == 200 and 'data-mode="get"' in get.text
+    assert _attribute(get.text, "data-key") == f"state_{auth['state']}" and value not in get.text
+    wrong = requests.post(lti_server.url("/lti/launch"), allow_redirects=False,
+                          data={"id_token": token, "state": auth["state"], "lti_storage_value": "x" * 32})
+    refused(wrong, "another value")
+    right = requests.post(lti_server.url("/lti/launch"), allow_redirects=False,
+                          data={"id_token": token, "state": auth["state"], "lti_storage_value": value})
+    assert right.status_code == 303 and "?lti=" in right.headers["Location"]
+    again = requests.post(lti_server.url("/lti/launch"), allow_redirects=False,
+                          data={"id_token": token, "state": auth["state"], "lti_storage_value": value})
+    refused(again, "Invalid Nonce")
+
+
+# --- the teacher's room --------------------------------------------------------------------------
+
+
+def _token(answer: requests.Response) -> str:
+    return dict(parse_qsl(urlsplit(answer.headers["Location"]).query))["lti"]
+
+
+def test_an_instructor_enters_the_room_of_their_course_only_without_the_password(lti_server: Server,
+                                                                                 lms: TestPlatform) -> None:
+    answer = good_launch(lti_server, lms, sub="teacher-1", **{who.CLAIM + "roles": [INSTRUCTOR]})[2]
+    assert answer.status_code == 303 and answer.headers["Location"].startswith("/lti/teacher?lti=")
+    token = _token(answer)
+    choice = requests.get(lti_server.url(answer.headers["Location"]))
+    assert "Open the teacher&#39;s room for this course" in choice.text or "teacher's room" in choice.text
+    assert 'target="_blank"' in choice.text and f"{TARGET_PATH}?lti=" in choice.text
+    browser = requests.Session()
+    enter = browser.get(lti_server.url("/teacher/lti"), params={"lti": token}, allow_redirects=False)
+    course = who.read_token(lti_server.secret(), token).class_code
+    assert enter.status_code == 302 and enter.headers["Location"] == f"/teacher?class={course}"
+    room = browser.get(lti_server.url(enter.headers["Location"]))
+    assert room.status_code == 200 and course in room.text
+    other = browser.get(lti_server.url("/teacher"), params={"class": "period-3"}, allow_redirects=False)
+    assert other.status_code == 302 and f"class={course}" in other.headers["Location"]
+    export = browser.get(lti_server.url("/teacher/events.csv"), allow_redirects=False)
+    assert export.status_code == 302 and f"class={course}" in export.headers["Location"]
+    form = browser.post(lti_server.url("/teacher/reveal"), data={"class": "period-3", "question": "q"})
+    assert form.status_code == 403 and "its own class only" in form.text
+    assert requests.get(lti_server.url(f"/teacher?class={course}")).status_code == 401  # no cookie, no password
+
+
+def test_a_students_launch_does_not_open_the_teachers_room(lti_server: Server, lms: TestPlatform) -> None:
+    token = _token(good_launch(lti_server, lms)[2])
+    entry = requests.get(lti_server.url("/teacher/lti"), params={"lti": token}, allow_redirects=False)
+    assert entry.status_code == 403 and "instructors" in entry.text and "bt_lti_teacher" not in entry.headers.get(
+        "Set-Cookie", "")
+    assert requests.get(lti_server.url("/lti/teacher"), params={"lti": token}).status_code == 403
+    forged = requests.get(lti_server.url("/teacher"), cookies={"bt_lti_teacher": "period-3"})
+    assert forged.status_code == 401
