@@ -29,7 +29,7 @@ from tornado.web import RequestHandler
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import StoreUnavailable
-from blocktrace.app.lti import platforms, tool_keys, who
+from blocktrace.app.lti import content_picker, platforms, tool_keys, who
 from blocktrace.app.lti.launch_store import StoreLaunchData
 from blocktrace.app.lti.teacher_room import teacher_room_patterns
 from blocktrace.app.lti.tornado_adapter import KeySets, NeedsPlatformStorage, TornadoLaunch, TornadoLogin
@@ -38,6 +38,8 @@ __all__ = ["LtiSetup", "canvas_config", "lti_patterns", "tool_urls"]
 
 log = logging.getLogger("blocktrace.lti")
 
+DEEP_LINKING = "https://purl.imsglobal.org/spec/lti-dl/claim/"
+PICK_SECONDS = 3600  # a deep-linking launch's picker may wait an hour for the teacher's choice
 FETCH_TIMEOUT_S = 10  # a platform's key set that takes longer fails the launch
 # Threads of their own: the loop's default executor may run calls in place (app/tuning/work_on_loop.py).
 LTI_WORK = ThreadPoolExecutor(max_workers=4, thread_name_prefix="blocktrace-lti")
@@ -185,13 +187,14 @@ class LaunchHandler(_LtiHandler):
         pass
 
     async def post(self) -> None:
-        def validate() -> dict:
+        def validate() -> tuple[dict, str]:
             conf, storage = self.conf_and_storage()
             launch = TornadoLaunch(self, conf, storage, self.setup.key_sets, TimedSession())
-            return launch.validate().get_launch_data()
+            launch.set_launch_data_lifetime(PICK_SECONDS)  # kept for a deep-linking launch's pick
+            return launch.validate().get_launch_data(), launch.get_launch_id()
 
         try:
-            body = await IOLoop.current().run_in_executor(LTI_WORK, validate)
+            body, launch_id = await IOLoop.current().run_in_executor(LTI_WORK, validate)
         except NeedsPlatformStorage as needed:  # no cookie: the page asks the platform's storage, and posts again
             self.set_header("Cache-Control", "no-store")
             self.finish(render("lti_storage.html", mode="get", target=needed.target, origin=needed.origin,
@@ -203,6 +206,14 @@ class LaunchHandler(_LtiHandler):
             return
         except StoreUnavailable:
             self.refuse(503, "The class database cannot be reached just now.", "the server's database is down.")
+            return
+        if body.get(who.CLAIM + "message_type") == "LtiDeepLinkingRequest":
+            if not who.teaches(body.get(who.CLAIM + "roles") or []):
+                self.refuse(403, "Only a course's instructors can add blocktrace to it.", ADMIN)
+                return
+            self.set_header("Cache-Control", "no-store")
+            self.finish(render("lti_picker.html", launch_id=launch_id, choices=content_picker.choices(), state="",
+                               error=""))
             return
         target = self.target(body.get(who.CLAIM + "target_link_uri"))
         try:
@@ -226,6 +237,53 @@ class LaunchHandler(_LtiHandler):
         return "/"
 
 
+class PickHandler(_LtiHandler):
+    """POST /lti/pick: the teacher's choice from the content picker, answered with the LMS's resource link."""
+
+    def check_xsrf_cookie(self) -> None:  # the launch id, known only to the picker's page, is the form's key
+        pass
+
+    async def post(self) -> None:
+        launch_id = self.get_body_argument("launch_id", "")
+        route, state = self.get_body_argument("route", ""), self.get_body_argument("state", "")
+        picked = next((c for c in content_picker.choices() if c.route == route), None)
+        try:
+            query = content_picker.starting_query(state, route)
+        except ValueError as error:
+            self.finish(render("lti_picker.html", launch_id=launch_id, choices=content_picker.choices(),
+                               state=state, error=f"{str(error).capitalize()}."))
+            return
+        if picked is None:
+            self.refuse(400, "There is no such page to add.", "pick one of the pages the picker lists.")
+            return
+        base = self.base()
+
+        def answer() -> tuple[str, str]:
+            conf, storage = self.conf_and_storage()
+            launch = TornadoLaunch(self, conf, storage, self.setup.key_sets)
+            body = launch.get_session_service().get_launch_data(launch_id) if launch_id.startswith(
+                "lti1p3-launch-") else None
+            if not body or not storage.take(launch_id):
+                raise LtiException("this picker has been used already, or has expired; add blocktrace again")
+            launch.set_launch_id(launch_id).set_auto_validation(enable=False).set_jwt({"body": body})
+            launch.set_restored().validate_registration()
+            if not launch.is_deep_link_launch() or not who.teaches(body.get(who.CLAIM + "roles") or []):
+                raise LtiException("this launch may not add content")
+            link = launch.get_deep_link()
+            settings = body[DEEP_LINKING + "deep_linking_settings"]
+            return settings["deep_link_return_url"], link.get_response_jwt([content_picker.resource_for(
+                base, picked, query)])
+
+        try:
+            return_url, token = await IOLoop.current().run_in_executor(LTI_WORK, answer)
+        except (LtiException, KeyError) as error:
+            self.refuse(403, f"The content picker was refused: {error}.", ADMIN)
+            return
+        log.info("LTI deep link: %s", picked.route)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(render("lti_return.html", return_url=return_url, jwt=token, title=picked.title))
+
+
 class JwksHandler(_LtiHandler):
     def get(self) -> None:
         self.set_header("Content-Type", "application/json")
@@ -242,6 +300,6 @@ class CanvasConfigHandler(_LtiHandler):
 def lti_patterns(data_dir: Path, pages: frozenset[str]) -> list[tuple]:
     """The LTI routes, for the server's extra patterns."""
     setup = LtiSetup(Path(data_dir), frozenset(pages), KeySets())
-    return [(r"/lti/login", LoginHandler, {"setup": setup}), (r"/lti/launch", LaunchHandler, {"setup": setup}),
-            (r"/lti/jwks\.json", JwksHandler, {"setup": setup}),
-            (r"/lti/canvas\.json", CanvasConfigHandler, {"setup": setup}), *teacher_room_patterns()]
+    handlers = [(r"/lti/login", LoginHandler), (r"/lti/launch", LaunchHandler), (r"/lti/pick", PickHandler),
+                (r"/lti/jwks\.json", JwksHandler), (r"/lti/canvas\.json", CanvasConfigHandler)]
+    return [(path, handler, {"setup": setup}) for path, handler in handlers] + teacher_room_patterns()

@@ -13,12 +13,14 @@ import time
 from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
+import jwt
 import pytest
 import requests
 
 from blocktrace.app.lti import who
+from blocktrace.app.server.catalogue import explorable
 from tests.conftest import ROOT, Server, module_server
-from tests.lti_platform import INSTRUCTOR, SigningKey, TestPlatform
+from tests.lti_platform import INSTRUCTOR, LEARNER, SigningKey, TestPlatform
 
 TARGET_PATH = "/explorables/decoder-block-lab"
 
@@ -71,7 +73,8 @@ def good_launch(server: Server, lms: TestPlatform, **claims) -> tuple[requests.S
 
 def refused(answer: requests.Response, words: str) -> None:
     assert answer.status_code in (400, 403), answer.status_code
-    assert "blocktrace could not open from your LMS" in answer.text and words in answer.text, answer.text
+    text = html.unescape(answer.text)
+    assert "blocktrace could not open from your LMS" in text and words in text, text
     assert "Traceback" not in answer.text
 
 
@@ -321,3 +324,60 @@ def test_a_students_launch_does_not_open_the_teachers_room(lti_server: Server, l
     assert requests.get(lti_server.url("/lti/teacher"), params={"lti": token}).status_code == 403
     forged = requests.get(lti_server.url("/teacher"), cookies={"bt_lti_teacher": "period-3"})
     assert forged.status_code == 401
+
+
+# --- the content picker (deep linking) -----------------------------------------------------------------
+
+DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"
+
+
+def deep_linking_launch(server: Server, lms: TestPlatform, roles=(INSTRUCTOR,)) -> requests.Response:
+    return good_launch(server, lms, sub="teacher-1", **{
+        who.CLAIM + "message_type": "LtiDeepLinkingRequest", who.CLAIM + "roles": list(roles),
+        DL + "deep_linking_settings": {"deep_link_return_url": lms.url + "/deep-link-return",
+                                       "accept_types": ["ltiResourceLink"],
+                                       "accept_presentation_document_targets": ["iframe", "window"],
+                                       "data": "opaque-123"}})[2]
+
+
+def test_a_teacher_picks_a_page_and_its_state_and_the_lms_gets_a_signed_link(lti_server: Server,
+                                                                              lms: TestPlatform) -> None:
+    picker = deep_linking_launch(lti_server, lms)
+    assert picker.status_code == 200 and "Add blocktrace to your course" in picker.text
+    assert "Lesson: " in picker.text and "Explorable: " in picker.text
+    launch_id = _attribute(picker.text.split('name="launch_id"')[1], "value")
+    pasted = lti_server.url("/explorables/decoder-block-lab?residual=replace&d=16&lti=someone&class=x")
+    answer = requests.post(lti_server.url("/lti/pick"), data={
+        "launch_id": launch_id, "route": "/explorables/decoder-block-lab", "state": pasted})
+    assert answer.status_code == 200
+    assert _attribute(answer.text, "action") == lms.url + "/deep-link-return"
+    token = _attribute(answer.text.split('name="JWT"')[1], "value")
+    keys = jwt.PyJWKClient(lti_server.url("/lti/jwks.json"))  # the tool's published key, over HTTP
+    message = jwt.decode(token, keys.get_signing_key_from_jwt(token).key, algorithms=["RS256"], audience=lms.issuer)
+    assert message["iss"] == lms.client_id and message[who.CLAIM + "deployment_id"] == lms.deployment_id
+    assert message[who.CLAIM + "message_type"] == "LtiDeepLinkingResponse" and message[DL + "data"] == "opaque-123"
+    [item] = message[DL + "content_items"]
+    assert item["type"] == "ltiResourceLink" and item["title"] == "blocktrace: " + explorable("decoder-block-lab").title
+    assert item["url"] == lti_server.url("/explorables/decoder-block-lab?residual=replace&d=16")
+    # the LMS launches the link it was given: the page opens in that state
+    opened = good_launch(lti_server, lms, **{who.CLAIM + "target_link_uri": item["url"]})[2]
+    assert urlsplit(opened.headers["Location"]).path == "/explorables/decoder-block-lab"
+    assert "residual=replace&d=16&lti=" in opened.headers["Location"]
+    again = requests.post(lti_server.url("/lti/pick"), data={
+        "launch_id": launch_id, "route": "/explorables/decoder-block-lab", "state": ""})
+    refused(again, "used already")
+
+
+def test_the_picker_refuses_students_strangers_and_other_pages(lti_server: Server, lms: TestPlatform) -> None:
+    refused(deep_linking_launch(lti_server, lms, roles=(LEARNER,)), "Only a course's instructors")
+    refused(requests.post(lti_server.url("/lti/pick"), data={"launch_id": "lti1p3-launch-made-up", "route": "/"}),
+            "There is no such page")
+    refused(requests.post(lti_server.url("/lti/pick"), data={
+        "launch_id": "lti1p3-launch-made-up", "route": "/explorables/block-floor"}), "used already")
+    picker = deep_linking_launch(lti_server, lms)
+    launch_id = _attribute(picker.text.split('name="launch_id"')[1], "value")
+    elsewhere = requests.post(lti_server.url("/lti/pick"), data={
+        "launch_id": launch_id, "route": "/explorables/block-floor", "state": lti_server.url("/explorables/x?a=1")})
+    assert elsewhere.status_code == 200 and "another page" in elsewhere.text
+    assert "<script>" not in requests.post(lti_server.url("/lti/pick"), data={
+        "launch_id": launch_id, "route": "/explorables/block-floor", "state": "<script>" + "x" * 2100}).text
