@@ -53,6 +53,9 @@ class TestPlatform:
         self.jwks_fetches = 0
         self.auth_requests: list[dict[str, str]] = []
         self.next_launch: dict[str, Any] = {}  # claims the next browser launch is made with
+        self.members: list[dict[str, Any]] = []  # the course's roster (Names and Role Provisioning Services)
+        self.tokens: dict[str, str] = {}  # access token -> the scopes it was granted
+        self.token_requests = 0
         platform = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -70,6 +73,19 @@ class TestPlatform:
                     self._send(200, "text/html", platform.form_post(query))
                 elif parts.path == "/course":
                     self._send(200, "text/html", platform.course_page(dict(parse_qsl(parts.query))))
+                elif parts.path == "/memberships":
+                    status, body = platform.memberships(self.headers.get("Authorization", ""),
+                                                        self.headers.get("Accept", ""))
+                    self._send(status, "application/vnd.ims.lti-nrps.v2.membershipcontainer+json", json.dumps(body))
+                else:
+                    self._send(404, "text/plain", "not found")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                form = dict(parse_qsl(self.rfile.read(length).decode("utf-8")))
+                if urlsplit(self.path).path == "/token":
+                    status, body = platform.token(form)
+                    self._send(status, "application/json", json.dumps(body))
                 else:
                     self._send(404, "text/plain", "not found")
 
@@ -106,6 +122,33 @@ class TestPlatform:
         """The third-party-initiated login the platform sends the tool's login URL."""
         return {"iss": self.issuer, "login_hint": "hint-" + uuid.uuid4().hex[:8], "target_link_uri": target,
                 "client_id": self.client_id, "lti_deployment_id": self.deployment_id}
+
+    # --- services: OAuth2 client credentials, then the roster --------------------------------------
+
+    def token(self, form: dict[str, str]) -> tuple[int, dict]:
+        """The token endpoint: the tool proves itself with a JWT signed by a key from its own JWKS (fetched over
+        HTTP from the tool, as an LMS does), issued and subject its client id, audience this endpoint."""
+        self.token_requests += 1
+        if form.get("grant_type") != "client_credentials" or form.get("client_assertion_type") != \
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+            return 400, {"error": "unsupported_grant_type"}
+        assertion = form.get("client_assertion", "")
+        try:
+            key = jwt.PyJWKClient(self.tool_url + "/lti/jwks.json").get_signing_key_from_jwt(assertion).key
+            claims = jwt.decode(assertion, key, algorithms=["RS256"], audience=self.url + "/token")
+        except jwt.PyJWTError as error:
+            return 401, {"error": "invalid_client", "error_description": str(error)}
+        if claims.get("iss") != self.client_id or claims.get("sub") != self.client_id:
+            return 401, {"error": "invalid_client"}
+        access = uuid.uuid4().hex
+        self.tokens[access] = form.get("scope", "")
+        return 200, {"access_token": access, "token_type": "Bearer", "expires_in": 3600, "scope": self.tokens[access]}
+
+    def memberships(self, authorization: str, accept: str) -> tuple[int, dict]:
+        scopes = self.tokens.get(authorization.removeprefix("Bearer "), "")
+        if "contextmembership.readonly" not in scopes:
+            return 401, {"error": "a token with the roster's scope is needed"}
+        return 200, {"id": self.url + "/memberships", "context": {"id": "course-101"}, "members": self.members}
 
     # --- launches -----------------------------------------------------------------------------
 

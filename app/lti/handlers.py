@@ -31,6 +31,7 @@ from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import StoreUnavailable
 from blocktrace.app.lti import content_picker, platforms, tool_keys, who
 from blocktrace.app.lti.launch_store import StoreLaunchData
+from blocktrace.app.lti.roster import fill_roster
 from blocktrace.app.lti.teacher_room import teacher_room_patterns
 from blocktrace.app.lti.tornado_adapter import KeySets, NeedsPlatformStorage, TornadoLaunch, TornadoLogin
 
@@ -191,7 +192,9 @@ class LaunchHandler(_LtiHandler):
             conf, storage = self.conf_and_storage()
             launch = TornadoLaunch(self, conf, storage, self.setup.key_sets, TimedSession())
             launch.set_launch_data_lifetime(PICK_SECONDS)  # kept for a deep-linking launch's pick
-            return launch.validate().get_launch_data(), launch.get_launch_id()
+            body = launch.validate().get_launch_data()
+            self.update_roster(launch, body)
+            return body, launch.get_launch_id()
 
         try:
             body, launch_id = await IOLoop.current().run_in_executor(LTI_WORK, validate)
@@ -228,6 +231,20 @@ class LaunchHandler(_LtiHandler):
             self.redirect(f"/lti/teacher?{token}", status=303)
         else:
             self.redirect(target + ("&" if "?" in target else "?") + token, status=303)
+
+    def update_roster(self, launch: TornadoLaunch, body: dict) -> None:
+        """A teacher's launch of a course that offers its roster: fill the class with it (a failure is logged;
+        the launch goes on)."""
+        if not who.teaches(body.get(who.CLAIM + "roles") or []) or not launch.has_nrps():
+            return
+        classroom = current_classroom()
+        class_code = who.from_launch(classroom.secret, body, "/").class_code
+        try:
+            joined = fill_roster(launch, classroom.store, classroom.secret, class_code)
+        except (LtiException, requests.RequestException, StoreUnavailable, ValueError) as error:
+            log.warning("LTI roster of class %s not read: %s", class_code, error)
+            return
+        log.info("LTI roster: %d learner(s) in class %s", joined, class_code)
 
     def target(self, link: object) -> str:
         """The page the launch names (target_link_uri), if it is one of ours; else the index."""

@@ -17,6 +17,7 @@ import jwt
 import pytest
 import requests
 
+from blocktrace.app.classroom.store import EventStore, default_url
 from blocktrace.app.lti import who
 from blocktrace.app.server.catalogue import explorable
 from tests.conftest import ROOT, Server, module_server
@@ -381,3 +382,42 @@ def test_the_picker_refuses_students_strangers_and_other_pages(lti_server: Serve
     assert elsewhere.status_code == 200 and "another page" in elsewhere.text
     assert "<script>" not in requests.post(lti_server.url("/lti/pick"), data={
         "launch_id": launch_id, "route": "/explorables/block-floor", "state": "<script>" + "x" * 2100}).text
+
+
+# --- the roster (Names and Role Provisioning Services) -------------------------------------------------
+
+NRPS = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+
+
+def test_a_teachers_launch_fills_the_class_with_the_lms_roster(lti_server: Server, lms: TestPlatform) -> None:
+    lms.members = [
+        {"user_id": "student-1", "roles": [LEARNER], "name": "Ada Lovelace", "status": "Active"},
+        {"user_id": "student-2", "roles": [LEARNER], "given_name": "Alan", "family_name": "Turing"},
+        {"user_id": "student-3", "roles": [LEARNER], "name": "<b>Grace</b>", "status": "Active"},
+        {"user_id": "student-4", "roles": [LEARNER], "name": "Gone", "status": "Inactive"},
+        {"user_id": "teacher-1", "roles": [INSTRUCTOR], "name": "Prof. Teacher", "status": "Active"},
+    ]
+    before = lms.token_requests
+    answer = good_launch(lti_server, lms, sub="teacher-1", **{
+        who.CLAIM + "roles": [INSTRUCTOR],
+        NRPS: {"context_memberships_url": lms.url + "/memberships", "service_versions": ["2.0"]}})[2]
+    assert answer.status_code == 303 and lms.token_requests == before + 1
+    secret = lti_server.secret()
+    course = who.class_for(secret, lms.issuer, lms.deployment_id, "course-101")
+    with EventStore(default_url(lti_server.data_dir)) as store:
+        names = {user: store.display_name(course, who.learner_for(secret, lms.issuer, user))
+                 for user in ("student-1", "student-2", "student-3", "student-4", "teacher-1")}
+    assert names == {"student-1": "Ada Lovelace", "student-2": "Alan Turing", "student-3": "<b>Grace</b>",
+                     "student-4": None, "teacher-1": None}
+    browser = requests.Session()
+    browser.get(lti_server.url("/teacher/lti"), params={"lti": _token(answer)})
+    room = browser.get(lti_server.url("/teacher"), params={"class": course}).text
+    assert "Ada Lovelace" in room and "&lt;b&gt;Grace&lt;/b&gt;" in room and "<b>Grace</b>" not in room
+
+
+def test_a_roster_the_lms_will_not_give_does_not_stop_the_launch(lti_server: Server, lms: TestPlatform) -> None:
+    answer = good_launch(lti_server, lms, sub="teacher-1", **{
+        who.CLAIM + "roles": [INSTRUCTOR],
+        NRPS: {"context_memberships_url": lms.url + "/no-such-roster", "service_versions": ["2.0"]}})[2]
+    assert answer.status_code == 303
+    assert "LTI roster of class" in lti_server.log() and "Traceback" not in lti_server.log()

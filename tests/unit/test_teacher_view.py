@@ -53,7 +53,8 @@ def test_roster_says_who_is_where_and_escapes_names():
     assert html.count("not yet") == 3  # two "not yet" committed, one never active
     everyone = roster_table(summary(roster=[entry("Ada", ["predict"], last=NOW)]), NOW)
     assert "Roster: 1 learner, everyone has committed" in everyone
-    assert "Nobody has started this lesson yet" in roster_table(summary(roster=[entry("Idle")]), NOW)
+    idle = roster_table(summary(roster=[entry("Idle")]), NOW)
+    assert "Nobody has started this lesson yet" in idle and ">Idle</th>" in idle  # who is still to start
     assert "Nobody has joined this class yet" in roster_table(summary(), NOW)
 
 
