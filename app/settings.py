@@ -90,6 +90,8 @@ class Settings:
     max_races: int = _setting(64, "races training at once in one server process; a new one beyond is refused")
     race_niceness: int = _setting(10, "how much nicer than the server the race workers run (os.nice), so the "
                                       "students' sliders come first")
+    lti_grades_every: float = _setting(10.0, "seconds between two rounds of scores sent to the LMSs' gradebooks "
+                                             "(app/lti/grades.py)")
     race_session_work: int = _setting(480_000, "floor-steps one page may train over all its races (a step of an "
                                                "n-floor model counts n; the default is 20 races of 12 floors)")
     # How often an open page looks for news (app/lessons/page.py, app/server/session_setup.py)

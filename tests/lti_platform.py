@@ -56,6 +56,9 @@ class TestPlatform:
         self.members: list[dict[str, Any]] = []  # the course's roster (Names and Role Provisioning Services)
         self.tokens: dict[str, str] = {}  # access token -> the scopes it was granted
         self.token_requests = 0
+        self.line_items: list[dict[str, Any]] = []  # the course's gradebook columns
+        self.scores: list[tuple[str, dict[str, Any]]] = []  # (line item id, score) as posted
+        self.down = False  # the gradebook answers 503 (an LMS outage)
         platform = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -73,6 +76,9 @@ class TestPlatform:
                     self._send(200, "text/html", platform.form_post(query))
                 elif parts.path == "/course":
                     self._send(200, "text/html", platform.course_page(dict(parse_qsl(parts.query))))
+                elif parts.path == "/lineitems":
+                    status, body = platform.lineitems_list(self.headers.get("Authorization", ""))
+                    self._send(status, "application/vnd.ims.lis.v2.lineitemcontainer+json", json.dumps(body))
                 elif parts.path == "/memberships":
                     status, body = platform.memberships(self.headers.get("Authorization", ""),
                                                         self.headers.get("Accept", ""))
@@ -82,9 +88,13 @@ class TestPlatform:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                form = dict(parse_qsl(self.rfile.read(length).decode("utf-8")))
-                if urlsplit(self.path).path == "/token":
-                    status, body = platform.token(form)
+                text = self.rfile.read(length).decode("utf-8")
+                path = urlsplit(self.path).path
+                if path == "/token":
+                    status, body = platform.token(dict(parse_qsl(text)))
+                    self._send(status, "application/json", json.dumps(body))
+                elif path.startswith("/lineitems"):
+                    status, body = platform.ags_post(path, self.headers.get("Authorization", ""), text)
                     self._send(status, "application/json", json.dumps(body))
                 else:
                     self._send(404, "text/plain", "not found")
@@ -143,6 +153,37 @@ class TestPlatform:
         access = uuid.uuid4().hex
         self.tokens[access] = form.get("scope", "")
         return 200, {"access_token": access, "token_type": "Bearer", "expires_in": 3600, "scope": self.tokens[access]}
+
+    def _granted(self, authorization: str, scope: str) -> bool:
+        return scope in self.tokens.get(authorization.removeprefix("Bearer "), "").split()
+
+    def lineitems_list(self, authorization: str) -> tuple[int, Any]:
+        if self.down:
+            return 503, {"error": "the gradebook is down"}
+        if not self._granted(authorization, "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"):
+            return 401, {"error": "no line item scope"}
+        return 200, self.line_items
+
+    def ags_post(self, path: str, authorization: str, raw: str) -> tuple[int, Any]:
+        """POST /lineitems makes a column; POST /lineitems/N/scores records a score in it."""
+        if self.down:
+            return 503, {"error": "the gradebook is down"}
+        body = json.loads(raw or "{}")
+        if path == "/lineitems":
+            if not self._granted(authorization, "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"):
+                return 401, {"error": "no line item scope"}
+            item = {**body, "id": f"{self.url}/lineitems/{len(self.line_items) + 1}"}
+            self.line_items.append(item)
+            return 201, item
+        if path.endswith("/scores"):
+            if not self._granted(authorization, "https://purl.imsglobal.org/spec/lti-ags/scope/score"):
+                return 401, {"error": "no score scope"}
+            item_id = self.url + path.removesuffix("/scores")
+            if all(item["id"] != item_id for item in self.line_items):
+                return 404, {"error": "no such line item"}
+            self.scores.append((item_id, body))
+            return 200, {}
+        return 404, {"error": "not found"}
 
     def memberships(self, authorization: str, accept: str) -> tuple[int, dict]:
         scopes = self.tokens.get(authorization.removeprefix("Bearer "), "")

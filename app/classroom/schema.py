@@ -39,8 +39,8 @@ from sqlalchemy import (
 
 __all__ = [
     "CODE_LEN", "ID_LEN", "KEY_LEN", "MIGRATIONS", "NAME_LEN", "SCHEMA_VERSION", "SchemaTooNew", "class_epochs",
-    "classes", "current_version", "events", "learners", "lti_values", "metadata", "paces", "predictions", "reveals",
-    "schema_version", "upgrade",
+    "classes", "current_version", "deliveries", "events", "learners", "lti_links", "lti_values", "metadata",
+    "paces", "predictions", "reveals", "schema_version", "upgrade",
 ]
 
 # Column widths, enforced in Python too (SQLite ignores VARCHAR lengths, PostgreSQL refuses).
@@ -161,6 +161,37 @@ def _v5_lti_values(metadata: MetaData) -> Table:
 
 
 lti_values = _v5_lti_values(metadata)
+
+
+def _v6_lti_links(metadata: MetaData) -> Table:
+    """Where a learner's scores go: the LMS user and course service an LTI launch named (app/lti/grades.py)."""
+    return Table(
+        "lti_links", metadata,
+        Column("class_code", String(CODE_LEN), nullable=False),
+        Column("learner_id", String(ID_LEN), nullable=False),
+        Column("link", Text, nullable=False),  # JSON: issuer, client id, the LMS's user id, line items URL, scopes
+        Column("updated_at", DateTime(timezone=True), nullable=False),
+        PrimaryKeyConstraint("class_code", "learner_id"),
+    )
+
+
+def _v6_deliveries(metadata: MetaData) -> Table:
+    """What the server must send elsewhere (a score to an LMS), kept until it is sent: retried, never lost."""
+    return Table(
+        "deliveries", metadata,
+        Column("id", String(LTI_KEY_LEN), primary_key=True),  # what it is: the same delivery is kept once
+        Column("kind", String(KEY_LEN), nullable=False),
+        Column("payload", Text, nullable=False),  # JSON
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("attempts", Integer, nullable=False),
+        Column("next_at", DateTime(timezone=True), nullable=False, index=True),  # not tried before this
+        Column("delivered_at", DateTime(timezone=True), nullable=True),
+        Column("last_error", Text, nullable=True),
+    )
+
+
+lti_links = _v6_lti_links(metadata)
+deliveries = _v6_deliveries(metadata)
 classes = _tables["classes"]
 class_epochs = _tables["class_epochs"]
 learners = _tables["learners"]
@@ -200,6 +231,13 @@ def _add_lti_values(conn: Connection) -> None:
     _v5_lti_values(MetaData()).create(conn)
 
 
+def _add_deliveries(conn: Connection) -> None:
+    """Version 6: lti_links (where a learner's scores go) and deliveries (what is still to be sent)."""
+    frozen = MetaData()
+    _v6_lti_links(frozen).create(conn)
+    _v6_deliveries(frozen).create(conn)
+
+
 Migration = Callable[[Connection], None]
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _create_v1),
@@ -207,6 +245,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (3, _add_paces),
     (4, _add_recent_index),
     (5, _add_lti_values),
+    (6, _add_deliveries),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

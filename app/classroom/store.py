@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import URL, Connection, delete, func, select, update
+from sqlalchemy import URL, Connection, case, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from blocktrace.app.classroom import schema
@@ -84,8 +84,10 @@ from blocktrace.app.classroom.identity import clean_display_name
 from blocktrace.app.classroom.schema import (
     class_epochs,
     classes,
+    deliveries,
     events,
     learners,
+    lti_links,
     lti_values,
     paces,
     predictions,
@@ -339,6 +341,83 @@ class EventStore:
             taken = conn.execute(delete(lti_values).where(lti_values.c.key == key)
                                  .returning(lti_values.c.expires_at)).first()
         return taken is not None and as_utc(taken[0]) >= _now()
+
+    def lti_link(self, class_code: str, learner_id: str, link: Mapping[str, Any]) -> None:
+        """Keep where this learner's scores go (the newest launch's), replacing what was kept."""
+        check_class_code(class_code)
+        check_learner_id(learner_id)
+        stmt = self._insert(lti_links).values(class_code=class_code, learner_id=learner_id,
+                                              link=json.dumps(dict(link), sort_keys=True), updated_at=_now())
+        with self._write("keep a learner's LMS link") as conn:
+            conn.execute(stmt.on_conflict_do_update(index_elements=["class_code", "learner_id"], set_={
+                "link": stmt.excluded.link, "updated_at": stmt.excluded.updated_at}))
+
+    def lti_links(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """Every kept link: (class, learner, link)."""
+        with self._read("read the LMS links") as conn:
+            rows = conn.execute(select(lti_links.c.class_code, lti_links.c.learner_id, lti_links.c.link)).all()
+        return [(row.class_code, row.learner_id, json.loads(row.link)) for row in rows]
+
+    def lesson_events(self, class_code: str, learner_ids: Sequence[str]) -> list[tuple[str, str, str, Any]]:
+        """(learner, lesson, kind, payload) of these learners' events in lessons, this epoch of the class."""
+        with self._read("read the learners' lesson events") as conn:
+            rows = conn.execute(
+                select(events.c.learner_id, events.c.lesson, events.c.kind, events.c.payload)
+                .where(events.c.class_code == class_code, events.c.epoch == self._epoch(conn, class_code),
+                       events.c.learner_id.in_(list(learner_ids)), events.c.lesson.is_not(None))).all()
+        out = []
+        for row in rows:
+            try:
+                out.append((row.learner_id, row.lesson, row.kind, json.loads(row.payload)))
+            except ValueError:
+                continue
+        return out
+
+    def enqueue(self, kind: str, items: Sequence[tuple[str, Mapping[str, Any]]], now: datetime | None = None) -> int:
+        """Keep deliveries (id, payload) until they are sent, due from `now`; an id already kept is not kept again.
+        How many are new."""
+        now = now or _now()
+        added = 0
+        with self._write("keep deliveries") as conn:
+            for delivery_id, payload in items:
+                stmt = self._insert(deliveries).values(
+                    id=delivery_id, kind=kind, payload=json.dumps(dict(payload), sort_keys=True), created_at=now,
+                    attempts=0, next_at=now).on_conflict_do_nothing(index_elements=["id"]).returning(deliveries.c.id)
+                added += conn.execute(stmt).first() is not None
+        return added
+
+    def claim_deliveries(self, kind: str, limit: int, lease_s: float,
+                         now: datetime | None = None) -> list[tuple[str, int, dict[str, Any]]]:
+        """Up to `limit` deliveries of `kind` due now, oldest first, each held for `lease_s` (another process
+        does not take it meanwhile): (id, attempts so far, payload)."""
+        now = now or _now()
+        with self._write("claim deliveries") as conn:
+            rows = conn.execute(select(deliveries.c.id, deliveries.c.attempts, deliveries.c.payload).where(
+                deliveries.c.kind == kind, deliveries.c.delivered_at.is_(None), deliveries.c.next_at <= now)
+                .order_by(deliveries.c.created_at, deliveries.c.id).limit(limit)).all()
+            if rows:
+                conn.execute(update(deliveries).where(deliveries.c.id.in_([r.id for r in rows]))
+                             .values(next_at=now + timedelta(seconds=lease_s)))
+        return [(row.id, row.attempts, json.loads(row.payload)) for row in rows]
+
+    def delivered(self, delivery_id: str, now: datetime | None = None) -> None:
+        with self._write("mark a delivery sent") as conn:
+            conn.execute(update(deliveries).where(deliveries.c.id == delivery_id).values(
+                delivered_at=now or _now(), attempts=deliveries.c.attempts + 1, last_error=None))
+
+    def retry_later(self, delivery_id: str, error: str, next_at: datetime) -> None:
+        with self._write("put a delivery back") as conn:
+            conn.execute(update(deliveries).where(deliveries.c.id == delivery_id).values(
+                next_at=next_at, attempts=deliveries.c.attempts + 1, last_error=error[:500]))
+
+    def delivery_counts(self, kind: str, prefix: str = "") -> tuple[int, int]:
+        """(waiting, of them failed at least once) for deliveries of `kind` not sent yet (ids starting `prefix`)."""
+        with self._read("count deliveries") as conn:
+            waiting, failed = conn.execute(select(
+                func.count(), func.coalesce(func.sum(case((deliveries.c.attempts > 0, 1), else_=0)), 0))
+                .where(deliveries.c.kind == kind, deliveries.c.delivered_at.is_(None),
+                       deliveries.c.id.startswith(prefix, autoescape=True))).one()
+        return int(waiting), int(failed)
 
     def learner_count(self, class_code: str) -> int:
         """How many learners joined the class's current epoch."""

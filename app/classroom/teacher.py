@@ -35,6 +35,7 @@ from blocktrace.app.classroom.teacher_view import (
     teacher_href,
 )
 from blocktrace.app.lessons.loading import load_lessons
+from blocktrace.app.lti.grades import KIND as SCORES
 from blocktrace.app.lti.teacher_room import lti_class
 from blocktrace.app.server import predict_links
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
@@ -143,7 +144,11 @@ class DashboardHandler(TeacherHandler):
 
     def _body(self, store, code: str, token: str) -> str:
         theme = self.theme()
-        parts = [class_links(sorted(set(store.class_codes()) | {code}), code, theme)]
+        codes = [code] if self.lti_class else sorted(set(store.class_codes()) | {code})  # an LMS's: its own only
+        parts = [class_links(codes, code, theme)]
+        if code.startswith("lti-"):  # a course launched from an LMS: its scores on their way to the gradebook
+            waiting, failed = store.delivery_counts(SCORES, prefix=f"score:{code}:")
+            parts.append(render("scores_waiting.html", waiting=waiting, failed=failed))
         questions = {question_id(eid): (spec.title(), spec.choices()) for eid, spec in EXPLORABLE_SPECS.items()}
         paces = store.current_paces()  # one read for every lesson's pacing
         for lesson in load_lessons():

@@ -29,11 +29,12 @@ from tornado.web import RequestHandler
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import StoreUnavailable
-from blocktrace.app.lti import content_picker, platforms, tool_keys, who
+from blocktrace.app.lti import content_picker, grades, platforms, tool_keys, who
 from blocktrace.app.lti.launch_store import StoreLaunchData
 from blocktrace.app.lti.roster import fill_roster
 from blocktrace.app.lti.teacher_room import teacher_room_patterns
 from blocktrace.app.lti.tornado_adapter import KeySets, NeedsPlatformStorage, TornadoLaunch, TornadoLogin
+from blocktrace.app.settings import settings
 
 __all__ = ["LtiSetup", "canvas_config", "lti_patterns", "tool_urls"]
 
@@ -96,6 +97,11 @@ def canvas_config(base: str) -> dict:
 class _LtiHandler(RequestHandler):
     def initialize(self, setup: LtiSetup) -> None:
         self.setup = setup
+
+    def prepare(self) -> None:
+        classroom = current_classroom()
+        if classroom is not None:  # this process sends the scores its store keeps (also those from before a restart)
+            grades.GradeSender.ensure(classroom.store, self.setup.data_dir, settings().lti_grades_every)
 
     def base(self) -> str:
         return f"{self.request.protocol}://{self.request.host}"
@@ -194,6 +200,7 @@ class LaunchHandler(_LtiHandler):
             launch.set_launch_data_lifetime(PICK_SECONDS)  # kept for a deep-linking launch's pick
             body = launch.validate().get_launch_data()
             self.update_roster(launch, body)
+            self.keep_score_link(launch, body)
             return body, launch.get_launch_id()
 
         try:
@@ -231,6 +238,15 @@ class LaunchHandler(_LtiHandler):
             self.redirect(f"/lti/teacher?{token}", status=303)
         else:
             self.redirect(target + ("&" if "?" in target else "?") + token, status=303)
+
+    def keep_score_link(self, launch: TornadoLaunch, body: dict) -> None:
+        """A learner's launch from a course that takes scores: keep where their scores go (grades.py)."""
+        link = grades.link_from_launch(body, launch.get_client_id())
+        if link is None or who.teaches(body.get(who.CLAIM + "roles") or []):
+            return
+        classroom = current_classroom()
+        launched = who.from_launch(classroom.secret, body, "/")
+        classroom.store.lti_link(launched.class_code, launched.learner_id, link)
 
     def update_roster(self, launch: TornadoLaunch, body: dict) -> None:
         """A teacher's launch of a course that offers its roster: fill the class with it (a failure is logged;

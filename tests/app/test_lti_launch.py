@@ -307,7 +307,13 @@ def test_an_instructor_enters_the_room_of_their_course_only_without_the_password
     course = who.read_token(lti_server.secret(), token).class_code
     assert enter.status_code == 302 and enter.headers["Location"] == f"/teacher?class={course}"
     room = browser.get(lti_server.url(enter.headers["Location"]))
-    assert room.status_code == 200 and course in room.text
+    assert room.status_code == 200 and course in room.text and "period-3" not in room.text
+    assert "every score so far has been sent" in room.text
+    with EventStore(default_url(lti_server.data_dir)) as store:
+        store.enqueue("lti-score", [(f"score:{course}:x:transformer-block:1", {}),
+                                    ("score:lti-someone-else:x:transformer-block:1", {})])
+    room = browser.get(lti_server.url(enter.headers["Location"]))
+    assert "1 score waiting to be sent" in room.text
     other = browser.get(lti_server.url("/teacher"), params={"class": "period-3"}, allow_redirects=False)
     assert other.status_code == 302 and f"class={course}" in other.headers["Location"]
     export = browser.get(lti_server.url("/teacher/events.csv"), allow_redirects=False)
@@ -421,3 +427,19 @@ def test_a_roster_the_lms_will_not_give_does_not_stop_the_launch(lti_server: Ser
         NRPS: {"context_memberships_url": lms.url + "/no-such-roster", "service_versions": ["2.0"]}})[2]
     assert answer.status_code == 303
     assert "LTI roster of class" in lti_server.log() and "Traceback" not in lti_server.log()
+
+
+def test_a_learners_launch_keeps_where_their_scores_go(lti_server: Server, lms: TestPlatform) -> None:
+    scopes = ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
+              "https://purl.imsglobal.org/spec/lti-ags/scope/score"]
+    answer = good_launch(lti_server, lms, sub="student-9", **{
+        "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": {"lineitems": lms.url + "/lineitems",
+                                                                    "scope": scopes}})[2]
+    assert answer.status_code == 303
+    secret = lti_server.secret()
+    learner = who.learner_for(secret, lms.issuer, "student-9")
+    with EventStore(default_url(lti_server.data_dir)) as store:
+        links = {(c, lid): link for c, lid, link in store.lti_links()}
+    course = who.class_for(secret, lms.issuer, lms.deployment_id, "course-101")
+    assert links[(course, learner)] == {"issuer": lms.issuer, "client_id": lms.client_id, "user_id": "student-9",
+                                        "lineitems": lms.url + "/lineitems", "scope": scopes}
