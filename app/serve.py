@@ -36,6 +36,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unused-session-lifetime", type=int, default=UNUSED_LIFETIME_MS, metavar="MS",
                         help="how long the page of a closed tab (or of a request no browser followed) is kept "
                              f"before its memory is freed, in milliseconds (default {UNUSED_LIFETIME_MS}, Bokeh's)")
+    parser.add_argument("--xapi-endpoint", default=None, metavar="URL",
+                        help="send learning records (xAPI 1.0.3) to this LRS, e.g. https://lrs.example.edu/xAPI/, as "
+                             "BLOCKTRACE_XAPI_USERNAME with BLOCKTRACE_XAPI_PASSWORD")
+    parser.add_argument("--public-url", default=None, metavar="URL",
+                        help="the address students reach this server at, for learning records' activity ids "
+                             "(default http://ADDRESS:PORT)")
     parser.add_argument("--use-xheaders", action="store_true",
                         help="trust X-Forwarded-For from a load balancer in front (for the teacher-login limit)")
 
@@ -63,6 +69,21 @@ PASSWORD_ENV = "BLOCKTRACE_TEACHER_PASSWORD"
 SECRET_ENV = "BLOCKTRACE_SECRET"  # the same value on every machine behind one load balancer
 
 
+def xapi_target(args: argparse.Namespace):
+    """The LRS learning records go to (--xapi-endpoint), or None."""
+    if not args.xapi_endpoint:
+        return None
+    from blocktrace.app.settings import settings
+    from blocktrace.app.xapi.delivery import XapiTarget
+
+    public = (args.public_url or f"http://{args.address}:{args.port}").rstrip("/")
+    for name, url in (("--xapi-endpoint", args.xapi_endpoint), ("--public-url", public)):
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{name} must be an http:// or https:// URL, got {url!r}")
+    found = settings()
+    return XapiTarget(args.xapi_endpoint, found.xapi_username, found.xapi_password, public, found.xapi_names)
+
+
 def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes | None, Path | None]:
     """Configure the store and /teacher; returns the extra routes, a password to print (if generated), the
     server's secret and its data dir (None and None with --no-classroom)."""
@@ -79,7 +100,8 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes |
     data_dir = private_data_dir(Path(args.data_dir or DATA_DIR_NAME).resolve())
     secret_text = os.environ.get(SECRET_ENV)
     secret = secret_text.encode("utf-8") if secret_text else load_or_create_secret(data_dir)
-    configure(ClassroomSettings(db_url=args.db or default_url(data_dir), secret=secret))
+    configure(ClassroomSettings(db_url=args.db or default_url(data_dir), secret=secret, data_dir=data_dir,
+                                xapi=xapi_target(args)))
     password = args.teacher_password or os.environ.get(PASSWORD_ENV)
     generated = None
     if not password:  # also on localhost: a classroom server is often restarted with --address later
@@ -156,7 +178,11 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_logs.install()
-    teacher_routes, generated, secret, data_dir = classroom_setup(args)
+    try:
+        teacher_routes, generated, secret, data_dir = classroom_setup(args)
+    except ValueError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 2
     print(f"blocktrace: serving on http://{args.address}:{args.port}/  (Ctrl-C to stop)", flush=True)
     if generated:
         print(f"blocktrace: teacher page http://{args.address}:{args.port}/teacher  password: {generated}", flush=True)

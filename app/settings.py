@@ -92,6 +92,11 @@ class Settings:
                                       "students' sliders come first")
     lti_grades_every: float = _setting(10.0, "seconds between two rounds of scores sent to the LMSs' gradebooks "
                                              "(app/lti/grades.py)")
+    xapi_every: float = _setting(2.0, "seconds between two rounds of learning records sent to the LRS "
+                                      "(app/xapi/delivery.py)")
+    xapi_username: str = _setting("", "the user blocktrace posts learning records to the LRS as (--xapi-endpoint)")
+    xapi_password: str = _setting("", "... and its password")
+    xapi_names: bool = _setting(False, "learners' names go into their learning records (off: an account id only)")
     race_session_work: int = _setting(480_000, "floor-steps one page may train over all its races (a step of an "
                                                "n-floor model counts n; the default is 20 races of 12 floors)")
     # How often an open page looks for news (app/lessons/page.py, app/server/session_setup.py)

@@ -10,10 +10,13 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from blocktrace.app.classroom.outbox import Outbox
+from blocktrace.app.classroom.senders import Sender
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable
 from blocktrace.app.classroom.store_thread import StoreThread
+from blocktrace.app.xapi.delivery import XapiTarget
 
 __all__ = ["Classroom", "ClassroomSettings", "configure", "current"]
 
@@ -28,6 +31,8 @@ class Classroom:
     secret: bytes
     outbox: Outbox = field(init=False)
     thread: StoreThread = field(init=False)
+    senders: list[Sender] = field(default_factory=list)  # scores and learning records sent by this process
+    lrs: str | None = None  # where learning records go (the teacher's room shows how many wait)
 
     def __post_init__(self) -> None:
         self.outbox = Outbox(self.store)
@@ -36,10 +41,13 @@ class Classroom:
 
 @dataclass(frozen=True)
 class ClassroomSettings:
-    """Where the store is and the server's secret: all a worker needs to open its own classroom."""
+    """Where the store is and the server's secret: all a worker needs to open its own classroom; and, for a
+    server that sends, its data dir (LMS platforms and keys: scores) and its learning record store."""
 
     db_url: str
     secret: bytes
+    data_dir: Path | None = None  # with it, scores go to the LMSs' gradebooks (app/lti/grades.py)
+    xapi: XapiTarget | None = None  # with it, learning records go to this LRS (app/xapi/delivery.py)
 
 
 _settings: ClassroomSettings | None = None
@@ -68,7 +76,35 @@ def current() -> Classroom | None:
         if _classroom is None or _pid != os.getpid():
             _classroom, _pid = Classroom(EventStore(_settings.db_url), _settings.secret), os.getpid()
             _classroom.thread.submit(_classroom.store.upgrade, _upgraded)
+            _classroom.senders = _start_senders(_classroom.store, _settings)
+            _classroom.lrs = _settings.xapi.endpoint if _settings.xapi is not None else None
         return _classroom
+
+
+def _start_senders(store: EventStore, configured: ClassroomSettings) -> list[Sender]:
+    """This process's senders: scores to LMSs (when a data dir is set) and learning records (when an LRS is)."""
+    from blocktrace.app.lti import grades
+    from blocktrace.app.settings import settings
+    from blocktrace.app.xapi import delivery
+
+    senders = []
+    if configured.data_dir is not None:
+        data_dir = configured.data_dir
+
+        def scores() -> None:
+            if grades.queue_scores(store) or store.delivery_counts(grades.KIND)[0]:
+                grades.send_scores(store, data_dir)
+
+        senders.append(Sender("lti-scores", settings().lti_grades_every, scores))
+    if configured.xapi is not None:
+        target = configured.xapi
+
+        def statements() -> None:
+            delivery.queue_statements(store, target)
+            delivery.send_statements(store, target)
+
+        senders.append(Sender("xapi", settings().xapi_every, statements))
+    return senders
 
 
 def _upgraded(result: object) -> None:

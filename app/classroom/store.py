@@ -373,6 +373,27 @@ class EventStore:
                 continue
         return out
 
+    def events_after(self, after: datetime, limit: int = 5000) -> list[dict[str, Any]]:
+        """Events stored after `after` (any class, any epoch), oldest first, with the learner's display name."""
+        with self._read("read the newest events") as conn:
+            rows = conn.execute(
+                select(events.c.id, events.c.created_at, events.c.class_code, events.c.epoch, events.c.learner_id,
+                       events.c.lesson, events.c.explorable, events.c.kind, events.c.payload,
+                       learners.c.display_name)
+                .join(learners, (learners.c.class_code == events.c.class_code) & (learners.c.epoch == events.c.epoch)
+                      & (learners.c.id == events.c.learner_id), isouter=True)
+                .where(events.c.created_at > after).order_by(events.c.created_at, events.c.id).limit(limit)).all()
+        out = []
+        for row in rows:
+            try:
+                payload = json.loads(row.payload)
+            except ValueError:
+                continue
+            out.append({"id": row.id, "created_at": as_utc(row.created_at), "class_code": row.class_code,
+                        "learner_id": row.learner_id, "lesson": row.lesson, "explorable": row.explorable,
+                        "kind": row.kind, "payload": payload, "name": row.display_name})
+        return out
+
     def enqueue(self, kind: str, items: Sequence[tuple[str, Mapping[str, Any]]], now: datetime | None = None) -> int:
         """Keep deliveries (id, payload) until they are sent, due from `now`; an id already kept is not kept again.
         How many are new."""

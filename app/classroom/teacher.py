@@ -40,6 +40,7 @@ from blocktrace.app.lti.teacher_room import lti_class
 from blocktrace.app.server import predict_links
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import question_id
+from blocktrace.app.xapi.delivery import KIND as RECORDS
 
 __all__ = ["Guard", "generate_password", "teacher_patterns"]  # Guard lives in login_guard; serve imports it here
 
@@ -149,6 +150,10 @@ class DashboardHandler(TeacherHandler):
         if code.startswith("lti-"):  # a course launched from an LMS: its scores on their way to the gradebook
             waiting, failed = store.delivery_counts(SCORES, prefix=f"score:{code}:")
             parts.append(render("scores_waiting.html", waiting=waiting, failed=failed))
+        lrs = current_classroom().lrs
+        if lrs:  # the school's learning record store: the server's statements on their way there
+            waiting, failed = store.delivery_counts(RECORDS)
+            parts.append(render("records_waiting.html", lrs=lrs, waiting=waiting, failed=failed))
         questions = {question_id(eid): (spec.title(), spec.choices()) for eid, spec in EXPLORABLE_SPECS.items()}
         paces = store.current_paces()  # one read for every lesson's pacing
         for lesson in load_lessons():

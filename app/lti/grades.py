@@ -9,13 +9,12 @@
 - `send_scores` posts due deliveries with PyLTI1p3 (the line item "blocktrace: <lesson>" found by its tag, made
   once), and puts a failed one back with a growing wait (BACKOFF_S doubling up to MAX_BACKOFF_S): an LMS that is
   down, or a server restart, loses nothing.
-- `GradeSender` does both every `every` seconds on a thread of its own, in each server process.
+- app/classroom/senders.py runs both every few seconds on a thread of its own, in each server process.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,11 +29,10 @@ from pylti1p3.service_connector import ServiceConnector
 
 from blocktrace.app.classroom.class_summary import STEP_KINDS, STEPS
 from blocktrace.app.classroom.store import EventStore
-from blocktrace.app.classroom.store_engine import StoreUnavailable
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.lti import platforms, tool_keys
 
-__all__ = ["AGS", "KIND", "GradeSender", "link_from_launch", "queue_scores", "send_scores"]
+__all__ = ["AGS", "KIND", "link_from_launch", "queue_scores", "send_scores"]
 
 log = logging.getLogger("blocktrace.lti")
 
@@ -137,40 +135,3 @@ def send_scores(store: EventStore, data_dir: Path, now: datetime | None = None,
     if failed:
         log.warning("LTI scores: %d sent, %d put back to try again", sent, failed)
     return sent, failed
-
-
-class GradeSender:
-    """Queues and sends scores every `every` seconds on a daemon thread of this process."""
-
-    _started: dict[int, GradeSender] = {}
-    _lock = threading.Lock()
-
-    def __init__(self, store: EventStore, data_dir: Path, every: float) -> None:
-        self.store, self.data_dir, self.every = store, Path(data_dir), every
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True, name="blocktrace-lti-grades")
-
-    @classmethod
-    def ensure(cls, store: EventStore, data_dir: Path, every: float) -> GradeSender:
-        """This process's sender (one per process, started on first use, also after a fork)."""
-        import os
-
-        with cls._lock:
-            sender = cls._started.get(os.getpid())
-            if sender is None:
-                sender = cls._started[os.getpid()] = cls(store, data_dir, every)
-                sender.thread.start()
-        return sender
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                queue_scores(self.store)
-                send_scores(self.store, self.data_dir)
-            except StoreUnavailable as error:
-                log.warning("LTI scores wait for the class database: %s", error)
-            except Exception as error:  # noqa: BLE001 - a sender that died would keep every grade: say so, go on
-                log.error("LTI scores: %s: %s; the sender goes on", type(error).__name__, error)
-
-    def stop(self) -> None:
-        self._stop.set()

@@ -34,7 +34,6 @@ from blocktrace.app.lti.launch_store import StoreLaunchData
 from blocktrace.app.lti.roster import fill_roster
 from blocktrace.app.lti.teacher_room import teacher_room_patterns
 from blocktrace.app.lti.tornado_adapter import KeySets, NeedsPlatformStorage, TornadoLaunch, TornadoLogin
-from blocktrace.app.settings import settings
 
 __all__ = ["LtiSetup", "canvas_config", "lti_patterns", "tool_urls"]
 
@@ -97,11 +96,6 @@ def canvas_config(base: str) -> dict:
 class _LtiHandler(RequestHandler):
     def initialize(self, setup: LtiSetup) -> None:
         self.setup = setup
-
-    def prepare(self) -> None:
-        classroom = current_classroom()
-        if classroom is not None:  # this process sends the scores its store keeps (also those from before a restart)
-            grades.GradeSender.ensure(classroom.store, self.setup.data_dir, settings().lti_grades_every)
 
     def base(self) -> str:
         return f"{self.request.protocol}://{self.request.host}"
