@@ -108,6 +108,18 @@ def send_scores(store: EventStore, data_dir: Path, now: datetime | None = None,
     services: dict[tuple, AssignmentsGradesService] = {}
     lineitems: dict[tuple, LineItem] = {}
     sent = failed = 0
+    while claimed:
+        s, f = _send_batch(store, conf, claimed, services, lineitems, now, session_factory)
+        sent, failed = sent + s, failed + f
+        claimed = store.claim_deliveries(KIND, BATCH, LEASE_S, now)
+    if failed:
+        log.warning("LTI scores: %d sent, %d put back to try again", sent, failed)
+    return sent, failed
+
+
+def _send_batch(store: EventStore, conf, claimed: list, services: dict, lineitems: dict, now: datetime,
+                session_factory: Callable[[], requests.Session]) -> tuple[int, int]:
+    sent = failed = 0
     for delivery_id, attempts, payload in claimed:
         try:
             where = (payload["issuer"], payload["client_id"], payload["lineitems"], tuple(payload["scope"]))
@@ -132,6 +144,4 @@ def send_scores(store: EventStore, data_dir: Path, now: datetime | None = None,
             continue
         store.delivered(delivery_id, now)
         sent += 1
-    if failed:
-        log.warning("LTI scores: %d sent, %d put back to try again", sent, failed)
     return sent, failed
