@@ -133,8 +133,8 @@ def scores(n: int, folder: Path) -> None:
             store.lti_link(course, learner, {"issuer": lms.issuer, "client_id": lms.client_id,
                                              "user_id": f"student-{i}", "lineitems": lms.url + "/lineitems",
                                              "scope": scopes})
-            store.record(str(uuid.uuid4()), course, learner, "param", {"name": "mlp_scale", "value": 0.5},
-                         "transformer-block", "transformer-block-trace")
+            store.record(str(uuid.uuid4()), course, learner, "checkpoint",
+                         {"checkpoint": "zero-updates", "answer": "a", "correct": True}, "transformer-block", None)
         started = time.perf_counter()
         queued = grades.queue_scores(store)
         sent, failed = grades.send_scores(store, data_dir)

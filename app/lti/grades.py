@@ -3,9 +3,10 @@
 - A learner's launch keeps where their scores go (store.lti_link): the LMS user, the course's line items URL
   and the scopes the launch granted. Only a signed launch writes it, so a learner's work in one course is never
   scored in another.
-- `queue_scores` turns each linked learner's work in each lesson into a score: the lesson's steps done (predict,
-  experiment, implement with the exercise passed by its tests, explain), out of 4. Each score is a delivery whose
-  id names the class, learner, lesson and score, so the same score is kept and sent once.
+- `queue_scores` turns each linked learner's work in each lesson into a score: one point for the prediction
+  committed, one for each of the lesson's checkpoints answered, one for its exercise passed by its tests (as the
+  server checked them). Each score is a delivery whose id names the class, learner, lesson and score, so the same
+  score is kept and sent once.
 - `send_scores` posts due deliveries with PyLTI1p3 (the line item "blocktrace: <lesson>" found by its tag, made
   once), and puts a failed one back with a growing wait (BACKOFF_S doubling up to MAX_BACKOFF_S): an LMS that is
   down, or a server restart, loses nothing.
@@ -27,8 +28,8 @@ from pylti1p3.grade import Grade
 from pylti1p3.lineitem import LineItem
 from pylti1p3.service_connector import ServiceConnector
 
-from blocktrace.app.classroom.class_summary import STEP_KINDS, STEPS
 from blocktrace.app.classroom.store import EventStore
+from blocktrace.app.classroom.store_validation import PREDICTION
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.lti import platforms, tool_keys
 
@@ -58,17 +59,30 @@ def link_from_launch(body: dict[str, Any], client_id: str) -> dict[str, Any] | N
             "scope": scopes}
 
 
-def _steps(kind: str, payload: Any) -> str | None:
-    if kind == "exercise":  # implemented: the exercise passed by its tests, as the server checked them
-        ok = isinstance(payload, dict) and payload.get("checked") and payload.get("passed") is True
-        return "implement" if ok else None
-    return STEP_KINDS.get(kind)
+def _point(kind: str, payload: Any, checkpoints: frozenset[str]) -> str | None:
+    """What an event earns in its lesson: "predict", "checkpoint:<id>", "exercise", or None."""
+    if kind == PREDICTION:
+        return "predict"
+    if kind == "checkpoint" and isinstance(payload, dict) and payload.get("checkpoint") in checkpoints:
+        return f"checkpoint:{payload['checkpoint']}"
+    if kind == "exercise" and isinstance(payload, dict) and payload.get("checked") and payload.get("passed") is True:
+        return "exercise"
+    return None
+
+
+def _lessons() -> dict[str, tuple[str, frozenset[str], int]]:
+    """Each lesson: its title, its checkpoints' ids and the points it has."""
+    out = {}
+    for lesson in load_lessons():
+        checkpoints = frozenset(str(d.attrs.get("id")) for d in lesson.directives("checkpoint"))
+        out[lesson.id] = (lesson.title, checkpoints, 1 + len(checkpoints) + bool(lesson.directives("exercise")))
+    return out
 
 
 def queue_scores(store: EventStore, now: datetime | None = None) -> int:
     """Keep a delivery for every linked learner's score in each lesson they worked in; how many are new."""
     now = now or datetime.now(UTC)
-    titles = {lesson.id: lesson.title for lesson in load_lessons()}
+    lessons = _lessons()
     by_class: dict[str, dict[str, dict]] = {}
     for class_code, learner, link in store.lti_links():
         by_class.setdefault(class_code, {})[learner] = link
@@ -76,14 +90,15 @@ def queue_scores(store: EventStore, now: datetime | None = None) -> int:
     for class_code, links in by_class.items():
         done: dict[tuple[str, str], set[str]] = {}
         for learner, lesson, kind, payload in store.lesson_events(class_code, list(links)):
-            step = _steps(kind, payload)
-            if step is not None and lesson in titles:
-                done.setdefault((learner, lesson), set()).add(step)
+            point = _point(kind, payload, lessons[lesson][1]) if lesson in lessons else None
+            if point is not None:
+                done.setdefault((learner, lesson), set()).add(point)
         items = []
-        for (learner, lesson), steps in sorted(done.items()):
-            link, score = links[learner], len(steps)
+        for (learner, lesson), points in sorted(done.items()):
+            link, score = links[learner], len(points)
+            title, _, maximum = lessons[lesson]
             items.append((f"score:{class_code}:{learner}:{lesson}:{score}", {
-                **link, "lesson": lesson, "title": titles[lesson], "score": score, "maximum": len(STEPS),
+                **link, "lesson": lesson, "title": title, "score": score, "maximum": maximum,
                 "timestamp": now.isoformat(timespec="milliseconds").replace("+00:00", "Z")}))
         added += store.enqueue(KIND, items, now)
     return added

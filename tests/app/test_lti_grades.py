@@ -77,13 +77,14 @@ def test_a_learners_work_becomes_their_score_once(setup, lms: TestPlatform) -> N
     store.lti_link(course, ada, link(lms, "student-1"))
     store.commit_prediction(uuid.uuid4().hex, course, ada, "transformer-block-trace/prediction", "keep-erase", "",
                             LESSON, "transformer-block-trace")
-    work(store, course, ada, "claim", {"explorable": "transformer-block-trace", "verdict": "right"})
+    work(store, course, ada, "claim", {"explorable": "transformer-block-trace", "verdict": "right"})  # no point
+    work(store, course, ada, "checkpoint", {"checkpoint": "zero-updates", "answer": "a", "correct": False})
     assert grades.queue_scores(store, T0) == 1
     assert grades.queue_scores(store, T0) == 0  # the same score is kept once
     assert grades.send_scores(store, data_dir, T0) == (1, 0)
     [column] = lms.line_items
     assert column["label"].startswith("blocktrace: ") and column["resourceId"] == LESSON
-    assert column["scoreMaximum"] == 4 and column["tag"] == f"blocktrace-{LESSON}"
+    assert column["scoreMaximum"] == 4 and column["tag"] == f"blocktrace-{LESSON}"  # predict, 2 checkpoints, exercise
     [(item, score)] = lms.scores
     assert item == column["id"] and score["userId"] == "student-1" and score["scoreGiven"] == 2
     assert score["activityProgress"] == "InProgress" and score["gradingProgress"] == "Pending"
@@ -91,7 +92,7 @@ def test_a_learners_work_becomes_their_score_once(setup, lms: TestPlatform) -> N
     work(store, course, ada, "exercise", {"checked": True, "passed": False, "tests_passed": 3, "tests_total": 5})
     assert grades.queue_scores(store, T0) == 0  # a failing exercise is not "implemented"
     work(store, course, ada, "exercise", {"checked": True, "passed": True, "tests_passed": 5, "tests_total": 5})
-    work(store, course, ada, "explanation", {"text": "the stream keeps the input"})
+    work(store, course, ada, "checkpoint", {"checkpoint": "constant-vector", "answer": "b", "correct": True})
     assert grades.queue_scores(store, T0 + timedelta(seconds=1)) == 1
     assert grades.send_scores(store, data_dir, T0 + timedelta(seconds=1)) == (1, 0)
     assert len(lms.line_items) == 1  # the lesson's column is found by its tag, not made again
@@ -105,7 +106,7 @@ def test_an_lms_outage_and_a_restart_lose_nothing(setup, lms: TestPlatform) -> N
     learners = [who.learner_for(SECRET, lms.issuer, f"student-{i}") for i in range(3)]
     for i, learner in enumerate(learners):
         store.lti_link(course, learner, link(lms, f"student-{i}"))
-        work(store, course, learner, "claim", {"explorable": "transformer-block-trace", "verdict": "right"})
+        work(store, course, learner, "checkpoint", {"checkpoint": "zero-updates", "answer": "a", "correct": True})
     assert grades.queue_scores(store, T0) == 3
     lms.down = True
     assert grades.send_scores(store, data_dir, T0) == (0, 3)
@@ -129,7 +130,7 @@ def test_no_score_reaches_another_course(setup, lms: TestPlatform) -> None:
     ada = who.learner_for(SECRET, lms.issuer, "student-1")
     store.lti_link(course_a, ada, link(lms, "student-1", lms.url + "/lineitems?course=a"))
     store.lti_link(course_b, ada, link(lms, "student-1", lms.url + "/lineitems?course=b"))
-    work(store, course_a, ada, "claim", {"explorable": "transformer-block-trace", "verdict": "right"})
+    work(store, course_a, ada, "checkpoint", {"checkpoint": "zero-updates", "answer": "a", "correct": True})
     assert grades.queue_scores(store, T0) == 1
     [(_, _, payload)] = store.claim_deliveries(grades.KIND, 10, 0.0, T0)
     assert payload["lineitems"].endswith("course=a")
