@@ -19,7 +19,7 @@ It prints figures; it never asserts them.
 
 Measured 2026-12-04 on this project's 2-core test machine (one run): launch over HTTP median 281 ms (max 403 ms,
 20 launches); in Chromium, framed, without cookies, median 1,552 ms to the gate on screen (max 1,701 ms, 5
-launches); 100 learners' scores posted in 0.32 s (one token, one line item, 310 scores a second); 30 students for
+launches); 100 learners' scores posted in 0.32-0.44 s (one token, one line item, 228-310 scores a second); 30 students for
 30 s: 392 statements in Ralph's LRS, 8.5 a second, the outbox's backlog median 0 and at most 31, empty as soon as
 the class stopped.
 """
