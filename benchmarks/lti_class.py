@@ -17,11 +17,11 @@ usage: python benchmarks/lti_class.py [--launches 20] [--browser-launches 5] [--
    second over the window, and how long the backlog took to drain after the class stopped.
 It prints figures; it never asserts them.
 
-Measured 2026-12-04 on this project's 2-core test machine (one run): launch over HTTP median 281 ms (max 403 ms,
-20 launches); in Chromium, framed, without cookies, median 1,552 ms to the gate on screen (max 1,701 ms, 5
-launches); 100 learners' scores posted in 0.32-0.44 s (one token, one line item, 228-310 scores a second); 30 students for
-30 s: 392 statements in Ralph's LRS, 8.5 a second, the outbox's backlog median 0 and at most 31, empty as soon as
-the class stopped.
+Measured 2026-12-04 on this project's 2-core test machine: launch over HTTP median 281 ms (max 403 ms, 20
+launches); in Chromium, framed, without cookies, median 1,552 ms to the gate on screen (max 1,701 ms, 5 launches);
+100 learners' scores posted in 0.32-0.44 s (one token, one line item, 228-310 scores a second; two runs); 30
+students for 30 s: 392 statements in Ralph's LRS, 8.5 a second, the outbox's backlog median 0 and at most 31,
+empty as soon as the class stopped.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from blocktrace.app.classroom.store import EventStore, default_url  # noqa: E402
 from blocktrace.app.lti import grades, platforms, tool_keys, who  # noqa: E402
 from blocktrace.app.xapi import delivery  # noqa: E402
 from tests.conftest import start_server, stop_server  # noqa: E402
-from tests.lti_platform import TestPlatform  # noqa: E402
+from tests.lti_platform import TestPlatform, serving_json  # noqa: E402
 from tests.ralph import PASSWORD, USER, start_ralph  # noqa: E402
 
 PAGE = "/explorables/transformer-block-trace"
@@ -121,50 +121,31 @@ def scores(n: int, folder: Path) -> None:
         keys = tool_keys.load_or_create(data_dir)
         platforms.add(data_dir, platforms.Platform(lms.issuer, lms.client_id, (lms.deployment_id,),
                                                    lms.url + "/auth", lms.url + "/token", lms.url + "/jwks.json"))
-        jwks = start_jwks(keys)
-        lms.tool_url = jwks
-        store = EventStore(f"sqlite:///{data_dir}/classroom.db")
-        secret = b"k" * 32
-        course = who.class_for(secret, lms.issuer, lms.deployment_id, "course-101")
-        scopes = ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
-                  "https://purl.imsglobal.org/spec/lti-ags/scope/score"]
-        for i in range(n):
-            learner = who.learner_for(secret, lms.issuer, f"student-{i}")
-            store.lti_link(course, learner, {"issuer": lms.issuer, "client_id": lms.client_id,
-                                             "user_id": f"student-{i}", "lineitems": lms.url + "/lineitems",
-                                             "scope": scopes})
-            store.record(str(uuid.uuid4()), course, learner, "checkpoint",
-                         {"checkpoint": "zero-updates", "answer": "a", "correct": True}, "transformer-block", None)
-        started = time.perf_counter()
-        queued = grades.queue_scores(store)
-        sent, failed = grades.send_scores(store, data_dir)
-        took = time.perf_counter() - started
-        store.close()
-        print(f"scores: {n} learners' scores queued and posted in {took:.2f} s ({sent / took:.0f} a second; "
-              f"{queued} queued, {sent} sent, {failed} put back; {lms.token_requests} token request(s), "
-              f"{len(lms.line_items)} line item(s) made)")
+        with serving_json(keys.jwks) as tool:
+            lms.tool_url = tool
+            score_a_class(lms, data_dir, n)
 
 
-def start_jwks(keys) -> str:
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Jwks(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            body = json.dumps(keys.jwks()).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{httpd.server_address[1]}"
-
+def score_a_class(lms: TestPlatform, data_dir: Path, n: int) -> None:
+    store = EventStore(f"sqlite:///{data_dir}/classroom.db")
+    secret = b"k" * 32
+    course = who.class_for(secret, lms.issuer, lms.deployment_id, "course-101")
+    scopes = ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
+              "https://purl.imsglobal.org/spec/lti-ags/scope/score"]
+    for i in range(n):
+        learner = who.learner_for(secret, lms.issuer, f"student-{i}")
+        store.lti_link(course, learner, {"issuer": lms.issuer, "client_id": lms.client_id, "user_id": f"student-{i}",
+                                         "lineitems": lms.url + "/lineitems", "scope": scopes})
+        store.record(str(uuid.uuid4()), course, learner, "checkpoint",
+                     {"checkpoint": "zero-updates", "answer": "a", "correct": True}, "transformer-block", None)
+    started = time.perf_counter()
+    queued = grades.queue_scores(store)
+    sent, failed = grades.send_scores(store, data_dir)
+    took = time.perf_counter() - started
+    store.close()
+    print(f"scores: {n} learners' scores queued and posted in {took:.2f} s ({sent / took:.0f} a second; "
+          f"{queued} queued, {sent} sent, {failed} put back; {lms.token_requests} token request(s), "
+          f"{len(lms.line_items)} line item(s) made)")
 
 async def a_class(port: int, students_n: int, duration: float, store: EventStore) -> tuple[list[int], float]:
     url = f"http://127.0.0.1:{port}{ROUTE}"

@@ -109,13 +109,18 @@ def start_server(log_path: Path, *extra: str) -> Server:
     raise RuntimeError(f"the server did not answer /health within {START_TIMEOUT:.0f} s:\n{server.log()}")
 
 
-def stop_server(server: Server) -> None:
-    server.process.terminate()
+def stop_process(process: subprocess.Popen) -> None:
+    """Ask a process to end; kill it if it has not within 10 s."""
+    process.terminate()
     try:
-        server.process.wait(timeout=10)
+        process.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait(timeout=10)
+        process.kill()
+        process.wait(timeout=10)
+
+
+def stop_server(server: Server) -> None:
+    stop_process(server.process)
 
 
 def module_server(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> Iterator[Server]:

@@ -9,11 +9,16 @@ directly, not blocktrace's code, so what it signs is checked by the tool as a st
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -22,6 +27,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+ROOT = Path(__file__).resolve().parents[1]
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
 LEARNER = LIS + "membership#Learner"
@@ -246,3 +252,44 @@ class TestPlatform:
         </script>""" if query.get("storage") == "1" else ""
         return (f'<!doctype html><title>Course</title>{storage}<h1>CS 101</h1><iframe title="blocktrace" '
                 f'src="{escape(login)}" width="1200" height="850"></iframe>')
+
+
+@contextmanager
+def serving_json(make: Callable[[], Any]) -> Iterator[str]:
+    """An HTTP server on a free loopback port answering every GET with `make()` as JSON (a key set): its URL."""
+
+    class Answer(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = json.dumps(make()).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=httpd.serve_forever, daemon=True, name="test-json").start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def lti_command(data_dir: Path, *args: str) -> str:
+    """`blocktrace lti ARGS` on a server's data dir, as its admin would run it: what it prints."""
+    done = subprocess.run([sys.executable, "-m", "blocktrace.app.cli", "lti", "--data-dir", str(data_dir), *args],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@contextmanager
+def registered_platform(data_dir: Path, tool_url: str) -> Iterator[TestPlatform]:
+    """A running test LMS, registered with the server whose data dir and address are given."""
+    with TestPlatform() as platform:
+        platform.tool_url = tool_url
+        lti_command(data_dir, "add-platform", *platform.registration_args())
+        yield platform

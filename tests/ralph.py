@@ -21,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import free_port
+from tests.conftest import free_port, stop_process
 
 RALPH = "ralph-malph[lrs,cli]==5.1.0"
 VENV = Path.home() / ".cache" / "blocktrace-tests" / f"ralph-5.1.0-py{sys.version_info[0]}.{sys.version_info[1]}"
@@ -59,12 +59,7 @@ class Ralph:
         return f"http://127.0.0.1:{self.port}/xAPI/"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_process(self.process)
 
 
 def _env(folder: Path) -> dict[str, str]:

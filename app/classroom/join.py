@@ -17,8 +17,8 @@ import segno
 from blocktrace.app.classroom.identity import CLASS_CODE_PATTERN, DEFAULT_CLASS, chosen_class
 from blocktrace.app.classroom.rendering import render
 
-__all__ = ["CODE_PATTERN", "CODE_RULE", "class_of", "index_join_section", "join_link", "qr_data_uri", "student_base",
-           "teacher_card", "with_class"]
+__all__ = ["CODE_PATTERN", "CODE_RULE", "class_of", "index_join_section", "join_link", "loopback", "qr_data_uri",
+           "student_base", "teacher_card", "with_class"]
 
 CODE_RULE = "1 to 24 letters, digits, - or _"
 CODE_PATTERN = CLASS_CODE_PATTERN  # the browser's own check of the field; the server checks again
@@ -35,7 +35,7 @@ def qr_data_uri(text: str) -> str:
     return segno.make(text, error="m").svg_data_uri(scale=QR_SCALE, border=4, dark="#111111", light="#ffffff")
 
 
-def _loopback(host: str) -> bool:
+def loopback(host: str) -> bool:
     """Whether HOST[:PORT] is this computer's own address only."""
     name = urlsplit(f"//{host}").hostname or ""
     if name == "localhost":
@@ -53,10 +53,10 @@ def student_base(protocol: str, host: str, origins: Sequence[str] = ()) -> tuple
     then the first address the server accepts websockets from that is not (the one `serve` was told
     students type, `--allow-websocket-origin`).
     """
-    if not _loopback(host):
+    if not loopback(host):
         return f"{protocol}://{host}", False
     for origin in origins:
-        if not _loopback(origin):
+        if not loopback(origin):
             return f"{protocol}://{origin}", False
     return f"{protocol}://{host}", True
 

@@ -7,7 +7,6 @@ public JWKS). A launch from an issuer, client or deployment not registered here 
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import secrets
@@ -18,6 +17,7 @@ from urllib.parse import urlsplit
 
 from pylti1p3.tool_config import ToolConfDict
 
+from blocktrace.app.classroom.join import loopback
 from blocktrace.app.lti.tool_keys import ToolKeys
 
 __all__ = ["PLATFORMS_FILE", "FrameOrigins", "Platform", "Registrations", "add", "load", "remove", "tool_conf"]
@@ -26,21 +26,12 @@ PLATFORMS_FILE = "lti-platforms.json"
 MAX_TEXT = 255
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_url(name: str, url: str) -> str:
     """An https URL (http only on this machine, for trying a platform out); else ValueError saying why."""
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValueError(f"{name} must be a full https:// URL, got {url!r}")
-    if parts.scheme == "http" and not _loopback(parts.hostname):
+    if parts.scheme == "http" and not loopback(parts.netloc):
         raise ValueError(f"{name} must use https (http only for localhost), got {url!r}")
     return url
 

@@ -3,12 +3,7 @@ its OIDC login initiation, its checks of our authorisation request, and the id_t
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -23,7 +18,8 @@ from lti1p3platform.oidc_login import OIDCLoginAbstract
 from lti1p3platform.registration import Registration
 
 from blocktrace.app.lti import who
-from tests.conftest import ROOT, Server, module_server
+from tests.conftest import Server, module_server
+from tests.lti_platform import lti_command, serving_json
 
 ISSUER = "https://lms.cross-check.example"
 CLIENT, DEPLOYMENT = "cross-check-client", "cross-check-deployment"
@@ -69,28 +65,12 @@ def platform(lti_server: Server) -> Iterator[Platform]:
                     .set_tool_key_set_url(lti_server.url("/lti/jwks.json")))
     config = Platform(registration=registration)
 
-    class Keys(BaseHTTPRequestHandler):  # the platform's JWKS, as lti1p3platform publishes it
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            body = json.dumps(config.get_jwks()).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    keys = ThreadingHTTPServer(("127.0.0.1", 0), Keys)
-    threading.Thread(target=keys.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{keys.server_address[1]}"
-    subprocess.run([sys.executable, "-m", "blocktrace.app.cli", "lti", "--data-dir", str(lti_server.data_dir),
-                    "add-platform", "--issuer", ISSUER, "--client-id", CLIENT, "--deployment-id", DEPLOYMENT,
+    with serving_json(config.get_jwks) as base:  # the platform's JWKS, as lti1p3platform publishes it
+        lti_command(lti_server.data_dir, "add-platform", "--issuer", ISSUER, "--client-id", CLIENT,
+                    "--deployment-id", DEPLOYMENT,
                     "--auth-login-url", base + "/auth", "--auth-token-url", base + "/token",
-                    "--jwks-url", base + "/jwks"], cwd=ROOT, check=True, capture_output=True)
-    yield config
-    keys.shutdown()
-    keys.server_close()
+                    "--jwks-url", base + "/jwks")
+        yield config
 
 
 def test_an_independent_platforms_launch_opens_the_page(lti_server: Server, platform: Platform) -> None:

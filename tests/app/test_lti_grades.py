@@ -4,19 +4,16 @@ course than the one the learner's launch came from."""
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from blocktrace.app.classroom.store import EventStore
 from blocktrace.app.lti import grades, platforms, tool_keys, who
-from tests.lti_platform import TestPlatform
+from tests.lti_platform import TestPlatform, serving_json
 
 SECRET = b"s" * 32
 SCOPES = ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem", "https://purl.imsglobal.org/spec/lti-ags/scope/score"]
@@ -37,27 +34,11 @@ def setup(tmp_path: Path, lms: TestPlatform):
     keys = tool_keys.load_or_create(tmp_path)
     platforms.add(tmp_path, platforms.Platform(lms.issuer, lms.client_id, (lms.deployment_id,), lms.url + "/auth",
                                                lms.url + "/token", lms.url + "/jwks.json"))
-
-    class Jwks(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            body = json.dumps(keys.jwks()).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    tool = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
-    threading.Thread(target=tool.serve_forever, daemon=True).start()
-    lms.tool_url = f"http://127.0.0.1:{tool.server_address[1]}"
-    store = EventStore(f"sqlite:///{tmp_path}/classroom.db")
-    yield tmp_path, store
-    store.close()
-    tool.shutdown()
-    tool.server_close()
+    with serving_json(keys.jwks) as tool:
+        lms.tool_url = tool
+        store = EventStore(f"sqlite:///{tmp_path}/classroom.db")
+        yield tmp_path, store
+        store.close()
 
 
 def link(lms: TestPlatform, user: str, lineitems: str | None = None) -> dict:

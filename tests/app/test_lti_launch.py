@@ -7,8 +7,6 @@ import base64
 import html
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
@@ -20,8 +18,8 @@ import requests
 from blocktrace.app.classroom.store import EventStore, default_url
 from blocktrace.app.lti import who
 from blocktrace.app.server.catalogue import explorable
-from tests.conftest import ROOT, Server, module_server
-from tests.lti_platform import INSTRUCTOR, LEARNER, SigningKey, TestPlatform
+from tests.conftest import Server, module_server
+from tests.lti_platform import INSTRUCTOR, LEARNER, SigningKey, TestPlatform, lti_command, registered_platform
 
 TARGET_PATH = "/explorables/decoder-block-lab"
 
@@ -33,17 +31,12 @@ def lti_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def lms(lti_server: Server) -> Iterator[TestPlatform]:
-    with TestPlatform() as platform:
-        platform.tool_url = lti_server.base_url
-        lti(lti_server, "add-platform", *platform.registration_args())
+    with registered_platform(lti_server.data_dir, lti_server.base_url) as platform:
         yield platform
 
 
 def lti(server: Server, *args: str) -> str:
-    """`blocktrace lti …` on the server's data dir, as its admin would run it."""
-    done = subprocess.run([sys.executable, "-m", "blocktrace.app.cli", "lti", "--data-dir", str(server.data_dir),
-                           *args], cwd=ROOT, capture_output=True, text=True, check=True)
-    return done.stdout
+    return lti_command(server.data_dir, *args)
 
 
 def login(server: Server, lms: TestPlatform, session: requests.Session, target: str = "") -> dict[str, str]:

@@ -4,8 +4,6 @@ records the LMS's learner in the LMS's course."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from urllib.parse import urlencode
 
@@ -15,8 +13,8 @@ from playwright.sync_api import Browser, expect, sync_playwright
 from blocktrace.app.classroom.store import EventStore, default_url
 from blocktrace.app.lti import who
 from blocktrace.app.server.session_setup import question_id
-from tests.conftest import ROOT, Server, module_server
-from tests.lti_platform import TestPlatform
+from tests.conftest import Server, module_server
+from tests.lti_platform import TestPlatform, registered_platform
 from tests.smoke import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
@@ -33,10 +31,8 @@ def lti_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def lms(lti_server: Server) -> Iterator[TestPlatform]:
-    with TestPlatform() as platform:
-        platform.tool_url = f"http://localhost:{lti_server.port}"  # another site than the LMS's 127.0.0.1
-        subprocess.run([sys.executable, "-m", "blocktrace.app.cli", "lti", "--data-dir", str(lti_server.data_dir),
-                        "add-platform", *platform.registration_args()], cwd=ROOT, check=True, capture_output=True)
+    # the tool at localhost: another site than the LMS's 127.0.0.1
+    with registered_platform(lti_server.data_dir, f"http://localhost:{lti_server.port}") as platform:
         yield platform
 
 
