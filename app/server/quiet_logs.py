@@ -12,7 +12,7 @@ import re
 import traceback
 from types import TracebackType
 
-__all__ = ["CALLBACK_HEADING", "CallbackErrorFilter", "ClosedSocketFilter", "LateCloseFilter"]
+__all__ = ["CALLBACK_HEADING", "CallbackErrorFilter", "ClosedSocketFilter", "LateCloseFilter", "SignedTokenFilter"]
 
 
 class ClosedSocketFilter(logging.Filter):
@@ -25,6 +25,20 @@ class ClosedSocketFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "WebSocketClosedError" not in record.getMessage()
+
+
+class SignedTokenFilter(logging.Filter):
+    """Keep an LMS launch's signed token (`?lti=…`, app/lti/who.py) out of the access log: it names a learner for
+    12 hours to whoever holds it. The request is still logged, the token's value shown as "…"."""
+
+    TOKEN = re.compile(r"([?&]lti=)[^&\s]+")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, str) and "lti=" in a for a in record.args):
+            record.args = tuple(self.TOKEN.sub(r"\1…", a) if isinstance(a, str) else a for a in record.args)
+        elif isinstance(record.msg, str) and "lti=" in record.msg:
+            record.msg = self.TOKEN.sub(r"\1…", record.msg)
+        return True
 
 
 def _frames(tb: TracebackType | None) -> list[tuple[str, str]]:
@@ -173,6 +187,7 @@ class CallbackErrorFilter(logging.Filter):
 def install() -> None:
     """Add the filters to the loggers that would otherwise print these tracebacks."""
     logging.getLogger("asyncio").addFilter(ClosedSocketFilter())
+    logging.getLogger("tornado.access").addFilter(SignedTokenFilter())
     logging.getLogger("tornado.application").addFilter(LateCloseFilter())
     logging.getLogger("tornado.application").addFilter(InvalidMessageFilter())
     logging.getLogger("bokeh.server.protocol_handler").addFilter(InvalidMessageFilter())

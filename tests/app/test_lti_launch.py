@@ -9,7 +9,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import jwt
 import pytest
@@ -436,3 +436,11 @@ def test_a_learners_launch_keeps_where_their_scores_go(lti_server: Server, lms: 
     course = who.class_for(secret, lms.issuer, lms.deployment_id, "course-101")
     assert links[(course, learner)] == {"issuer": lms.issuer, "client_id": lms.client_id, "user_id": "student-9",
                                         "lineitems": lms.url + "/lineitems", "scope": scopes}
+
+
+def test_the_access_log_keeps_no_launch_token(lti_server: Server, lms: TestPlatform) -> None:
+    location = good_launch(lti_server, lms)[2].headers["Location"]
+    assert requests.get(lti_server.url(location)).status_code == 200
+    token = dict(parse_qsl(urlsplit(location).query))["lti"]
+    log = lti_server.log()
+    assert token not in log and quote(token, safe="") not in log and "?lti=…" in log
