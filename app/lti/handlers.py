@@ -164,7 +164,8 @@ class LoginHandler(_LtiHandler):
         elif kept:
             state = dict(parse_qsl(urlsplit(location).query))["state"]
             fallback = self.request.path + "?" + urlencode(
-                {k: v[-1].decode() for k, v in self.request.arguments.items() if k != "lti_storage_target"})
+                {k: v[-1].decode("utf-8", "replace") for k, v in self.request.arguments.items()
+                 if k != "lti_storage_target"})
             self.finish(render("lti_storage.html", mode="put", target=kept["storage_target"],
                                origin=kept["storage_origin"], key=f"state_{state}", value=kept["storage_value"],
                                next_url=location, fallback=fallback, id_token="", state=""))
