@@ -15,10 +15,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import requests
@@ -31,7 +31,7 @@ from pylti1p3.service_connector import ServiceConnector
 from blocktrace.app.classroom.store import EventStore
 from blocktrace.app.classroom.store_validation import PREDICTION
 from blocktrace.app.lessons.loading import load_lessons
-from blocktrace.app.lti import platforms, tool_keys
+from blocktrace.app.lti import platforms
 
 __all__ = ["AGS", "KIND", "link_from_launch", "queue_scores", "send_scores"]
 
@@ -70,6 +70,7 @@ def _point(kind: str, payload: Any, checkpoints: frozenset[str]) -> str | None:
     return None
 
 
+@functools.cache
 def _lessons() -> dict[str, tuple[str, frozenset[str], int]]:
     """Each lesson: its title, its checkpoints' ids and the points it has."""
     out = {}
@@ -82,10 +83,10 @@ def _lessons() -> dict[str, tuple[str, frozenset[str], int]]:
 def queue_scores(store: EventStore, now: datetime | None = None) -> int:
     """Keep a delivery for every linked learner's score in each lesson they worked in; how many are new."""
     now = now or datetime.now(UTC)
-    lessons = _lessons()
     by_class: dict[str, dict[str, dict]] = {}
     for class_code, learner, link in store.lti_links():
         by_class.setdefault(class_code, {})[learner] = link
+    lessons = _lessons() if by_class else {}
     added = 0
     for class_code, links in by_class.items():
         done: dict[tuple[str, str], set[str]] = {}
@@ -112,14 +113,14 @@ def _grade(payload: dict) -> Grade:
             .set_grading_progress("FullyGraded" if complete else "Pending"))
 
 
-def send_scores(store: EventStore, data_dir: Path, now: datetime | None = None,
+def send_scores(store: EventStore, registry: platforms.Registry, now: datetime | None = None,
                 session_factory: Callable[[], requests.Session] = requests.Session) -> tuple[int, int]:
     """Post the due scores; (sent, put back for later)."""
     now = now or datetime.now(UTC)
     claimed = store.claim_deliveries(KIND, BATCH, LEASE_S, now)
     if not claimed:
         return 0, 0
-    conf = platforms.tool_conf(platforms.load(data_dir), tool_keys.load_or_create(data_dir))
+    conf = registry.conf()
     services: dict[tuple, AssignmentsGradesService] = {}
     lineitems: dict[tuple, LineItem] = {}
     sent = failed = 0
