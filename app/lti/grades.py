@@ -101,7 +101,7 @@ def queue_scores(store: EventStore, now: datetime | None = None) -> int:
             items.append((f"score:{class_code}:{learner}:{lesson}:{score}", {
                 **link, "lesson": lesson, "title": title, "score": score, "maximum": maximum,
                 "timestamp": now.isoformat(timespec="milliseconds").replace("+00:00", "Z")}))
-        added += store.enqueue(KIND, items, now)
+        added += len(store.enqueue(KIND, items, now))
     return added
 
 
@@ -135,7 +135,8 @@ def send_scores(store: EventStore, registry: platforms.Registry, now: datetime |
 
 def _send_batch(store: EventStore, conf, claimed: list, services: dict, lineitems: dict, now: datetime,
                 session_factory: Callable[[], requests.Session]) -> tuple[int, int]:
-    sent = failed = 0
+    sent: list[str] = []
+    failed = 0
     for delivery_id, attempts, payload in claimed:
         try:
             where = (payload["issuer"], payload["client_id"], payload["lineitems"], tuple(payload["scope"]))
@@ -155,9 +156,10 @@ def _send_batch(store: EventStore, conf, claimed: list, services: dict, lineitem
             ags.put_grade(_grade(payload), lineitems[item_key])
         except (LtiException, requests.RequestException, KeyError, TypeError, ValueError) as error:
             wait = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** attempts)
-            store.retry_later(delivery_id, str(error) or type(error).__name__, now + timedelta(seconds=wait))
+            store.retry_later([delivery_id], str(error) or type(error).__name__, now + timedelta(seconds=wait))
             failed += 1
             continue
-        store.delivered(delivery_id, now)
-        sent += 1
-    return sent, failed
+        sent.append(delivery_id)
+    if sent:
+        store.delivered(sent, now)
+    return len(sent), failed
