@@ -191,15 +191,16 @@ def run_serve(args: argparse.Namespace) -> int:
     pages = routes(tuned=not args.no_tuning)  # applies the tuning layer first, so server_kwargs sees it
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + teacher_routes
-    registry = None
     if data_dir is not None:  # an LMS's launches land in the class database
         from blocktrace.app.lti.handlers import lti_patterns
-        from blocktrace.app.lti.platforms import Registry
 
-        registry = Registry(data_dir)  # the LMSs registered with `blocktrace lti`, and the tool's keys
-        kwargs["extra_patterns"] += lti_patterns(registry, frozenset(pages))
-    kwargs.update(server_settings(args.allow_websocket_origin,
-                                  None if registry is None else registry.frame_origins))  # an LMS may frame ours
+        kwargs["extra_patterns"] += lti_patterns(data_dir, frozenset(pages))
+    lms_origins = None
+    if data_dir is not None:
+        from blocktrace.app.lti.platforms import FrameOrigins
+
+        lms_origins = FrameOrigins(data_dir)  # a registered LMS's course pages may frame ours
+    kwargs.update(server_settings(args.allow_websocket_origin, lms_origins))
     # Signed sessions (a key from the classroom secret, so a reconnect after a restart still works), and
     # every page request tidied: no session chosen by the client, the learner cookie set by the server.
     kwargs.update(session_signing(secret or secrets.token_bytes(32)))

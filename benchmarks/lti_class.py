@@ -140,7 +140,7 @@ def score_a_class(lms: TestPlatform, data_dir: Path, n: int) -> None:
                      {"checkpoint": "zero-updates", "answer": "a", "correct": True}, "transformer-block", None)
     started = time.perf_counter()
     queued = grades.queue_scores(store)
-    sent, failed = grades.send_scores(store, platforms.Registry(data_dir))
+    sent, failed = grades.send_scores(store, data_dir)
     took = time.perf_counter() - started
     store.close()
     print(f"scores: {n} learners' scores queued and posted in {took:.2f} s ({sent / took:.0f} a second; "

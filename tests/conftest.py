@@ -9,7 +9,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -95,26 +95,18 @@ def start_server(log_path: Path, *extra: str) -> Server:
     )
     log.close()  # the child keeps its own handle
     server = Server(process, port, log_path, data_dir)
-    wait_until_healthy(process, server.url("/health"), "the server", server.log)
-    return server
-
-
-def wait_until_healthy(process: subprocess.Popen, url: str, what: str, log: Callable[[], str],
-                       timeout: float = START_TIMEOUT) -> None:
-    """Return once `url` answers 200. RuntimeError, with `log()`, if the process exits first or `url` does not
-    answer within `timeout` (then the process is stopped)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        if _healthy(url):
-            return
+        if _healthy(server.url("/health")):
+            return server
         try:
             # Waits a moment for the process, and notices at once if it died.
             code = process.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
             continue
-        raise RuntimeError(f"{what} exited with status {code} before answering:\n{log()}")
-    stop_process(process)
-    raise RuntimeError(f"{what} did not answer {urlsplit(url).path} within {timeout:.0f} s:\n{log()}")
+        raise RuntimeError(f"the server exited with status {code} before answering:\n{server.log()}")
+    stop_server(server)
+    raise RuntimeError(f"the server did not answer /health within {START_TIMEOUT:.0f} s:\n{server.log()}")
 
 
 def stop_process(process: subprocess.Popen) -> None:

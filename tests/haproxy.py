@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, stop_process
+from tests.conftest import ROOT
 
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 START_TIMEOUT = 30.0  # seconds for HAProxy to answer /health through a backend it found up
@@ -70,3 +70,12 @@ def start_haproxy(port: int, backends: dict[str, int], log_path: Path,
             continue
         pytest.fail(f"HAProxy exited with status {code}:\n{log_path.read_text()}", pytrace=False)
     return process
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)

@@ -15,10 +15,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import free_port, stop_process, wait_until_healthy
+from tests.conftest import free_port, stop_process
 
 RALPH = "ralph-malph[lrs,cli]==5.1.0"
 VENV = Path.home() / ".cache" / "blocktrace-tests" / f"ralph-5.1.0-py{sys.version_info[0]}.{sys.version_info[1]}"
@@ -31,6 +34,7 @@ from ralph.backends.lrs.fs import FSLRSBackend
 FSLRSBackend.default_operation_type = BaseOperationType.APPEND
 uvicorn.run("ralph.api:app", host="127.0.0.1", port=int(sys.argv[1]), log_level="info")
 """
+START_TIMEOUT = 60.0
 
 
 def ralph_python() -> Path:
@@ -76,6 +80,19 @@ def start_ralph(folder: Path, port: int | None = None) -> Ralph:
                                stderr=subprocess.STDOUT)
     log.close()
     ralph = Ralph(process, port, folder)
-    wait_until_healthy(process, f"http://127.0.0.1:{port}/__heartbeat__", "Ralph",
-                       lambda: (folder / "ralph.log").read_text())
-    return ralph
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/__heartbeat__", timeout=2) as answer:
+                if answer.status == 200:
+                    return ralph
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if process.poll() is not None:
+            raise RuntimeError(f"Ralph exited: {(folder / 'ralph.log').read_text()}")
+        try:
+            process.wait(timeout=0.2)  # a moment, and at once if it died
+        except subprocess.TimeoutExpired:
+            continue
+    ralph.stop()
+    raise RuntimeError(f"Ralph did not answer within {START_TIMEOUT:.0f} s: {(folder / 'ralph.log').read_text()}")

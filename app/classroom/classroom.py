@@ -83,17 +83,17 @@ def current() -> Classroom | None:
 
 def _start_senders(store: EventStore, configured: ClassroomSettings) -> list[Sender]:
     """This process's senders: scores to LMSs (when a data dir is set) and learning records (when an LRS is)."""
-    from blocktrace.app.lti import grades, platforms
+    from blocktrace.app.lti import grades
     from blocktrace.app.settings import settings
     from blocktrace.app.xapi import delivery
 
     senders = []
     if configured.data_dir is not None:
-        registry = platforms.Registry(configured.data_dir)
+        data_dir = configured.data_dir
 
         def scores() -> None:
-            grades.queue_scores(store)
-            grades.send_scores(store, registry)
+            if grades.queue_scores(store) or store.delivery_counts(grades.KIND)[0]:
+                grades.send_scores(store, data_dir)
 
         senders.append(Sender("lti-scores", settings().lti_grades_every, scores))
     if configured.xapi is not None:

@@ -24,7 +24,6 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     ForeignKeyConstraint,
-    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
@@ -177,9 +176,7 @@ def _v6_lti_links(metadata: MetaData) -> Table:
 
 
 def _v6_deliveries(metadata: MetaData) -> Table:
-    """What the server must send elsewhere (a score to an LMS, a statement to an LRS), kept until it is sent:
-    retried, never lost. Sent rows stay (they are how the same delivery is kept once); the index leads with what
-    the senders ask ("of this kind, not sent, due by now"), so their rounds do not read through the sent ones."""
+    """What the server must send elsewhere (a score to an LMS), kept until it is sent: retried, never lost."""
     return Table(
         "deliveries", metadata,
         Column("id", String(LTI_KEY_LEN), primary_key=True),  # what it is: the same delivery is kept once
@@ -187,10 +184,9 @@ def _v6_deliveries(metadata: MetaData) -> Table:
         Column("payload", Text, nullable=False),  # JSON
         Column("created_at", DateTime(timezone=True), nullable=False),
         Column("attempts", Integer, nullable=False),
-        Column("next_at", DateTime(timezone=True), nullable=False),  # not tried before this
+        Column("next_at", DateTime(timezone=True), nullable=False, index=True),  # not tried before this
         Column("delivered_at", DateTime(timezone=True), nullable=True),
         Column("last_error", Text, nullable=True),
-        Index("ix_deliveries_due", "kind", "delivered_at", "next_at"),
     )
 
 

@@ -129,7 +129,6 @@ __all__ = [
 
 RESUME_LIMIT = 2000  # newest events read back for one learner and lesson: a page restores from these
 RECENT_LIMIT = 1000  # newest exercise results a process reads on each refresh
-IN_CHUNK = 500  # ids in one IN (...) list: well within every SQLite build's limit on parameters
 
 
 @dataclass(frozen=True)
@@ -395,29 +394,17 @@ class EventStore:
                         "kind": row.kind, "payload": payload, "name": row.display_name})
         return out
 
-    def enqueue(self, kind: str, items: Sequence[tuple[str, Mapping[str, Any]]],
-                now: datetime | None = None) -> list[str]:
+    def enqueue(self, kind: str, items: Sequence[tuple[str, Mapping[str, Any]]], now: datetime | None = None) -> int:
         """Keep deliveries (id, payload) until they are sent, due from `now`; an id already kept is not kept again.
-        The ids kept now. Those already kept are looked up first, so a round that brings nothing new takes no
-        write lock."""
+        How many are new."""
         now = now or _now()
-        ids = [delivery_id for delivery_id, _ in items]
-        known: set[str] = set()
-        with self._read("look up deliveries") as conn:
-            for start in range(0, len(ids), IN_CHUNK):
-                known.update(conn.execute(select(deliveries.c.id).where(
-                    deliveries.c.id.in_(ids[start:start + IN_CHUNK]))).scalars())
-        fresh = [(delivery_id, payload) for delivery_id, payload in items if delivery_id not in known]
-        if not fresh:
-            return []
-        added = []
+        added = 0
         with self._write("keep deliveries") as conn:
-            for delivery_id, payload in fresh:  # another process may have kept one meanwhile: kept once still
+            for delivery_id, payload in items:
                 stmt = self._insert(deliveries).values(
                     id=delivery_id, kind=kind, payload=json.dumps(dict(payload), sort_keys=True), created_at=now,
                     attempts=0, next_at=now).on_conflict_do_nothing(index_elements=["id"]).returning(deliveries.c.id)
-                if conn.execute(stmt).first() is not None:
-                    added.append(delivery_id)
+                added += conn.execute(stmt).first() is not None
         return added
 
     def claim_deliveries(self, kind: str, limit: int, lease_s: float,
@@ -425,28 +412,23 @@ class EventStore:
         """Up to `limit` deliveries of `kind` due now, oldest first, each held for `lease_s` (another process
         does not take it meanwhile): (id, attempts so far, payload)."""
         now = now or _now()
-        due = (deliveries.c.kind == kind, deliveries.c.delivered_at.is_(None), deliveries.c.next_at <= now)
-        with self._read("look for due deliveries") as conn:  # an idle round takes no write lock
-            if conn.execute(select(deliveries.c.id).where(*due).limit(1)).first() is None:
-                return []
         with self._write("claim deliveries") as conn:
-            rows = conn.execute(select(deliveries.c.id, deliveries.c.attempts, deliveries.c.payload).where(*due)
-                                .order_by(deliveries.c.created_at, deliveries.c.id).limit(limit)).all()
+            rows = conn.execute(select(deliveries.c.id, deliveries.c.attempts, deliveries.c.payload).where(
+                deliveries.c.kind == kind, deliveries.c.delivered_at.is_(None), deliveries.c.next_at <= now)
+                .order_by(deliveries.c.created_at, deliveries.c.id).limit(limit)).all()
             if rows:
                 conn.execute(update(deliveries).where(deliveries.c.id.in_([r.id for r in rows]))
                              .values(next_at=now + timedelta(seconds=lease_s)))
         return [(row.id, row.attempts, json.loads(row.payload)) for row in rows]
 
-    def delivered(self, delivery_ids: Sequence[str], now: datetime | None = None) -> None:
-        """Mark deliveries sent, in one transaction."""
-        with self._write("mark deliveries sent") as conn:
-            conn.execute(update(deliveries).where(deliveries.c.id.in_(list(delivery_ids))).values(
+    def delivered(self, delivery_id: str, now: datetime | None = None) -> None:
+        with self._write("mark a delivery sent") as conn:
+            conn.execute(update(deliveries).where(deliveries.c.id == delivery_id).values(
                 delivered_at=now or _now(), attempts=deliveries.c.attempts + 1, last_error=None))
 
-    def retry_later(self, delivery_ids: Sequence[str], error: str, next_at: datetime) -> None:
-        """Put deliveries back until `next_at`, in one transaction, saying why they were not sent."""
-        with self._write("put deliveries back") as conn:
-            conn.execute(update(deliveries).where(deliveries.c.id.in_(list(delivery_ids))).values(
+    def retry_later(self, delivery_id: str, error: str, next_at: datetime) -> None:
+        with self._write("put a delivery back") as conn:
+            conn.execute(update(deliveries).where(deliveries.c.id == delivery_id).values(
                 next_at=next_at, attempts=deliveries.c.attempts + 1, last_error=error[:500]))
 
     def delivery_counts(self, kind: str, prefix: str = "") -> tuple[int, int]:

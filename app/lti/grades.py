@@ -15,10 +15,10 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -31,7 +31,7 @@ from pylti1p3.service_connector import ServiceConnector
 from blocktrace.app.classroom.store import EventStore
 from blocktrace.app.classroom.store_validation import PREDICTION
 from blocktrace.app.lessons.loading import load_lessons
-from blocktrace.app.lti import platforms
+from blocktrace.app.lti import platforms, tool_keys
 
 __all__ = ["AGS", "KIND", "link_from_launch", "queue_scores", "send_scores"]
 
@@ -70,7 +70,6 @@ def _point(kind: str, payload: Any, checkpoints: frozenset[str]) -> str | None:
     return None
 
 
-@functools.cache
 def _lessons() -> dict[str, tuple[str, frozenset[str], int]]:
     """Each lesson: its title, its checkpoints' ids and the points it has."""
     out = {}
@@ -83,10 +82,10 @@ def _lessons() -> dict[str, tuple[str, frozenset[str], int]]:
 def queue_scores(store: EventStore, now: datetime | None = None) -> int:
     """Keep a delivery for every linked learner's score in each lesson they worked in; how many are new."""
     now = now or datetime.now(UTC)
+    lessons = _lessons()
     by_class: dict[str, dict[str, dict]] = {}
     for class_code, learner, link in store.lti_links():
         by_class.setdefault(class_code, {})[learner] = link
-    lessons = _lessons() if by_class else {}
     added = 0
     for class_code, links in by_class.items():
         done: dict[tuple[str, str], set[str]] = {}
@@ -101,7 +100,7 @@ def queue_scores(store: EventStore, now: datetime | None = None) -> int:
             items.append((f"score:{class_code}:{learner}:{lesson}:{score}", {
                 **link, "lesson": lesson, "title": title, "score": score, "maximum": maximum,
                 "timestamp": now.isoformat(timespec="milliseconds").replace("+00:00", "Z")}))
-        added += len(store.enqueue(KIND, items, now))
+        added += store.enqueue(KIND, items, now)
     return added
 
 
@@ -113,14 +112,14 @@ def _grade(payload: dict) -> Grade:
             .set_grading_progress("FullyGraded" if complete else "Pending"))
 
 
-def send_scores(store: EventStore, registry: platforms.Registry, now: datetime | None = None,
+def send_scores(store: EventStore, data_dir: Path, now: datetime | None = None,
                 session_factory: Callable[[], requests.Session] = requests.Session) -> tuple[int, int]:
     """Post the due scores; (sent, put back for later)."""
     now = now or datetime.now(UTC)
     claimed = store.claim_deliveries(KIND, BATCH, LEASE_S, now)
     if not claimed:
         return 0, 0
-    conf = registry.conf()
+    conf = platforms.tool_conf(platforms.load(data_dir), tool_keys.load_or_create(data_dir))
     services: dict[tuple, AssignmentsGradesService] = {}
     lineitems: dict[tuple, LineItem] = {}
     sent = failed = 0
@@ -135,8 +134,7 @@ def send_scores(store: EventStore, registry: platforms.Registry, now: datetime |
 
 def _send_batch(store: EventStore, conf, claimed: list, services: dict, lineitems: dict, now: datetime,
                 session_factory: Callable[[], requests.Session]) -> tuple[int, int]:
-    sent: list[str] = []
-    failed = 0
+    sent = failed = 0
     for delivery_id, attempts, payload in claimed:
         try:
             where = (payload["issuer"], payload["client_id"], payload["lineitems"], tuple(payload["scope"]))
@@ -156,10 +154,9 @@ def _send_batch(store: EventStore, conf, claimed: list, services: dict, lineitem
             ags.put_grade(_grade(payload), lineitems[item_key])
         except (LtiException, requests.RequestException, KeyError, TypeError, ValueError) as error:
             wait = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** attempts)
-            store.retry_later([delivery_id], str(error) or type(error).__name__, now + timedelta(seconds=wait))
+            store.retry_later(delivery_id, str(error) or type(error).__name__, now + timedelta(seconds=wait))
             failed += 1
             continue
-        sent.append(delivery_id)
-    if sent:
-        store.delivered(sent, now)
-    return len(sent), failed
+        store.delivered(delivery_id, now)
+        sent += 1
+    return sent, failed

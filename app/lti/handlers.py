@@ -18,6 +18,7 @@ import logging
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import requests
@@ -28,7 +29,7 @@ from tornado.web import RequestHandler
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import StoreUnavailable
-from blocktrace.app.lti import content_picker, grades, platforms, who
+from blocktrace.app.lti import content_picker, grades, platforms, tool_keys, who
 from blocktrace.app.lti.launch_store import StoreLaunchData
 from blocktrace.app.lti.roster import fill_roster
 from blocktrace.app.lti.teacher_room import teacher_room_patterns
@@ -47,9 +48,9 @@ LTI_WORK = ThreadPoolExecutor(max_workers=4, thread_name_prefix="blocktrace-lti"
 
 @dataclass(frozen=True)
 class LtiSetup:
-    """What the LTI routes need: the platforms and keys, and the pages a launch may open."""
+    """What the LTI routes need: where the platforms and keys are kept, and the pages a launch may open."""
 
-    registry: platforms.Registry
+    data_dir: Path
     pages: frozenset[str]
     key_sets: KeySets
 
@@ -106,7 +107,9 @@ class _LtiHandler(RequestHandler):
         self.finish(render("lti_refused.html", reason=reason, advice=advice))
 
     def conf_and_storage(self):
-        return self.setup.registry.conf(), StoreLaunchData(current_classroom().store)
+        classroom = current_classroom()
+        keys = tool_keys.load_or_create(self.setup.data_dir)
+        return platforms.tool_conf(platforms.load(self.setup.data_dir), keys), StoreLaunchData(classroom.store)
 
 
 CHECK_TEXTS = {"main_msg": "Your browser keeps no cookies for blocktrace inside your course's page.",
@@ -172,7 +175,7 @@ class LoginHandler(_LtiHandler):
     def platform_origin(self) -> str:
         """The origin of the platform's login endpoint, where its storage answers (empty if not registered)."""
         iss, client_id = self.get_argument("iss", ""), self.get_argument("client_id", "")
-        for p in self.setup.registry.platforms():
+        for p in platforms.load(self.setup.data_dir):
             if p.issuer == iss and (p.client_id == client_id or not client_id):
                 parts = urlsplit(p.auth_login_url)
                 return f"{parts.scheme}://{parts.netloc}"
@@ -186,38 +189,42 @@ class LaunchHandler(_LtiHandler):
         pass
 
     async def post(self) -> None:
-        def validate() -> tuple[dict, str, who.Launched]:
+        def validate() -> tuple[dict, str]:
             conf, storage = self.conf_and_storage()
             launch = TornadoLaunch(self, conf, storage, self.setup.key_sets, TimedSession())
             launch.set_launch_data_lifetime(PICK_SECONDS)  # kept for a deep-linking launch's pick
             body = launch.validate().get_launch_data()
-            launched = who.from_launch(current_classroom().secret, body,
-                                       self.target(body.get(who.CLAIM + "target_link_uri")))
-            self.update_roster(launch, launched)
-            self.keep_score_link(launch, body, launched)
-            return body, launch.get_launch_id(), launched
+            self.update_roster(launch, body)
+            self.keep_score_link(launch, body)
+            return body, launch.get_launch_id()
 
         try:
-            body, launch_id, launched = await IOLoop.current().run_in_executor(LTI_WORK, validate)
+            body, launch_id = await IOLoop.current().run_in_executor(LTI_WORK, validate)
         except NeedsPlatformStorage as needed:  # no cookie: the page asks the platform's storage, and posts again
             self.set_header("Cache-Control", "no-store")
             self.finish(render("lti_storage.html", mode="get", target=needed.target, origin=needed.origin,
                                key=needed.key, value="", next_url="", fallback="/",
                                id_token=self.get_argument("id_token", ""), state=self.get_argument("state", "")))
             return
-        except (LtiException, OIDCException, KeyError, ValueError) as error:  # the last two: who.from_launch's
+        except (LtiException, OIDCException) as error:
             self.refuse(403, f"The launch was refused: {error}.", ADMIN)
             return
         except StoreUnavailable:
             self.refuse(503, "The class database cannot be reached just now.", "the server's database is down.")
             return
         if body.get(who.CLAIM + "message_type") == "LtiDeepLinkingRequest":
-            if not launched.teacher:
+            if not who.teaches(body.get(who.CLAIM + "roles") or []):
                 self.refuse(403, "Only a course's instructors can add blocktrace to it.", ADMIN)
                 return
             self.set_header("Cache-Control", "no-store")
             self.finish(render("lti_picker.html", launch_id=launch_id, choices=content_picker.choices(), state="",
                                error=""))
+            return
+        target = self.target(body.get(who.CLAIM + "target_link_uri"))
+        try:
+            launched = who.from_launch(current_classroom().secret, body, target)
+        except (KeyError, ValueError) as error:
+            self.refuse(403, f"The launch was refused: {error}.", ADMIN)
             return
         log.info("LTI launch: class %s, %s", launched.class_code, "teacher" if launched.teacher else "learner")
         token = urlencode({"lti": who.token(current_classroom().secret, launched)})
@@ -225,22 +232,24 @@ class LaunchHandler(_LtiHandler):
         if launched.teacher:  # the room (in a window of its own) or the students' page
             self.redirect(f"/lti/teacher?{token}", status=303)
         else:
-            target = launched.target
             self.redirect(target + ("&" if "?" in target else "?") + token, status=303)
 
-    def keep_score_link(self, launch: TornadoLaunch, body: dict, launched: who.Launched) -> None:
+    def keep_score_link(self, launch: TornadoLaunch, body: dict) -> None:
         """A learner's launch from a course that takes scores: keep where their scores go (grades.py)."""
         link = grades.link_from_launch(body, launch.get_client_id())
-        if link is not None and not launched.teacher:
-            current_classroom().store.lti_link(launched.class_code, launched.learner_id, link)
-
-    def update_roster(self, launch: TornadoLaunch, launched: who.Launched) -> None:
-        """A teacher's launch of a course that offers its roster: fill the class with it (a failure is logged;
-        the launch goes on)."""
-        if not launched.teacher or not launch.has_nrps():
+        if link is None or who.teaches(body.get(who.CLAIM + "roles") or []):
             return
         classroom = current_classroom()
-        class_code = launched.class_code
+        launched = who.from_launch(classroom.secret, body, "/")
+        classroom.store.lti_link(launched.class_code, launched.learner_id, link)
+
+    def update_roster(self, launch: TornadoLaunch, body: dict) -> None:
+        """A teacher's launch of a course that offers its roster: fill the class with it (a failure is logged;
+        the launch goes on)."""
+        if not who.teaches(body.get(who.CLAIM + "roles") or []) or not launch.has_nrps():
+            return
+        classroom = current_classroom()
+        class_code = who.from_launch(classroom.secret, body, "/").class_code
         try:
             joined = fill_roster(launch, classroom.store, classroom.secret, class_code)
         except (LtiException, requests.RequestException, StoreUnavailable, ValueError) as error:
@@ -307,7 +316,7 @@ class JwksHandler(_LtiHandler):
     def get(self) -> None:
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "public, max-age=300")
-        self.finish(json.dumps(self.setup.registry.keys().jwks()))
+        self.finish(json.dumps(tool_keys.load_or_create(self.setup.data_dir).jwks()))
 
 
 class CanvasConfigHandler(_LtiHandler):
@@ -316,9 +325,9 @@ class CanvasConfigHandler(_LtiHandler):
         self.finish(json.dumps(canvas_config(self.base()), indent=1))
 
 
-def lti_patterns(registry: platforms.Registry, pages: frozenset[str]) -> list[tuple]:
+def lti_patterns(data_dir: Path, pages: frozenset[str]) -> list[tuple]:
     """The LTI routes, for the server's extra patterns."""
-    setup = LtiSetup(registry, frozenset(pages), KeySets())
+    setup = LtiSetup(Path(data_dir), frozenset(pages), KeySets())
     handlers = [(r"/lti/login", LoginHandler), (r"/lti/launch", LaunchHandler), (r"/lti/pick", PickHandler),
                 (r"/lti/jwks\.json", JwksHandler), (r"/lti/canvas\.json", CanvasConfigHandler)]
     return [(path, handler, {"setup": setup}) for path, handler in handlers] + teacher_room_patterns()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,10 +18,9 @@ from urllib.parse import urlsplit
 from pylti1p3.tool_config import ToolConfDict
 
 from blocktrace.app.classroom.join import loopback
-from blocktrace.app.lti import tool_keys
-from blocktrace.app.lti.tool_keys import KEY_FILE, ToolKeys
+from blocktrace.app.lti.tool_keys import ToolKeys
 
-__all__ = ["PLATFORMS_FILE", "Platform", "Registry", "Registrations", "add", "load", "remove", "tool_conf"]
+__all__ = ["PLATFORMS_FILE", "FrameOrigins", "Platform", "Registrations", "add", "load", "remove", "tool_conf"]
 
 PLATFORMS_FILE = "lti-platforms.json"
 MAX_TEXT = 255
@@ -145,62 +144,31 @@ class Registrations(ToolConfDict):
             if self._holds(iss, client_id) else None
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """What tells one version of a file from the next (a replaced file is a new inode), or None if absent."""
-    try:
-        found = path.stat()
-    except OSError:
-        return None
-    return found.st_ino, found.st_mtime_ns, found.st_size
-
-
-class Registry:
-    """The registered platforms and the tool's keys as the data dir holds them now, and PyLTI1p3's config made
-    from both: each file read again only when it has changed (a stat per call), so a platform added or a key
-    rotated while the server runs counts at once. One per server process, shared by its LTI routes (on worker
-    threads), its framing policy (every response) and its score sender; the keys are made on first use."""
+class FrameOrigins:
+    """The registered LMSs' frame origins, read again only when the platforms file changes (checked at most once
+    a second), so a platform added while the server runs may frame its pages at once."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.data_dir = Path(data_dir)
-        self._lock = threading.Lock()
-        self._platforms: tuple[object, list[Platform]] = (None, [])  # (the file's stamp, what it held)
-        self._keys: tuple[object, ToolKeys | None] = (None, None)
-        self._conf: tuple[object, Registrations | None] = (None, None)
+        self.path = _path(data_dir)
+        self._seen: tuple[float, float] | None = None  # (checked at, file's mtime)
+        self._origins: tuple[str, ...] = ()
 
-    def platforms(self) -> list[Platform]:
-        """The registered platforms (ValueError for a file that holds none)."""
-        stamp = _stamp(_path(self.data_dir))
-        with self._lock:
-            if stamp is None:
-                self._platforms = (None, [])
-            elif stamp != self._platforms[0]:
-                self._platforms = (stamp, load(self.data_dir))
-            return self._platforms[1]
-
-    def keys(self) -> ToolKeys:
-        stamp = _stamp(self.data_dir / KEY_FILE)
-        with self._lock:
-            if stamp is None or stamp != self._keys[0]:
-                keys = tool_keys.load_or_create(self.data_dir)
-                self._keys = (_stamp(self.data_dir / KEY_FILE), keys)
-            return self._keys[1]
-
-    def conf(self) -> Registrations:
-        """PyLTI1p3's tool config for the platforms and keys as they are now."""
-        self.platforms(), self.keys()  # each read again if it changed
-        with self._lock:
-            made_from = (self._platforms[0], self._keys[0])
-            if self._conf[1] is None or self._conf[0] != made_from:
-                self._conf = (made_from, tool_conf(self._platforms[1], self._keys[1]))
-            return self._conf[1]
-
-    def frame_origins(self) -> tuple[str, ...]:
-        """The registered LMSs' origins, which may frame our pages (none while the file cannot be read)."""
+    def __call__(self) -> tuple[str, ...]:
+        now = time.monotonic()
+        if self._seen is not None and now - self._seen[0] < 1.0:
+            return self._origins
         try:
-            found = self.platforms()
-        except ValueError:
-            return ()
-        return tuple(dict.fromkeys(o for p in found for o in p.frame_origins))
+            mtime = self.path.stat().st_mtime
+        except OSError:
+            mtime = -1.0
+        if self._seen is None or mtime != self._seen[1]:
+            try:
+                found = load(self.path.parent) if mtime >= 0 else []
+            except ValueError:
+                found = []
+            self._origins = tuple(dict.fromkeys(o for p in found for o in p.frame_origins))
+        self._seen = (now, mtime)
+        return self._origins
 
 
 def tool_conf(platforms: list[Platform], keys: ToolKeys) -> Registrations:

@@ -22,9 +22,9 @@ import requests
 
 from blocktrace.app.classroom.class_summary import STEP_KINDS, STEPS
 from blocktrace.app.classroom.store import EventStore
-from blocktrace.app.xapi.statements import NAMESPACE, statement_for, statement_id
+from blocktrace.app.xapi.statements import NAMESPACE, statement_for
 
-__all__ = ["KIND", "XapiTarget", "queue_statements", "send_statements"]
+__all__ = ["KIND", "XapiTarget", "backlog", "queue_statements", "send_statements"]
 
 log = logging.getLogger("blocktrace.xapi")
 
@@ -57,8 +57,8 @@ class XapiTarget:
 
 
 def _completed(store: EventStore, fresh: list[dict], target: XapiTarget, now: datetime) -> list[tuple[str, dict]]:
-    """One "completed" statement per (class, learner, lesson) whose four steps are all done; looked at only for
-    the learners of `fresh`, the events whose statements this round kept for the first time."""
+    """One "completed" statement per (class, learner, lesson) whose four steps are all done, made from the newest
+    event that completed it; looked at only for those that had an event in this round."""
     touched: dict[str, set[str]] = {}
     for event in fresh:
         if event["lesson"]:
@@ -106,14 +106,12 @@ def queue_statements(store: EventStore, target: XapiTarget, now: datetime | None
         statement = statement_for(event, target.home, event["name"] if target.names else None)
         if statement is not None:
             items.append((statement["id"], statement))
-    added = store.enqueue(KIND, items, now) if items else []
-    new = set(added)  # a lesson is completed by an event not seen before: read its learner's lesson only then
-    added += store.enqueue(KIND, _completed(store, [e for e in fresh if statement_id(e["id"]) in new], target, now),
-                           now)
+    items += _completed(store, fresh, target, now)
+    added = store.enqueue(KIND, items, now) if items else 0
     if fresh:
         newest = max(event["created_at"] for event in fresh)
         store.lti_put(CURSOR, json.dumps(max(newest, cursor).isoformat()), CURSOR_SECONDS)
-    return len(added)
+    return added
 
 
 def _post(session: requests.Session, target: XapiTarget, statements: list[dict]) -> requests.Response:
@@ -145,11 +143,17 @@ def send_statements(store: EventStore, target: XapiTarget, now: datetime | None 
         except requests.RequestException as error:
             attempts = max(a for _, a, _ in claimed)
             wait = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** attempts)
-            store.retry_later([delivery_id for delivery_id, _, _ in claimed], str(error),
-                              now + timedelta(seconds=wait))
+            for delivery_id, _, _ in claimed:
+                store.retry_later(delivery_id, str(error), now + timedelta(seconds=wait))
             failed += len(claimed)
             log.warning("xAPI: %d statement(s) not sent (%s); trying again in %.0f s", len(claimed), error, wait)
             break
-        store.delivered([delivery_id for delivery_id, _, _ in claimed], now)
+        for delivery_id, _, _ in claimed:
+            store.delivered(delivery_id, now)
         sent += len(claimed)
     return sent, failed
+
+
+def backlog(store: EventStore) -> tuple[int, int]:
+    """(statements waiting, of them failed at least once)."""
+    return store.delivery_counts(KIND)

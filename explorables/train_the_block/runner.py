@@ -198,8 +198,7 @@ def _weights(race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
 
 
 def _cut(race_id: int, which: int, floor: int, example: int) -> FloorCut:
-    race = _race(race_id)
-    run = (race.a, race.b)[which]
+    run = (_race(race_id).a, _race(race_id).b)[which]
     sequences = run.held_out.tokens[example:example + MAX_EXAMPLES]
     with np.errstate(all="ignore"):  # a diverged model's numbers are kept as they are
         return cut_floor(run.config, run.params, floor, sequences, run.task.vocab, run.step_count)

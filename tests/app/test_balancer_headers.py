@@ -25,8 +25,8 @@ import pytest
 
 from blocktrace.app.classroom.login_guard import TEACHER_COOKIE
 from blocktrace.app.settings import Settings
-from tests.conftest import Server, free_port, start_server, stop_process, stop_server
-from tests.haproxy import start_haproxy
+from tests.conftest import Server, free_port, start_server, stop_server
+from tests.haproxy import start_haproxy, stop_process
 
 PASSWORD = "teacher behind the balancer"
 GUESSES = 300

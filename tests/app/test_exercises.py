@@ -137,7 +137,23 @@ def test_an_in_place_addition_is_named_and_misleads_no_other_test(tmp_path):
     assert "must return x + update" not in result.stdout
 
 
+def test_residual_reference_solution_passes():
+    """With BLOCKTRACE_SOLUTION at the reference solution, every test of the exercise passes."""
+    result = run_exercise(RESIDUAL, SOLUTIONS / "transformer_block.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert passed_count(result) == 12
+
+
 # --- decoder-block: norms and MLPs from scratch -------------------------------------------------------
+
+def test_decoder_starter_fails_naming_each_function(decoder_starter):
+    """Every function of the starter is still to write, and the output says so function by function."""
+    out = decoder_starter.stdout
+    assert decoder_starter.returncode == 1, out + decoder_starter.stderr
+    for name in DECODER_FUNCTIONS:
+        assert f"{name} is not written yet" in out
+    assert passed_count(decoder_starter) == 0
+
 
 MUTANTS = {
     "gate and value swapped": (
@@ -185,7 +201,32 @@ def run_with_mistake(tmp_path, exercise, solution: str, functions, code: str):
     return run_exercise(exercise, module)
 
 
+@pytest.mark.parametrize("mistake", list(MUTANTS))
+def test_decoder_mistakes_are_named(tmp_path, mistake):
+    """One planted mistake in an otherwise correct solution fails only its own tests, with a message naming it."""
+    code, message, failing = MUTANTS[mistake]
+    result = run_with_mistake(tmp_path, DECODER, "decoder_block.py", DECODER_FUNCTIONS, code)
+    assert failed_tests(result) == failing, result.stdout
+    assert message in result.stdout
+
+
+def test_decoder_reference_solution_passes():
+    """With BLOCKTRACE_SOLUTION at the reference solution, every test of the exercise passes."""
+    result = run_exercise(DECODER, SOLUTIONS / "decoder_block.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert passed_count(result) == 11
+
+
 # --- train-the-block: warm-up, clipping and Adam by hand ------------------------------------------------
+
+def test_training_starter_fails_naming_each_function(training_starter):
+    """Every function of the starter is still to write, and the output says so function by function."""
+    out = training_starter.stdout
+    assert training_starter.returncode == 1, out + training_starter.stderr
+    for name in TRAINING_FUNCTIONS:
+        assert f"{name} is not written yet" in out
+    assert passed_count(training_starter) == 0
+
 
 TRAINING_MUTANTS = {
     "warm-up from zero": (
@@ -249,41 +290,20 @@ TRAINING_MUTANTS = {
 }
 
 
-# --- every exercise: its starter, its planted mistakes and its reference solution ------------------------
-
-@pytest.mark.parametrize(("starter", "functions"), [("decoder_starter", DECODER_FUNCTIONS),
-                                                    ("training_starter", TRAINING_FUNCTIONS)])
-def test_starter_fails_naming_each_function(request, starter, functions):
-    """Every function of the starter is still to write, and the output says so function by function."""
-    result = request.getfixturevalue(starter)
-    out = result.stdout
-    assert result.returncode == 1, out + result.stderr
-    for name in functions:
-        assert f"{name} is not written yet" in out
-    assert passed_count(result) == 0
-
-
-PLANTED = [(DECODER, "decoder_block.py", DECODER_FUNCTIONS, *MUTANTS[name]) for name in MUTANTS] + \
-    [(TRAINING, "train_the_block.py", TRAINING_FUNCTIONS, *TRAINING_MUTANTS[name]) for name in TRAINING_MUTANTS]
-
-
-@pytest.mark.parametrize(("exercise", "solution", "functions", "code", "message", "failing"), PLANTED,
-                         ids=[*MUTANTS, *TRAINING_MUTANTS])
-def test_planted_mistakes_are_named(tmp_path, exercise, solution, functions, code, message, failing):
+@pytest.mark.parametrize("mistake", list(TRAINING_MUTANTS))
+def test_training_mistakes_are_named(tmp_path, mistake):
     """One planted mistake in an otherwise correct solution fails only its own tests, with a message naming it."""
-    result = run_with_mistake(tmp_path, exercise, solution, functions, code)
+    code, message, failing = TRAINING_MUTANTS[mistake]
+    result = run_with_mistake(tmp_path, TRAINING, "train_the_block.py", TRAINING_FUNCTIONS, code)
     assert failed_tests(result) == failing, result.stdout
     assert message in result.stdout
 
 
-@pytest.mark.parametrize(("exercise", "solution", "tests"), [(RESIDUAL, "transformer_block.py", 12),
-                                                             (DECODER, "decoder_block.py", 11),
-                                                             (TRAINING, "train_the_block.py", 11)])
-def test_reference_solution_passes(exercise, solution, tests):
+def test_training_reference_solution_passes():
     """With BLOCKTRACE_SOLUTION at the reference solution, every test of the exercise passes."""
-    result = run_exercise(exercise, SOLUTIONS / solution)
+    result = run_exercise(TRAINING, SOLUTIONS / "train_the_block.py")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert passed_count(result) == tests
+    assert passed_count(result) == 11
 
 
 # --- the folders ---------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def setup(tmp_path: Path, lms: TestPlatform):
     with serving_json(keys.jwks) as tool:
         lms.tool_url = tool
         store = EventStore(f"sqlite:///{tmp_path}/classroom.db")
-        yield platforms.Registry(tmp_path), store
+        yield tmp_path, store
         store.close()
 
 
@@ -52,7 +52,7 @@ def work(store: EventStore, class_code: str, learner: str, kind: str, payload: d
 
 
 def test_a_learners_work_becomes_their_score_once(setup, lms: TestPlatform) -> None:
-    registry, store = setup
+    data_dir, store = setup
     course = who.class_for(SECRET, lms.issuer, lms.deployment_id, "course-101")
     ada = who.learner_for(SECRET, lms.issuer, "student-1")
     store.lti_link(course, ada, link(lms, "student-1"))
@@ -62,27 +62,27 @@ def test_a_learners_work_becomes_their_score_once(setup, lms: TestPlatform) -> N
     work(store, course, ada, "checkpoint", {"checkpoint": "zero-updates", "answer": "a", "correct": False})
     assert grades.queue_scores(store, T0) == 1
     assert grades.queue_scores(store, T0) == 0  # the same score is kept once
-    assert grades.send_scores(store, registry, T0) == (1, 0)
+    assert grades.send_scores(store, data_dir, T0) == (1, 0)
     [column] = lms.line_items
     assert column["label"].startswith("blocktrace: ") and column["resourceId"] == LESSON
     assert column["scoreMaximum"] == 4 and column["tag"] == f"blocktrace-{LESSON}"  # predict, 2 checkpoints, exercise
     [(item, score)] = lms.scores
     assert item == column["id"] and score["userId"] == "student-1" and score["scoreGiven"] == 2
     assert score["activityProgress"] == "InProgress" and score["gradingProgress"] == "Pending"
-    assert grades.send_scores(store, registry, T0) == (0, 0)  # nothing sent twice
+    assert grades.send_scores(store, data_dir, T0) == (0, 0)  # nothing sent twice
     work(store, course, ada, "exercise", {"checked": True, "passed": False, "tests_passed": 3, "tests_total": 5})
     assert grades.queue_scores(store, T0) == 0  # a failing exercise is not "implemented"
     work(store, course, ada, "exercise", {"checked": True, "passed": True, "tests_passed": 5, "tests_total": 5})
     work(store, course, ada, "checkpoint", {"checkpoint": "constant-vector", "answer": "b", "correct": True})
     assert grades.queue_scores(store, T0 + timedelta(seconds=1)) == 1
-    assert grades.send_scores(store, registry, T0 + timedelta(seconds=1)) == (1, 0)
+    assert grades.send_scores(store, data_dir, T0 + timedelta(seconds=1)) == (1, 0)
     assert len(lms.line_items) == 1  # the lesson's column is found by its tag, not made again
     assert lms.scores[-1][1]["scoreGiven"] == 4 and lms.scores[-1][1]["activityProgress"] == "Completed"
     assert store.delivery_counts(grades.KIND) == (0, 0)
 
 
 def test_an_lms_outage_and_a_restart_lose_nothing(setup, lms: TestPlatform) -> None:
-    registry, store = setup
+    data_dir, store = setup
     course = who.class_for(SECRET, lms.issuer, lms.deployment_id, "course-101")
     learners = [who.learner_for(SECRET, lms.issuer, f"student-{i}") for i in range(3)]
     for i, learner in enumerate(learners):
@@ -90,22 +90,22 @@ def test_an_lms_outage_and_a_restart_lose_nothing(setup, lms: TestPlatform) -> N
         work(store, course, learner, "checkpoint", {"checkpoint": "zero-updates", "answer": "a", "correct": True})
     assert grades.queue_scores(store, T0) == 3
     lms.down = True
-    assert grades.send_scores(store, registry, T0) == (0, 3)
+    assert grades.send_scores(store, data_dir, T0) == (0, 3)
     assert store.delivery_counts(grades.KIND) == (3, 3)
-    assert grades.send_scores(store, registry, T0 + timedelta(seconds=5)) == (0, 0)  # waiting out the backoff
-    assert grades.send_scores(store, registry, T0 + timedelta(seconds=11)) == (0, 3)  # tried again, still down
+    assert grades.send_scores(store, data_dir, T0 + timedelta(seconds=5)) == (0, 0)  # waiting out the backoff
+    assert grades.send_scores(store, data_dir, T0 + timedelta(seconds=11)) == (0, 3)  # tried again, still down
     lms.down = False
     store.close()
-    restarted = EventStore(f"sqlite:///{registry.data_dir}/classroom.db")  # what a restarted server opens
-    assert grades.send_scores(restarted, registry, T0 + timedelta(seconds=25)) == (0, 0)  # the wait doubled: 20 s
-    assert grades.send_scores(restarted, registry, T0 + timedelta(seconds=31)) == (3, 0)
+    restarted = EventStore(f"sqlite:///{data_dir}/classroom.db")  # what a restarted server opens
+    assert grades.send_scores(restarted, data_dir, T0 + timedelta(seconds=25)) == (0, 0)  # the wait doubled: 20 s
+    assert grades.send_scores(restarted, data_dir, T0 + timedelta(seconds=31)) == (3, 0)
     assert sorted(s["userId"] for _, s in lms.scores) == ["student-0", "student-1", "student-2"]
     assert restarted.delivery_counts(grades.KIND) == (0, 0)
     restarted.close()
 
 
 def test_no_score_reaches_another_course(setup, lms: TestPlatform) -> None:
-    registry, store = setup
+    data_dir, store = setup
     course_a = who.class_for(SECRET, lms.issuer, lms.deployment_id, "course-a")
     course_b = who.class_for(SECRET, lms.issuer, lms.deployment_id, "course-b")
     ada = who.learner_for(SECRET, lms.issuer, "student-1")

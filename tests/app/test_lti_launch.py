@@ -444,11 +444,3 @@ def test_the_access_log_keeps_no_launch_token(lti_server: Server, lms: TestPlatf
     token = dict(parse_qsl(urlsplit(location).query))["lti"]
     log = lti_server.log()
     assert token not in log and quote(token, safe="") not in log and "?lti=…" in log
-
-
-def test_a_launch_that_names_no_user_is_refused(lti_server: Server, lms: TestPlatform) -> None:
-    scopes = ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
-              "https://purl.imsglobal.org/spec/lti-ags/scope/score"]
-    refused(good_launch(lti_server, lms, sub="", **{
-        "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": {"lineitems": lms.url + "/lineitems",
-                                                                    "scope": scopes}})[2], "Must have a user (sub)")

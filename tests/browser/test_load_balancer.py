@@ -35,8 +35,8 @@ from blocktrace.app.classroom.store import EventStore
 from blocktrace.app.serve import SECRET_ENV
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
 from tests.browser.test_transformer_block_trace import VECTOR, numbers, slider, stage_row
-from tests.conftest import Server, free_port, start_server, stop_process, stop_server
-from tests.haproxy import START_TIMEOUT, start_haproxy
+from tests.conftest import Server, free_port, start_server, stop_server
+from tests.haproxy import START_TIMEOUT, start_haproxy, stop_process
 from tests.pg import running_postgres
 
 pytestmark = pytest.mark.browser

@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from playwright.sync_api import Browser, expect, sync_playwright
 
-from tests.conftest import Server, free_port, start_server, stop_process, stop_server
-from tests.haproxy import start_haproxy
+from tests.conftest import Server, free_port, start_server, stop_server
+from tests.haproxy import start_haproxy, stop_process
 from tests.lti_platform import TestPlatform, registered_platform
 from tests.smoke import CHROMIUM, CHROMIUM_ARGS
 
