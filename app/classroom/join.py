@@ -50,9 +50,9 @@ def admits(code: str, classes: Collection[str] | None, open_joining: bool, kept:
     return open_joining or code in classes
 
 
-def _distance(a: str, b: str) -> int:
+def _distance(a: str, b: str, limit: int) -> int:
     """Edits from `a` to `b`: a letter changed, added, left out, or two neighbours swapped (optimal string
-    alignment distance)."""
+    alignment distance); any number above `limit` once it is sure to be more (no row can get smaller)."""
     before, previous = None, list(range(len(b) + 1))
     for i in range(1, len(a) + 1):
         row = [i] + [0] * len(b)
@@ -60,6 +60,8 @@ def _distance(a: str, b: str) -> int:
             row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
             if before is not None and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
                 row[j] = min(row[j], before[j - 2] + 1)
+        if min(row) > limit:
+            return limit + 1
         before, previous = previous, row
     return previous[-1]
 
@@ -84,7 +86,7 @@ def suggestion(typed: str, classes: Collection[str]) -> str | None:
         allowed = _edits_allowed(code)
         if code == DEFAULT_CLASS or code.startswith("lti-") or abs(len(code) - len(squeezed)) > allowed:
             continue
-        distance = _distance(squeezed, code)
+        distance = _distance(squeezed, code, allowed)
         if distance > allowed or (best_distance is not None and distance > best_distance):
             continue
         if best_distance is None or distance < best_distance:
