@@ -127,6 +127,17 @@ def test_the_teacher_card_shows_the_link_as_text_and_as_a_qr_code_of_that_link()
     assert "names this computer only" in teacher_card("http://127.0.0.1:5006", code, local_only=True)
 
 
+@pytest.mark.parametrize(("open_joining", "button"), [(False, "Let students start a class with any code"),
+                                                     (True, "Only classes I opened")])
+def test_the_teacher_card_switches_open_joining_with_a_form_of_the_teachers_own(open_joining, button) -> None:
+    """The switch posts the other choice with the XSRF token; a course's teacher let in by an LMS gets none."""
+    card = teacher_card("http://192.168.1.20:5006", "period3", False,
+                        (open_joining, [("_xsrf", "token-1"), ("class", "period3"), ("theme", "light")]))
+    assert 'action="/teacher/joining"' in card and '<input type="hidden" name="_xsrf" value="token-1">' in card
+    assert f'value="{"no" if open_joining else "yes"}">{button}</button>' in card
+    assert "/teacher/joining" not in teacher_card("http://192.168.1.20:5006", "period3", False, None)
+
+
 def test_the_teacher_card_of_no_class_asks_for_a_code_and_shows_no_link() -> None:
     card = teacher_card("http://192.168.1.20:5006", "default", local_only=False)
     assert "No class chosen" in card and "bt-qr" not in card and 'name="class"' in card
