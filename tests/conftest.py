@@ -78,15 +78,28 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_server(log_path: Path, *extra: str) -> Server:
+def let_students_start_classes(data_dir: Path, extra: tuple[str, ...]) -> None:
+    """Turn on the teacher's open-joining switch in the class database a server will use (`--db`, else the data
+    dir's), as the teacher's room does: students may then join with any class code."""
+    from blocktrace.app.classroom.store import EventStore, default_url
+
+    with EventStore(extra[extra.index("--db") + 1] if "--db" in extra else default_url(data_dir)) as store:
+        store.set_open_joining(True)
+
+
+def start_server(log_path: Path, *extra: str, open_joining: bool = True) -> Server:
     """Start the server on a free port and return once /health answers 200.
 
     Its classroom data goes beside the log (never into the working tree) unless `extra` says otherwise.
+    With `open_joining` (the default) students may join with any class code, so that tests of everything else
+    use the codes they like; the tests of joining itself pass False, as a new server starts.
     """
     port = free_port()
     if "--data-dir" not in extra and "--no-classroom" not in extra:
         extra = ("--data-dir", str(log_path.parent / "data"), *extra)
     data_dir = ROOT / extra[extra.index("--data-dir") + 1] if "--data-dir" in extra else None
+    if open_joining and data_dir is not None:
+        let_students_start_classes(data_dir, extra)
     log = log_path.open("w", encoding="utf-8")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
@@ -123,11 +136,13 @@ def stop_server(server: Server) -> None:
     stop_process(server.process)
 
 
-def module_server(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> Iterator[Server]:
+def module_server(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str,
+                  open_joining: bool = True) -> Iterator[Server]:
     """For a fixture: a server of its own (log and data in a fresh folder named `name`), stopped after,
     having logged no traceback. `yield from module_server(...)`."""
     folder = tmp_path_factory.mktemp(name)
-    server = start_server(folder / "server.log", "--data-dir", str(folder / "data"), *extra)
+    server = start_server(folder / "server.log", "--data-dir", str(folder / "data"), *extra,
+                          open_joining=open_joining)
     yield server
     stop_server(server)
     assert "Traceback" not in server.log()

@@ -23,6 +23,11 @@ __all__ = ["Classroom", "ClassroomSettings", "configure", "current"]
 log = logging.getLogger(__name__)
 
 
+# How long the first page a process serves may wait for its first read of the classes (on SQLite a few ms):
+# once, so a worker's first student is not turned away from a class it simply has not read yet.
+FIRST_READ_WAIT_S = 1.0
+
+
 @dataclass
 class Classroom:
     """The process-wide store, its outbox and the cookie secret (set up once by `blocktrace serve`)."""
@@ -33,10 +38,25 @@ class Classroom:
     thread: StoreThread = field(init=False)
     senders: list[Sender] = field(default_factory=list)  # scores and learning records sent by this process
     lrs: str | None = None  # where learning records go (the teacher's room shows how many wait)
+    _waited: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.outbox = Outbox(self.store)
         self.thread = StoreThread(self.outbox)
+
+    def admits(self, code: str, kept: bool = False) -> bool:
+        """Whether a student may be in class `code` (join.admits, from what the store thread last read).
+
+        `kept`: the code comes from the class cookie, which this server set. Until the classes have been read
+        once (the database is down at start) such a code is kept, and a new one is not let in.
+        """
+        from blocktrace.app.classroom.join import admits
+
+        thread = self.thread
+        if not thread.classes_read.is_set() and not self._waited:
+            self._waited = True
+            thread.classes_read.wait(FIRST_READ_WAIT_S)
+        return admits(code, thread.classes, thread.open_joining, kept)
 
 
 @dataclass(frozen=True)
@@ -76,6 +96,7 @@ def current() -> Classroom | None:
         if _classroom is None or _pid != os.getpid():
             _classroom, _pid = Classroom(EventStore(_settings.db_url), _settings.secret), os.getpid()
             _classroom.thread.submit(_classroom.store.upgrade, _upgraded)
+            _classroom.thread.submit(_classroom.thread.read_classes)  # before any page asks who may join what
             _classroom.senders = _start_senders(_classroom.store, _settings)
             _classroom.lrs = _settings.xapi.endpoint if _settings.xapi is not None else None
         return _classroom

@@ -1,5 +1,10 @@
 """Anonymous learner identity: a random id in a signed cookie, plus checks on names and class codes.
 
+A class code has one spelling, lower case (``class_code``): "Period3", " period3 " and "PERIOD3" are the class
+"period3" wherever a code comes in (the index's field, a link, the class cookie, the teacher's pages, the CSV
+export). Lower case because a phone's keyboard capitalises the first letter while the teacher's own hint, the
+classes an LMS makes ("lti-" and hex digits) and "default" are lower case already: those keep their spelling.
+
 A learner is a uuid4 hex id. The browser keeps it in a cookie signed with the server's secret
 (app/signing.py, purpose LEARNER), so a reload or a dropped connection keeps the learner's
 progress, and a learner cannot pose as another by editing the cookie. The secret
@@ -16,26 +21,28 @@ import re
 import secrets
 import unicodedata
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from blocktrace.app import signing
 
 __all__ = [
-    "CLASS_CODE_PATTERN", "CLASS_COOKIE", "COOKIE_NAME", "DEFAULT_CLASS", "SECRET_FILE", "chosen_class",
+    "CLASS_CODE_PATTERN", "CLASS_COOKIE", "COOKIE_NAME", "DEFAULT_CLASS", "SECRET_FILE", "chosen_class", "class_code",
     "clean_display_name", "load_or_create_secret", "new_learner_id", "sign", "valid_class_code", "valid_learner_id",
     "verify"
 ]
 
 COOKIE_NAME = "bt_learner"  # the signed learner id; the server sets it (app/server/page_requests.py)
-CLASS_COOKIE = "bt_class"  # the class code of the last ?class= link
+CLASS_COOKIE = "bt_class"  # the class code of the last ?class= link the server let the browser into
 SECRET_FILE = "learner-cookie.key"
 SECRET_BYTES = 32
 MAX_NAME = 40
 
 _LEARNER_ID = re.compile(r"[0-9a-f]{32}")
-_CLASS_CODE = re.compile(r"[A-Za-z0-9_-]{1,24}")
-CLASS_CODE_PATTERN = _CLASS_CODE.pattern  # the same rule for a form field's `pattern` attribute
+_CLASS_CODE = re.compile(r"[a-z0-9_-]{1,24}")  # as stored: lower case (class_code)
+# A form field's `pattern`: any case, spaces around (the server tidies both). "\-" because Chromium reads a
+# pattern with the `v` flag, where an unescaped "-" at the end of a class is an error and the check is dropped.
+CLASS_CODE_PATTERN = r"\s*[A-Za-z0-9_\-]{1,24}\s*"
 DEFAULT_CLASS = "default"  # the class of a student who chose none
 # Bidirectional formatting characters can make a name display backwards on the teacher's screen.
 _BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -118,14 +125,32 @@ def clean_display_name(text: object) -> str | None:
 
 
 def valid_class_code(text: object) -> bool:
-    """True for a class code: 1 to 24 ASCII letters, digits, '_' or '-'."""
+    """True for a class code as stored: 1 to 24 lower-case ASCII letters, digits, '_' or '-' (see class_code)."""
     return isinstance(text, str) and _CLASS_CODE.fullmatch(text) is not None
 
 
-def chosen_class(query: Mapping[str, str], cookies: Mapping[str, str]) -> str:
-    """The class a page records into: the link's `?class=`, else the class cookie's, else DEFAULT_CLASS
-    (a value that is not a class code is passed over)."""
-    for code in (query.get("class"), cookies.get(CLASS_COOKIE)):
-        if valid_class_code(code):
+def class_code(text: object) -> str | None:
+    """The one spelling of a class code as typed, linked or kept: without the spaces around it, in lower case;
+    None if it is not a class code (1 to 24 ASCII letters, digits, '_' or '-')."""
+    if not isinstance(text, str):
+        return None
+    code = text.strip()  # Unicode spaces too: a phone's keyboard may add a no-break space
+    if not code.isascii():  # checked before lowering: the Kelvin sign "\u212a" lowers to an ASCII "k"
+        return None
+    code = code.lower()
+    return code if _CLASS_CODE.fullmatch(code) else None
+
+
+def chosen_class(query: Mapping[str, str], cookies: Mapping[str, str],
+                 admits: Callable[[str, bool], bool] | None = None) -> str:
+    """The class a page records into: the link's `?class=`, else the class cookie's, else DEFAULT_CLASS.
+
+    A value that is not a class code is passed over. `admits(code, kept)` is the server's word on a class
+    (join.admits: does this server have it, or may students start classes); `kept` says the code came from the
+    class cookie, which the server set. A class it refuses is passed over too, so a crafted link or cookie puts
+    nobody into a class the server does not have.
+    """
+    for code, kept in ((class_code(query.get("class")), False), (class_code(cookies.get(CLASS_COOKIE)), True)):
+        if code is not None and (code == DEFAULT_CLASS or admits is None or admits(code, kept)):
             return code
     return DEFAULT_CLASS

@@ -95,6 +95,9 @@ class SessionRecorder:
         self._last: dict[Slot, str] = {}  # slot -> what it last sent (or has waiting)
         self._stored: dict[Slot, str] = {}  # slot -> what the store last confirmed for it (read on the loop)
         self._timers: set[Callable[[], None]] = set()  # what waits on a timeout of the document (see _later)
+        # Called in this session with the name the store holds once the page has joined (the learner bar's field
+        # shows it, on every page and after a reload); set by the learner bar.
+        self.on_name: Callable[[str | None], None] | None = None
 
     @property
     def active(self) -> bool:
@@ -260,7 +263,8 @@ class SessionRecorder:
     def join(self, display_name: str | None = None, done: Callable[[bool], None] | None = None) -> str | None:
         """Register the learner (and a display name); returns an error message for a refused name.
 
-        Later `done(True)` once the store has it, `done(False)` if it could not be written (in this session).
+        Later `done(True)` once the store has it, `done(False)` if it could not be written (in this session), and
+        `on_name(the name stored)` once it is stored.
         """
         if not self.active:
             return None
@@ -271,17 +275,20 @@ class SessionRecorder:
                 return "Names are 1 to 40 ordinary characters."
         store, learner = self.classroom.store, self.learner
 
-        def join() -> bool:
+        def join() -> str | None:
             kept = name or store.display_name(learner.class_code, learner.id)  # a new page keeps the old name
             store.join(learner.class_code, learner.id, kept)
-            return True
+            return kept
 
         def joined(result: Any) -> None:
-            if isinstance(result, Exception):
+            failed = isinstance(result, Exception)
+            if failed:
                 self._forget(("join", None, None), name or "")
-            self._show_unsaved(isinstance(result, Exception))
+            self._show_unsaved(failed)
             if done is not None:
-                done(not isinstance(result, Exception))
+                done(not failed)
+            if not failed and self.on_name is not None:
+                self.on_name(result)
 
         self._send_once(("join", None, None), name or "", join, joined)
         return None

@@ -40,7 +40,7 @@ from sqlalchemy import (
 __all__ = [
     "CODE_LEN", "ID_LEN", "KEY_LEN", "MIGRATIONS", "NAME_LEN", "SCHEMA_VERSION", "SchemaTooNew", "class_epochs",
     "classes", "current_version", "deliveries", "events", "learners", "lti_links", "lti_values", "metadata",
-    "paces", "predictions", "reveals", "schema_version", "upgrade",
+    "options", "paces", "predictions", "reveals", "schema_version", "upgrade",
 ]
 
 # Column widths, enforced in Python too (SQLite ignores VARCHAR lengths, PostgreSQL refuses).
@@ -192,6 +192,19 @@ def _v6_deliveries(metadata: MetaData) -> Table:
 
 lti_links = _v6_lti_links(metadata)
 deliveries = _v6_deliveries(metadata)
+
+
+def _v8_options(metadata: MetaData) -> Table:
+    """The classroom's own options, set from the teacher's room, shared by every process on the database."""
+    return Table(
+        "options", metadata,
+        Column("name", String(KEY_LEN), primary_key=True),  # e.g. "open_joining"
+        Column("value", Text, nullable=False),  # JSON
+        Column("changed_at", DateTime(timezone=True), nullable=False),
+    )
+
+
+options = _v8_options(metadata)
 classes = _tables["classes"]
 class_epochs = _tables["class_epochs"]
 learners = _tables["learners"]
@@ -238,6 +251,113 @@ def _add_deliveries(conn: Connection) -> None:
     _v6_deliveries(frozen).create(conn)
 
 
+def _lower_case_class_codes(conn: Connection) -> None:
+    """Version 7: every class code in lower case (identity.class_code); classes whose codes differ only in case
+    become one class, so the students who typed "Period3" are in the teacher's "period3".
+
+    Nothing learners did is lost: every event, learner, prediction, reveal and pace moves to the merged class.
+    Their current epochs become its current one; an archived epoch of another spelling stays an archived epoch
+    of its own. Where two spellings hold the same row (one learner in both, one question revealed in both),
+    one row is kept: a learner's name where either had one; the answer committed first (a committed prediction
+    is final; the later one stays in the events and the export); the first spelling's reveal and pace.
+    Plain SQL, the same on SQLite and PostgreSQL, in the order the foreign keys allow (parents first).
+    """
+    codes = list(conn.execute(text("SELECT code, epoch, created_at FROM classes")))
+    groups: dict[str, list] = {}
+    for row in codes:
+        groups.setdefault(row.code.lower(), []).append(row)
+    for target, spellings in sorted(groups.items()):
+        if [row.code for row in spellings] != [target]:
+            _merge_spellings(conn, target, spellings)
+    for row in list(conn.execute(text("SELECT class_code, learner_id, updated_at FROM lti_links "
+                                      "WHERE class_code <> lower(class_code) ORDER BY updated_at"))):
+        _move(conn, "lti_links", {"class_code": row.class_code}, {"class_code": row.class_code.lower()},
+              ["learner_id"], newer="updated_at")
+
+
+def _merge_spellings(conn: Connection, target: str, spellings: list) -> None:
+    """Move the classes `spellings` (rows of classes) into the one class `target` (see _lower_case_class_codes)."""
+    # The base keeps its epoch numbers: the lower-case spelling, else the class made first.
+    base = next((row for row in spellings if row.code == target), min(spellings, key=lambda row: row.created_at))
+    epochs = {row.code: list(conn.execute(
+        text("SELECT epoch, started_at, archived_at FROM class_epochs WHERE class_code = :c ORDER BY epoch"),
+        {"c": row.code})) for row in spellings}
+    current = {row.code: row.epoch for row in spellings}
+    others = [row for row in spellings if row.code != base.code]
+    archived = sorted(((row.code, e) for row in others for e in epochs[row.code] if e.epoch != current[row.code]),
+                      key=lambda pair: (pair[1].started_at, pair[0]))
+    # The current epoch stays the highest (archive() counts on it): after the others' archived epochs, if any.
+    merged = base.epoch + len(archived) + (1 if archived else 0)
+    moves = [((base.code, e.epoch), e.epoch if e.epoch != base.epoch else merged, e) for e in epochs[base.code]]
+    moves += [((code, e.epoch), base.epoch + i + 1, e) for i, (code, e) in enumerate(archived)]
+    moves += [((row.code, current[row.code]), merged, e) for row in others for e in epochs[row.code]
+              if e.epoch == current[row.code]]
+    started = min(e.started_at for _source, number, e in moves if number == merged)
+    if base.code == target:
+        conn.execute(text("UPDATE classes SET created_at = :t WHERE code = :c"),
+                     {"t": min(row.created_at for row in spellings), "c": target})
+    else:
+        conn.execute(text("INSERT INTO classes (code, epoch, created_at) VALUES (:c, :e, :t)"),
+                     {"c": target, "e": base.epoch, "t": min(row.created_at for row in spellings)})
+    for (code, epoch), number, e in moves:
+        there = conn.execute(text("SELECT count(*) FROM class_epochs WHERE class_code = :c AND epoch = :e"),
+                             {"c": target, "e": number}).scalar_one()
+        if not there:
+            conn.execute(text("INSERT INTO class_epochs (class_code, epoch, started_at, archived_at) "
+                              "VALUES (:c, :e, :s, :a)"),
+                         {"c": target, "e": number, "s": started if number == merged else e.started_at,
+                          "a": None if number == merged else e.archived_at})
+        if (code, epoch) == (target, number):
+            continue  # the base's own epoch, left where it is
+        source, into = {"class_code": code, "epoch": epoch}, {"class_code": target, "epoch": number}
+        _keep_names(conn, source, into)
+        _move(conn, "learners", source, into, ["id"])
+        _move(conn, "predictions", source, into, ["learner_id", "question"], older="created_at")
+        _move(conn, "reveals", source, into, ["question"])
+        _move(conn, "paces", source, into, ["lesson"])
+        conn.execute(text("UPDATE events SET class_code = :tc, epoch = :te WHERE class_code = :c AND epoch = :e"),
+                     {"tc": target, "te": number, "c": code, "e": epoch})
+        conn.execute(text("DELETE FROM class_epochs WHERE class_code = :c AND epoch = :e"), {"c": code, "e": epoch})
+    conn.execute(text("UPDATE class_epochs SET started_at = :s WHERE class_code = :c AND epoch = :e"),
+                 {"s": started, "c": target, "e": merged})
+    for row in others + ([base] if base.code != target else []):
+        conn.execute(text("DELETE FROM classes WHERE code = :c"), {"c": row.code})
+    conn.execute(text("UPDATE classes SET epoch = :e WHERE code = :c"), {"e": merged, "c": target})
+
+
+def _where(alias: str, values: dict[str, object], prefix: str) -> str:
+    return " AND ".join(f"{alias}.{name} = :{prefix}{name}" for name in values)
+
+
+def _move(conn: Connection, table: str, source: dict[str, object], into: dict[str, object], keys: list[str],
+          older: str | None = None, newer: str | None = None) -> None:
+    """Move `table`'s rows from `source` to `into` (column values); a row whose `keys` are there already is
+    dropped, unless its `older` column is older (or its `newer` column newer): then the one there is dropped."""
+    params = {**{f"s{k}": v for k, v in source.items()}, **{f"t{k}": v for k, v in into.items()}}
+    same = " AND ".join(f"o.{k} = {table}.{k}" for k in keys)
+    beats = f"o.{older} < {table}.{older}" if older else f"o.{newer} > {table}.{newer}" if newer else None
+    if beats:  # the one there loses to the one moving in
+        conn.execute(text(f"DELETE FROM {table} WHERE {_where(table, into, 't')} AND EXISTS (SELECT 1 FROM {table} o "
+                          f"WHERE {_where('o', source, 's')} AND {same} AND {beats})"), params)
+    conn.execute(text(f"DELETE FROM {table} WHERE {_where(table, source, 's')} AND EXISTS (SELECT 1 FROM {table} o "
+                      f"WHERE {_where('o', into, 't')} AND {same})"), params)
+    sets = ", ".join(f"{name} = :t{name}" for name in into)
+    conn.execute(text(f"UPDATE {table} SET {sets} WHERE {_where(table, source, 's')}"), params)
+
+
+def _keep_names(conn: Connection, source: dict[str, object], into: dict[str, object]) -> None:
+    """A learner in both spellings keeps the name given in either (the one there first, if both have one)."""
+    conn.execute(text(
+        f"UPDATE learners SET display_name = (SELECT o.display_name FROM learners o WHERE {_where('o', source, 's')} "
+        f"AND o.id = learners.id) WHERE {_where('learners', into, 't')} AND display_name IS NULL"),
+        {**{f"s{k}": v for k, v in source.items()}, **{f"t{k}": v for k, v in into.items()}})
+
+
+def _add_options(conn: Connection) -> None:
+    """Version 8: the options table (whether students may start a class with a code no class has)."""
+    _v8_options(MetaData()).create(conn)
+
+
 Migration = Callable[[Connection], None]
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, _create_v1),
@@ -246,6 +366,8 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (4, _add_recent_index),
     (5, _add_lti_values),
     (6, _add_deliveries),
+    (7, _lower_case_class_codes),
+    (8, _add_options),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -89,6 +89,7 @@ from blocktrace.app.classroom.schema import (
     learners,
     lti_links,
     lti_values,
+    options,
     paces,
     predictions,
     reveals,
@@ -120,7 +121,7 @@ from blocktrace.app.classroom.store_validation import (
 
 __all__ = [
     # this module's own
-    "RECENT_LIMIT", "RESUME_LIMIT", "EventStore", "Pace", "StoredEvent", "StoredPrediction",
+    "OPEN_JOINING", "RECENT_LIMIT", "RESUME_LIMIT", "EventStore", "Joining", "Pace", "StoredEvent", "StoredPrediction",
     # kept importable from here (their rooms are named above)
     "CSV_COLUMNS", "DB_FILE", "MAX_ITEMS", "MAX_NOTE", "MAX_PAYLOAD", "MAX_TEXT", "MISCONCEPTIONS", "STEPS",
     "Misconception", "StoreUnavailable", "Summary", "check_prediction", "check_record", "default_url",
@@ -129,6 +130,7 @@ __all__ = [
 
 RESUME_LIMIT = 2000  # newest events read back for one learner and lesson: a page restores from these
 RECENT_LIMIT = 1000  # newest exercise results a process reads on each refresh
+OPEN_JOINING = "open_joining"  # the option: may a student start a class with a code no class has (True/False)
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,15 @@ class Pace:
     hold: str | None  # a lesson step (STEPS); None: free
     pushed: dict[str, Any] | None  # {"explorable": id, "state": {query key: value}}; None: nothing pushed
     version: int  # grows with each change
+
+
+@dataclass(frozen=True)
+class Joining:
+    """What deciding who may join which class needs: every class this server has, and whether students may start
+    one with any code (the teacher's option; off until the teacher turns it on)."""
+
+    classes: frozenset[str]
+    open: bool
 
 
 class EventStore:
@@ -674,6 +685,30 @@ class EventStore:
                     for code, question, epoch in current}
 
     # The teacher ------------------------------------------------------------------------------
+
+    def open_class(self, class_code: str) -> bool:
+        """Make the class if this server does not have it yet (the teacher opened it, or an LMS launched it);
+        True if it was made now. Students may then join it."""
+        check_class_code(class_code)
+        with self._write("open a class") as conn:
+            if self._epoch(conn, class_code) is not None:
+                return False
+            self._create_class(conn, class_code)
+            return True
+
+    def joining(self) -> Joining:
+        """Every class code the store has, and whether students may start a class (one read, for a process)."""
+        with self._read("read the classes") as conn:
+            codes = frozenset(conn.execute(select(classes.c.code)).scalars())
+            value = conn.execute(select(options.c.value).where(options.c.name == OPEN_JOINING)).scalar()
+        return Joining(codes, value is not None and json.loads(value) is True)
+
+    def set_open_joining(self, allowed: bool) -> None:
+        """Let students start a class with a code no class has (True), or only join classes this server has."""
+        stmt = self._insert(options).values(name=OPEN_JOINING, value=json.dumps(bool(allowed)), changed_at=_now())
+        with self._write("set who may start a class") as conn:
+            conn.execute(stmt.on_conflict_do_update(index_elements=["name"], set_={
+                "value": stmt.excluded.value, "changed_at": stmt.excluded.changed_at}))
 
     def class_codes(self) -> list[str]:
         """Every class the store knows, sorted."""

@@ -6,7 +6,7 @@ hangs without answering holds up this thread only: students keep exploring, thei
 order, and `stalled()` lets the pages say that progress is not being saved.
 
 Between calls, every `store_refresh` seconds (app/settings.py), the thread retries the outbox and reads which questions
-teachers have revealed (one read per process instead of one per page).
+teachers have revealed and which classes the server has (one read per process instead of one per page).
 
 Calls run in the order submitted, except for students' commits of their predictions (their controls stay
 locked until the store has them): those go before every other call still waiting, and all the commits
@@ -56,6 +56,11 @@ class StoreThread:
         self.clock = clock
         self.reveals: Reveals = {}  # replaced whole by the thread, read by the pages
         self.paces: dict = {}  # (class, lesson) -> Pace, replaced whole by the thread, read by the pages
+        # Every class code the store has (None until read once) and whether students may start one: who may join
+        # which class is decided from these (join.admits), on the event loop, with no database read.
+        self.classes: frozenset[str] | None = None
+        self.open_joining = False
+        self.classes_read = threading.Event()  # set once the classes have been read
         # The newest exercise result of each learner, whichever process took it: (stored at, result).
         self._results: OrderedDict[ResultKey, tuple[datetime, dict[str, Any]]] = OrderedDict()
         self._results_lock = threading.Lock()
@@ -215,8 +220,22 @@ class StoreThread:
             while len(self._results) > settings().results_kept:
                 self._results.popitem(last=False)
 
+    def read_classes(self) -> None:
+        """Read the classes and the open-joining option now (on this thread)."""
+        joining = self.outbox.store.joining()
+        self.classes, self.open_joining = joining.classes, joining.open
+        self.classes_read.set()
+
+    def opened(self, code: str) -> None:
+        """A class just made (the teacher opened it): known in this process at once, not at the next read.
+
+        Called on this thread, after the write, so a read of the classes in flight cannot undo it."""
+        if self.classes is not None and code not in self.classes:
+            self.classes = self.classes | {code}
+
     def _refresh(self) -> None:
         self.outbox.flush()
+        self.read_classes()
         self.reveals = self.outbox.store.revealed_distributions()
         self.paces = self.outbox.store.current_paces()
         for stored_at, code, learner, result in self.outbox.store.recent_results(settings().results_window):

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from tornado.ioloop import IOLoop
 from tornado.web import HTTPError, RequestHandler
 
-from blocktrace.app.classroom.identity import DEFAULT_CLASS, valid_class_code
+from blocktrace.app.classroom.identity import DEFAULT_CLASS, class_code
 from blocktrace.app.classroom.join import student_base, teacher_card
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
@@ -82,8 +82,12 @@ class TeacherHandler(RequestHandler):
         return teacher_href("/teacher", code, self.form_theme(), **extra)
 
     def class_code(self) -> str:
-        code = self.get_argument("class", DEFAULT_CLASS)
-        return code if valid_class_code(code) else DEFAULT_CLASS
+        """The class the address names, in its one spelling ("Period3 " is "period3"); else no class."""
+        return class_code(self.get_argument("class", DEFAULT_CLASS)) or DEFAULT_CLASS
+
+    def form_class(self) -> str | None:
+        """The class a teacher's form names, in its one spelling; None if it names none."""
+        return class_code(self.get_body_argument("class", DEFAULT_CLASS))
 
     async def stored(self, write, *args) -> bool:
         """Run a store write on the store thread (after the learners' writes it holds) and wait for its commit; on
@@ -128,14 +132,31 @@ class DashboardHandler(TeacherHandler):
         if classroom is None:
             self.finish(self._page(code, "<p>The classroom store is off for this server.</p>", refresh=False))
             return
+        await self._open(classroom, code)
         try:
             body = await off_the_loop(self._body, classroom.store, code, self.form_token())
         except StoreUnavailable:
             body = '<p class="bt-notice">The class database cannot be reached right now; this page retries.</p>'
         status = store_status_html(classroom)  # writes waiting, a hung or deleted database: above the counts
         base, local_only = student_base(self.request.protocol, self.request.host, self.origins)
-        join = teacher_card(base, code, local_only)
+        switch = None if self.lti_class else (classroom.thread.open_joining,
+                                              joining_fields(self.form_token(), code, self.theme()))
+        join = teacher_card(base, code, local_only, switch)
         self.finish(self._page(code, status + join + body + self._predict_off_links(classroom.secret)))
+
+    async def _open(self, classroom, code: str) -> None:
+        """Make the class the teacher opened, so its students may join it (once: then this process knows it)."""
+        if code == DEFAULT_CLASS or code in (classroom.thread.classes or ()):
+            return
+
+        def open_class() -> None:  # on the store thread, where the classes are read: known here from now on
+            classroom.store.open_class(code)
+            classroom.thread.opened(code)
+
+        try:
+            await classroom.thread.write(open_class)
+        except StoreUnavailable:
+            pass  # the page says the database cannot be reached; its next refresh opens the class
 
     def _predict_off_links(self, secret: bytes) -> str:
         """Signed links that open each explorable without the prediction step (app/server/predict_links.py)."""
@@ -220,9 +241,9 @@ class PaceHandler(TeacherHandler):
     async def post(self) -> None:
         if not self.check_form():
             return
-        code, lesson = self.get_body_argument("class", DEFAULT_CLASS), self.get_body_argument("lesson", "")
+        code, lesson = self.form_class(), self.get_body_argument("lesson", "")
         hold = self.get_body_argument("hold", "release")
-        if not valid_class_code(code) or lesson not in {x.id for x in load_lessons()} \
+        if code is None or lesson not in {x.id for x in load_lessons()} \
                 or hold not in (*HOLDABLE, "release"):
             self.set_status(400)
             self.finish("Unknown class, lesson or step.\n")
@@ -240,9 +261,9 @@ class PushHandler(PaceHandler):
     async def post(self) -> None:
         if not self.check_form():
             return
-        code, lesson_id = self.get_body_argument("class", DEFAULT_CLASS), self.get_body_argument("lesson", "")
+        code, lesson_id = self.form_class(), self.get_body_argument("lesson", "")
         lesson = {x.id: x for x in load_lessons()}.get(lesson_id)
-        if not valid_class_code(code) or lesson is None:
+        if code is None or lesson is None:
             self.set_status(400)
             self.finish("Unknown class or lesson.\n")
             return
@@ -269,9 +290,9 @@ class RevealHandler(TeacherHandler):
         if not self.check_form():
             return
         classroom = current_classroom()
-        code = self.get_body_argument("class", DEFAULT_CLASS)
+        code = self.form_class()
         question = self.get_body_argument("question", "")
-        if question not in {question_id(eid) for eid in EXPLORABLE_SPECS} or not valid_class_code(code):
+        if question not in {question_id(eid) for eid in EXPLORABLE_SPECS} or code is None:
             self.set_status(400)
             self.finish("Unknown class or question.\n")
             return
@@ -299,9 +320,9 @@ class ArchiveHandler(TeacherHandler):
         if not self.check_form():
             return
         classroom = current_classroom()
-        code = self.get_body_argument("class", DEFAULT_CLASS)
+        code = self.form_class()
         theme = self.form_theme()
-        if not valid_class_code(code):
+        if code is None:
             self.set_status(400)
             self.finish("Unknown class.\n")
             return
@@ -321,14 +342,47 @@ class ArchiveHandler(TeacherHandler):
         self.redirect(self.back(code), status=303)
 
 
+def joining_fields(token: str, code: str, theme: str) -> list[tuple[str, str]]:
+    """The hidden fields of the open-joining switch on the teacher's card: the XSRF token first, and the page to
+    come back to."""
+    return [("_xsrf", token), ("class", code), ("theme", theme)]
+
+
+class JoiningHandler(TeacherHandler):
+    """POST /teacher/joining (open=yes|no): let students start a class with any code, or only join classes this
+    server has. For the whole server; stored in the class database, so every process follows it."""
+
+    async def post(self) -> None:
+        if not self.check_form():
+            return
+        allowed, code = self.get_body_argument("open", ""), self.form_class()
+        if allowed not in ("yes", "no") or code is None:
+            self.set_status(400)
+            self.finish("Unknown class or choice.\n")
+            return
+        if self.lti_class:  # a course's teacher decides for their own class only, not for the server
+            self.set_status(403)
+            self.finish("Only the server's teacher can let students start classes.\n")
+            return
+        classroom = current_classroom()
+        if classroom is not None:
+            def switch() -> None:  # on the store thread: this process follows it at once
+                classroom.store.set_open_joining(allowed == "yes")
+                classroom.thread.open_joining = allowed == "yes"
+
+            if not await self.stored(switch):
+                return
+        self.redirect(self.back(code), status=303)
+
+
 class ExportHandler(TeacherHandler):
     """GET /teacher/events.csv[?class=CODE]: every event, every epoch."""
 
     async def get(self) -> None:
         classroom = current_classroom()
         code = self.get_argument("class", None)
-        if code is not None and not valid_class_code(code):
-            code = DEFAULT_CLASS
+        if code is not None:
+            code = class_code(code) or DEFAULT_CLASS  # "Period3" exports the class period3
         try:
             text = await off_the_loop(classroom.store.export_csv, code) if classroom is not None else ""
         except StoreUnavailable:
@@ -351,5 +405,6 @@ def teacher_patterns(guard: Guard, origins: Sequence[str] = ()) -> list[tuple]:
         (r"/teacher/pace", PaceHandler, args),
         (r"/teacher/push", PushHandler, args),
         (r"/teacher/archive", ArchiveHandler, args),
+        (r"/teacher/joining", JoiningHandler, args),
         (r"/teacher/events\.csv", ExportHandler, args),
     ]

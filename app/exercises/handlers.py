@@ -15,7 +15,7 @@ from typing import Any
 
 from tornado.web import RequestHandler
 
-from blocktrace.app.classroom.identity import COOKIE_NAME, chosen_class, verify
+from blocktrace.app.classroom.identity import COOKIE_NAME, DEFAULT_CLASS, chosen_class, class_code, verify
 from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.store import StoreUnavailable, new_event_id
 from blocktrace.app.exercises import challenge
@@ -55,7 +55,7 @@ class DownloadHandler(RequestHandler):
             self.finish("Open the lesson page first, then download the exercise from there.\n")
             return
         query = {k: self.get_argument(k) for k in ("class",) if self.get_argument(k, None)}
-        ticket = new_ticket(self.secret, exercise, learner, chosen_class(query, cookies),
+        ticket = new_ticket(self.secret, exercise, learner, chosen_class(query, cookies, current_classroom().admits),
                             f"{self.request.protocol}://{self.request.host}")
         self.set_header("Content-Type", "application/zip")
         self.set_header("Content-Disposition", f'attachment; filename="{exercise.id}.zip"')
@@ -92,7 +92,7 @@ class ReportHandler(RequestHandler):
                 or not all(isinstance(t, dict) and isinstance(t.get("passed"), bool)
                            and isinstance(t.get("name"), str) for t in tests):
             return self.refuse(400, "the report's tests or numbers are malformed")
-        learner, code = ticket["learner"], ticket["class"]
+        learner, code = ticket["learner"], class_code(ticket["class"]) or DEFAULT_CLASS  # an older ticket's "Period3"
         wait = self.reports.wait(f"{learner}\x00{exercise.id}")
         if wait > 0:  # the check waits this long and sends again by itself (check_command.send)
             self.set_header("Retry-After", str(math.ceil(wait)))

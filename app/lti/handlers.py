@@ -194,6 +194,7 @@ class LaunchHandler(_LtiHandler):
             launch = TornadoLaunch(self, conf, storage, self.setup.key_sets, TimedSession())
             launch.set_launch_data_lifetime(PICK_SECONDS)  # kept for a deep-linking launch's pick
             body = launch.validate().get_launch_data()
+            self.open_class(body)
             self.update_roster(launch, body)
             self.keep_score_link(launch, body)
             return body, launch.get_launch_id()
@@ -233,6 +234,21 @@ class LaunchHandler(_LtiHandler):
             self.redirect(f"/lti/teacher?{token}", status=303)
         else:
             self.redirect(target + ("&" if "?" in target else "?") + token, status=303)
+
+    def open_class(self, body: dict) -> None:
+        """The course's class exists from its first launch, so its learners may join it (app/classroom/join.py)."""
+        classroom = current_classroom()
+        try:
+            code = who.from_launch(classroom.secret, body, "/").class_code
+        except (KeyError, ValueError):
+            return  # refused below, with the reason
+        try:
+            made = classroom.store.open_class(code)
+        except StoreUnavailable:  # the launch goes on: its pages let its learners in by their token (learner.identify)
+            log.warning("LTI class %s not opened: the class database cannot be reached", code)
+            return
+        if made:
+            classroom.thread.submit(lambda: classroom.thread.opened(code))  # on the thread that reads the classes
 
     def keep_score_link(self, launch: TornadoLaunch, body: dict) -> None:
         """A learner's launch from a course that takes scores: keep where their scores go (grades.py)."""

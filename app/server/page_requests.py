@@ -8,7 +8,9 @@
 - **The server sets the learner cookie.** A page request without a valid learner cookie gets a new
   anonymous learner id, in a cookie that is HttpOnly, SameSite=Lax, Secure behind HTTPS; the id is put
   into the request too, so the session being built (and its token, should the websocket reach another
-  worker) already knows it. A `?class=CODE` link sets the class cookie the same way.
+  worker) already knows it. A `?class=CODE` link sets the class cookie the same way, in the code's one spelling
+  ("Period3" is "period3"), and only for a class the server lets students into (app/classroom/join.py): a code
+  no class has leaves the cookie as it was, and the index says why.
 - **A session's websocket must come from the browser it was made for.** The token carries the learner
   cookie of the page request; a websocket whose own learner cookie differs (a token copied into another
   browser) has its token taken out of the request, and Bokeh refuses it.
@@ -26,7 +28,7 @@ is made for each request before the handler runs, which is where it reads and ti
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http.cookies import CookieError, SimpleCookie
 
 from bokeh.util.token import get_token_payload
@@ -36,9 +38,9 @@ from tornado.web import OutputTransform
 from blocktrace.app.classroom.identity import (
     CLASS_COOKIE,
     COOKIE_NAME,
+    class_code,
     new_learner_id,
     sign,
-    valid_class_code,
     verify,
 )
 from blocktrace.app.lti.who import read_token
@@ -95,8 +97,19 @@ def _add_request_cookie(request: HTTPServerRequest, name: str, value: str) -> No
     request.headers["Cookie"] = f"{kept}; {name}={value}" if kept else f"{name}={value}"
 
 
-def learner_cookies(request: HTTPServerRequest, secret: bytes, buckets: TokenBuckets) -> list[str]:
-    """The Set-Cookie values this page response needs; the request is changed to carry them already."""
+def _admitted(code: str) -> bool:
+    """Whether the server lets a student into class `code` (the process's classroom decides: join.admits)."""
+    from blocktrace.app.classroom.classroom import current  # the classroom imports the store: only when asked
+
+    classroom = current()
+    return classroom is not None and classroom.admits(code)
+
+
+def learner_cookies(request: HTTPServerRequest, secret: bytes, buckets: TokenBuckets,
+                    admitted: Callable[[str], bool] = _admitted) -> list[str]:
+    """The Set-Cookie values this page response needs; the request is changed to carry them already.
+
+    `admitted(code)`: whether a `?class=` code may go into the class cookie."""
     cookies = _cookies(request)
     secure = request.protocol == "https"
     out = []
@@ -115,8 +128,8 @@ def learner_cookies(request: HTTPServerRequest, secret: bytes, buckets: TokenBuc
             out.append(_set_cookie(COOKIE_NAME, value, secure))
         else:  # the session finds no valid learner cookie and records nothing
             request.headers[LIMITED_HEADER] = "1"
-    linked = request.query_arguments.get("class", [b""])[-1].decode("utf-8", "replace")
-    if valid_class_code(linked) and cookies.get(CLASS_COOKIE) != linked:
+    linked = class_code(request.query_arguments.get("class", [b""])[-1].decode("utf-8", "replace"))
+    if linked is not None and cookies.get(CLASS_COOKIE) != linked and admitted(linked):
         _add_request_cookie(request, CLASS_COOKIE, linked)
         out.append(_set_cookie(CLASS_COOKIE, linked, secure))
     return out
@@ -152,9 +165,10 @@ def is_page(path: str, pages: frozenset[str]) -> bool:
     return path in pages or (path.endswith("/autoload.js") and path[: -len("/autoload.js")] in pages)
 
 
-def page_requests(secret: bytes | None, pages: Iterable[str],
-                  new_learners: tuple[float, float] | None = None) -> type[OutputTransform]:
-    """The transform for a server with these page paths; `secret` None: no classroom, no learner cookie."""
+def page_requests(secret: bytes | None, pages: Iterable[str], new_learners: tuple[float, float] | None = None,
+                  admitted: Callable[[str], bool] = _admitted) -> type[OutputTransform]:
+    """The transform for a server with these page paths; `secret` None: no classroom, no learner cookie.
+    `admitted(code)`: whether a `?class=` code may go into the class cookie (the classroom's word by default)."""
     page_set = frozenset(pages)
     buckets = TokenBuckets(*(settings().new_learners if new_learners is None else new_learners))
 
@@ -166,7 +180,7 @@ def page_requests(secret: bytes | None, pages: Iterable[str],
             if secret is None or request.method != "GET":
                 return
             if is_page(request.path, page_set):
-                self.set_cookies = learner_cookies(request, secret, buckets)
+                self.set_cookies = learner_cookies(request, secret, buckets, admitted)
             elif request.path.endswith("/ws") and (token := socket_token(request)) is not None \
                     and not same_browser(request, token):
                 del request.headers["Sec-WebSocket-Protocol"]  # no token: Bokeh refuses the socket

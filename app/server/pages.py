@@ -121,18 +121,21 @@ def classroom_on() -> bool:
 
 def index_page(flat: bool = False) -> pn.viewable.Viewable:
     """The index; flat=True links explorables as /<id>, as plain `panel serve app/server/apps/*.py` routes them.
-    In a served classroom it also says which class this browser is in, with the field to join one."""
-    from blocktrace.app.classroom.identity import valid_class_code
-    from blocktrace.app.classroom.join import class_of, index_join_section, with_class
+    In a served classroom it also says which class this browser is in, with the field to join one, and the
+    learner's name field."""
+    from blocktrace.app.classroom import learner
+    from blocktrace.app.classroom.join import class_of, index_join_section, refusal, with_class
+    from blocktrace.app.server.session_setup import learner_bar, start_session
     from blocktrace.explorables.components.url_state import session_query
 
     query = session_query()
     apply_theme(query)
-    code, join = None, ""
+    code, join, bar = None, "", None
     if not flat and classroom_on():
-        code = class_of(query, dict(pn.state.cookies or {}))
-        typed = query.get("class")
-        join = index_join_section(code, typed[:60] if typed is not None and not valid_class_code(typed) else None)
+        classroom = learner.current()
+        code = class_of(query, dict(pn.state.cookies or {}), classroom.admits)
+        join = index_join_section(code, refusal(query.get("class"), classroom.admits, classroom.thread.classes))
+        bar = learner_bar(start_session(query), class_shown=False)
     cards = []
     for e in EXPLORABLES:
         route = f"/{e.id}" if flat else with_class(e.route, code)
@@ -142,17 +145,24 @@ def index_page(flat: bool = False) -> pn.viewable.Viewable:
             f'<h3><a href="{escape(route)}">{escape(e.title)}</a></h3>'
             f"<p>{escape(e.summary)}</p><p><strong>You will</strong></p><ul>{objectives}</ul></article>"
         )
-    html = (
+    top = (
         '<h1 class="bt-title">Explore the Transformer block</h1>'
         '<p class="bt-lead">Predict what a change will do, then change it and read every intermediate. '
         "Each explorable runs on your teacher's server; nothing loads from elsewhere.</p>"
         f"{join}"
+    )
+    rest = (
         '<h2 class="bt-h2">Lessons, in order</h2>'
         f'<section class="bt-cards" aria-label="Lessons">{lesson_cards(flat, code)}</section>'
         '<h2 class="bt-h2">Explorables</h2>'
         f'<section class="bt-cards" aria-label="Explorables">{"".join(cards)}</section>'
     )
-    return shell(pn.pane.HTML(html, **styled(sizing_mode="stretch_width")), index_page.title)
+    if bar is None:
+        body = pn.pane.HTML(top + rest, **styled(sizing_mode="stretch_width"))
+    else:  # the name field under "Your class"
+        body = pn.Column(pn.pane.HTML(top, **styled(sizing_mode="stretch_width")), bar,
+                         pn.pane.HTML(rest, **styled(sizing_mode="stretch_width")), sizing_mode="stretch_width")
+    return shell(body, index_page.title)
 
 
 index_page.title = "Explorables"

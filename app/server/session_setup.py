@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from contextlib import nullcontext
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
 import panel as pn
 
@@ -59,7 +60,7 @@ def start_session(query: dict[str, str], lesson: str | None = None) -> SessionRe
     context = getattr(pn.state.curdoc, "session_context", None)
     if classroom is None or not for_a_browser(context):
         return SessionRecorder(None, None, lesson)  # no classroom, or the start-up warm-up (no browser)
-    learner = learners.identify(dict(pn.state.cookies or {}), query, classroom.secret)
+    learner = learners.identify(dict(pn.state.cookies or {}), query, classroom.secret, classroom.admits)
     if learner is None:  # over the new-learner limit of the address (app/server/page_requests.py)
         recorder = SessionRecorder(None, None, lesson)
         recorder.notice.param.update(object=NO_LEARNER, visible=True)
@@ -202,17 +203,25 @@ def restore_explorable(explorable: Any, explorable_id: str, recorder: SessionRec
     recorder.restore_events(found)
 
 
-def class_line(code: str) -> str:
-    """Which class this page records into, and the way to another (the index's class field)."""
+def class_line(code: str, refused: str | None = None) -> str:
+    """Which class this page records into, and the way to another (the index's class field).
+
+    `refused`: the code this page's link named, which put the learner into no class (the index says why)."""
+    note = ""
+    if refused is not None:
+        href = "/?" + urlencode({"class": refused[:60]}) + "#join"
+        note = (f'<p class="bt-field-error" role="alert">This link\'s class “{escape(refused[:60])}” is not open '
+                f'on this server. <a class="bt-link" href="{escape(href)}">Check the code</a></p>')
     if code == DEFAULT_CLASS:
-        return ('<p class="bt-muted">No class · your work is saved on your teacher\'s server · '
-                '<a class="bt-link" href="/#join">join your class</a></p>')
-    return (f'<p class="bt-muted">Class <strong class="bt-code">{escape(code)}</strong> · your work is saved on '
-            'your teacher\'s server · <a class="bt-link" href="/#join">change class</a></p>')
+        return note + ('<p class="bt-muted">No class · your work is saved on your teacher\'s server · '
+                       '<a class="bt-link" href="/#join">join your class</a></p>')
+    return note + (f'<p class="bt-muted">Class <strong class="bt-code">{escape(code)}</strong> · your work is saved '
+                   'on your teacher\'s server · <a class="bt-link" href="/#join">change class</a></p>')
 
 
-def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
-    """"Your name (optional)" and the class code, for pages in a classroom."""
+def learner_bar(recorder: SessionRecorder, class_shown: bool = True) -> pn.viewable.Viewable | None:
+    """"Your name (optional)", showing the name saved before, and the class code (unless `class_shown` is False: the
+    index says it above), for pages in a classroom."""
     if not recorder.active:
         return recorder.notice if recorder.notice.visible else None
     learner: Learner = recorder.learner
@@ -226,6 +235,14 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
 
     def show(html_text: str) -> None:
         message.object = html_text
+
+    def known(value: str | None) -> None:  # the name the store holds, read when the page joined the class
+        if value and not stored_name:
+            stored_name[:] = [value]
+            if not name.value:  # not over what the learner has begun to type meanwhile
+                name.value = value
+
+    recorder.on_name = known
 
     def finished(value: str, ok: bool) -> None:
         if ok:
@@ -243,7 +260,7 @@ def learner_bar(recorder: SessionRecorder) -> pn.viewable.Viewable | None:
              else '<span class="bt-muted" role="status">Saving…</span>')  # "Saved." only once the store has it
 
     save.on_click(saved)
-    info = LiveHTML(class_line(learner.class_code), **styled())
-    return pn.FlexBox(info, name, save, message, recorder.notice, flex_wrap="wrap", align_items="end",
+    info = [LiveHTML(class_line(learner.class_code, learner.refused), **styled())] if class_shown else []
+    return pn.FlexBox(*info, name, save, message, recorder.notice, flex_wrap="wrap", align_items="end",
                       sizing_mode="stretch_width", css_classes=["bt-learner-bar"],
                       stylesheets=[READABLE_CONTROLS])  # its own root on an explorable's page

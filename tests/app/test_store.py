@@ -28,6 +28,7 @@ from blocktrace.app.classroom.store import (
     default_url,
     new_event_id,
 )
+from tests.app.spellings import check_merged, old_database_with_spellings
 
 CLASS = "physics-3"
 LESSON = "transformer-block"
@@ -117,6 +118,13 @@ def test_older_database_upgraded_on_start(data_dir: Path):
             assert inspect(conn).has_table("paces")  # version 3
         rows = list(csv.DictReader(io.StringIO(store.export_csv(CLASS))))
         assert [json.loads(r["payload"])["name"] for r in rows] == ["mlp_scale", "d"]
+
+
+def test_classes_differing_only_in_case_become_one_losing_no_row(store: EventStore):
+    """Upgrading a database where students made "Period3" and "PERIOD3" beside the teacher's "period3" merges them
+    into "period3" (schema version 7): every event, learner, name and first answer is kept."""
+    check_merged(store, old_database_with_spellings(store))
+    assert store.upgrade() == SCHEMA_VERSION
 
 
 def test_fresh_and_upgraded_databases_have_the_same_shape(tmp_path: Path):

@@ -23,6 +23,7 @@ from blocktrace.app.classroom.identity import new_learner_id
 from blocktrace.app.classroom.outbox import Outbox
 from blocktrace.app.classroom.schema import SCHEMA_VERSION
 from blocktrace.app.classroom.store import EventStore, StoreUnavailable, new_event_id
+from tests.app.spellings import check_merged, old_database_with_spellings
 from tests.app.test_store import check_commits_together
 from tests.pg import Postgres, running_postgres
 from tests.pg import free_port as _free_port
@@ -96,6 +97,12 @@ def test_schema_created_then_older_database_upgraded(postgres: Postgres):
         with store.engine.connect() as conn:
             assert "ix_events_lesson" in {ix["name"] for ix in inspect(conn).get_indexes("events")}
         assert len(event_ids(store)) == 2
+
+
+def test_classes_differing_only_in_case_become_one_losing_no_row(store: EventStore):
+    """The merge of "Period3" into "period3" (schema version 7) on PostgreSQL, whose foreign keys are checked at
+    once: parents made first, children moved, old parents removed last."""
+    check_merged(store, old_database_with_spellings(store))
 
 
 def test_concurrent_first_starts_upgrade_once(url: str):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from blocktrace.app.classroom.identity import clean_display_name
-from blocktrace.app.classroom.join import index_join_section
+from blocktrace.app.classroom.join import Refusal, index_join_section
 from blocktrace.app.classroom.store import EventStore, default_url, new_event_id
 from tests.conftest import Server, module_server
 
@@ -65,12 +65,14 @@ def assert_shown_as_text(html: str, *typed: str) -> Page:
 
 
 def test_a_typed_class_code_is_shown_as_text_on_the_index() -> None:
-    """The index's join section shows a refused ?class= value as text beside the field, whichever markup it holds."""
+    """The index's join section shows a refused ?class= value as text beside the field, and in the field to
+    correct it, whichever markup it holds."""
     for typed in (SCRIPT, IMAGE):
-        section = index_join_section(None, typed)
+        section = index_join_section(None, Refusal(typed, "not a code", None))
         page = assert_shown_as_text(section, typed)
         assert f"“{typed}” is not a class code" in page.text
-        assert ("input", "bt-class-code") in [(tag, attrs.get("id")) for tag, attrs in page.elements]
+        assert ("input", "bt-class-code", typed) in [(tag, attrs.get("id"), attrs.get("value"))
+                                                     for tag, attrs in page.elements]
 
 
 @pytest.fixture(scope="module")

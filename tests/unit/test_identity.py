@@ -10,6 +10,7 @@ import pytest
 
 from blocktrace.app.classroom.identity import (
     SECRET_FILE,
+    class_code,
     clean_display_name,
     load_or_create_secret,
     new_learner_id,
@@ -118,13 +119,21 @@ def test_display_names_refused(raw):
     assert clean_display_name(raw) is None
 
 
-@pytest.mark.parametrize("code", ["A", "physics-3", "Class_2025", "x" * 24])
-def test_class_codes_accepted(code):
-    """Short codes of letters, digits, '_' and '-' are class codes."""
+@pytest.mark.parametrize(("typed", "code"), [
+    ("period3", "period3"), ("Period3", "period3"), (" period3 ", "period3"), ("PERIOD3", "period3"),
+    ("\u00a0Period3\t", "period3"), ("A", "a"), ("Class_2025", "class_2025"), ("x" * 24, "x" * 24),
+    ("lti-0123456789abcdef0123", "lti-0123456789abcdef0123"),
+])
+def test_class_codes_have_one_spelling(typed, code):
+    """A code compares without case and without the spaces around it: every spelling is the lower-case one."""
+    assert class_code(typed) == code
     assert valid_class_code(code)
 
 
-@pytest.mark.parametrize("code", ["", "x" * 25, "a b", "a/b", "ä", "a\n", "<b>", None, 3])
+@pytest.mark.parametrize("code", ["", "  ", "x" * 25, "a b", "a/b", "ä", "\u212aelvin", "<b>", None, 3])
 def test_class_codes_refused(code):
-    """Anything else (spaces, slashes, non-ASCII, a trailing newline, markup, non-strings) is not."""
+    """Anything else (spaces inside, slashes, non-ASCII even where it lowers to ASCII, markup, non-strings) is not
+    a class code; and a code as stored is lower case, with nothing around it."""
+    assert class_code(code) is None
     assert not valid_class_code(code)
+    assert not valid_class_code("Period3") and not valid_class_code("period3\n")

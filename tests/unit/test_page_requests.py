@@ -48,7 +48,7 @@ def test_every_way_of_naming_a_session_is_taken_out() -> None:
 
 def test_a_new_learner_gets_a_cookie_in_the_response_and_the_request() -> None:
     made = request(PAGE + "?class=period3", cookie="other=1")
-    cookies = set_cookies(page_requests(SECRET, [PAGE])(made))
+    cookies = set_cookies(page_requests(SECRET, [PAGE], admitted=lambda code: True)(made))
     learner = cookies[COOKIE_NAME]
     assert verify(learner.value, SECRET) is not None
     assert learner["httponly"] and learner["samesite"] == "Lax" and not learner["secure"]
@@ -56,6 +56,22 @@ def test_a_new_learner_gets_a_cookie_in_the_response_and_the_request() -> None:
     sent_on = SimpleCookie(made.headers["Cookie"])  # what the session being built will read
     assert sent_on[COOKIE_NAME].value == learner.value and sent_on["other"].value == "1"
     assert sent_on["bt_class"].value == "period3"
+
+
+@pytest.mark.parametrize(("link", "kept", "classes", "cookie"), [
+    ("Period3", "", {"period3"}, "period3"),  # one spelling in the cookie
+    ("%20PERIOD3%20", "bio2", {"period3"}, "period3"),
+    ("period3", "period3", {"period3"}, None),  # already in it: nothing to set
+    ("perod3", "bio2", {"period3"}, None),  # no class has it: the cookie stays as it was
+    ("%3Cb%3E", "bio2", {"period3"}, None),  # not a code
+])
+def test_a_class_link_sets_the_class_cookie_only_for_a_class_the_server_has(link, kept, classes, cookie) -> None:
+    """The class cookie holds a code in its one spelling, and only one the server let the browser into."""
+    made = request(f"{PAGE}?class={link}", cookie=f"bt_class={kept}" if kept else "")
+    cookies = set_cookies(page_requests(SECRET, [PAGE], admitted=lambda code: code in classes)(made))
+    assert (cookies["bt_class"].value if "bt_class" in cookies else None) == cookie
+    sent_on = SimpleCookie(made.headers.get("Cookie", ""))  # what the session being built reads
+    assert (sent_on["bt_class"].value if "bt_class" in sent_on else None) == (cookie or kept or None)
 
 
 def test_behind_https_the_cookie_is_secure() -> None:

@@ -14,7 +14,7 @@ from blocktrace.app.classroom.learner import Classroom, SessionRecorder, identif
 from blocktrace.app.classroom.store import EventStore, StoredEvent
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.lessons.page import LessonView
-from blocktrace.app.server.session_setup import attach_explorable, restore_explorable
+from blocktrace.app.server.session_setup import attach_explorable, learner_bar, restore_explorable
 from blocktrace.explorables.components.checkpoint import CheckpointView
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 from tests.unit.test_final_after_store import SessionDocument, commit, open_classroom
@@ -216,3 +216,25 @@ def test_the_explorable_s_own_page_of_another_learner_restores_nothing(classroom
     idle(recorder, doc)
     stranger, _, _ = open_standalone(classroom, learner="f" * 32)
     assert not stranger.gate.prediction.committed and stranger.state.mlp_scale == 1.0
+
+
+@pytest.mark.parametrize("name", ["Ada Lovelace", '<img src=x onerror="window.__pwned=1">'])
+def test_a_saved_name_is_shown_back_in_the_name_field_of_every_new_page(classroom, name) -> None:
+    """After "Save name" and "Saved.", a reload (or another page) shows the name in its field, as the text it is."""
+    def bar_of_a_new_page() -> tuple[pn.widgets.TextInput, pn.widgets.Button, SessionRecorder, SessionDocument]:
+        doc = SessionDocument()
+        who = identify({COOKIE_NAME: sign(LEARNER, classroom.secret)}, {"class": CLASS}, classroom.secret)
+        recorder = SessionRecorder(classroom, who, lesson=LESSON.id, doc=doc)
+        bar = learner_bar(recorder)
+        recorder.join()  # as the page does once it is up in the browser (start_session's onload)
+        idle(recorder, doc)
+        return bar.select(pn.widgets.TextInput)[0], bar.select(pn.widgets.Button)[0], recorder, doc
+
+    field, save, recorder, doc = bar_of_a_new_page()
+    assert field.value == ""  # a learner who never saved one
+    field.value = name
+    save.clicks += 1
+    idle(recorder, doc)
+    assert classroom.store.display_name(CLASS, LEARNER) == name
+    again, _save, _recorder, _doc = bar_of_a_new_page()
+    assert again.value == name
