@@ -19,8 +19,8 @@ from blocktrace.app.classroom.store_engine import as_utc
 from blocktrace.app.classroom.store_validation import PREDICTION, RACE
 
 __all__ = [
-    "DISCUSSED_KINDS", "MISCONCEPTIONS", "STEPS", "STEP_KINDS", "Misconception", "Outcomes", "RosterEntry",
-    "Summary", "exercise_words", "learner_label", "summarize",
+    "DISCUSSED_KINDS", "MISCONCEPTIONS", "STEPS", "STEP_KINDS", "STEP_LABELS", "Misconception", "Outcomes",
+    "RosterEntry", "Summary", "exercise_words", "learner_label", "summarize",
 ]
 
 # question -> (the choice that names a misconception, its name for the teacher).
@@ -29,6 +29,8 @@ MISCONCEPTIONS: dict[str, tuple[str, str]] = {
 }
 
 STEPS = ("predict", "experiment", "implement", "explain")  # a lesson's steps, as the lesson page counts them
+# What students and the teacher alike call each step ("implement" is the exercise, whichever way it is done).
+STEP_LABELS = {"predict": "Predict", "experiment": "Experiment", "implement": "Exercise", "explain": "Explain"}
 STEP_KINDS = {PREDICTION: "predict", "param": "experiment", "experiment": "experiment", "claim": "experiment",
               "exercise": "implement", "explanation": "explain"}
 DISCUSSED_KINDS = ("claim", "checkpoint", "explanation", "exercise", RACE)  # the events whose payloads are counted

@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+from blocktrace.app.classroom.class_summary import STEP_LABELS as LESSON_STEP_LABELS
 from blocktrace.app.classroom.class_summary import Outcomes
+from blocktrace.app.classroom.pacing import HOLDABLE
 from blocktrace.app.classroom.rendering import plural, render
 from blocktrace.app.classroom.store import STEPS, Summary
 from blocktrace.app.server.registry import EXPLORABLE_SPECS
@@ -18,12 +20,11 @@ from blocktrace.app.server.registry import EXPLORABLE_SPECS
 __all__ = ["archive_confirmation", "archive_form", "bars", "class_links", "lesson_section", "outcome_table",
            "pace_forms", "plural", "presenter_bars", "presenter_links", "roster_table", "teacher_href"]
 
-STEP_LABELS = {"predict": "Predict", "experiment": "Experiment", "implement": "Exercise", "explain": "Explain",
-               "done": "All done"}
+STEP_LABELS = {**LESSON_STEP_LABELS, "done": "All done"}
 CLAIM_LABELS = {"too_early": "Too early", "right_on": "Right on", "too_late": "Too late",
                 "they_do_diverge": "Said “never”, but they diverge",
                 "no_split_here": "Named a stage; they never diverge"}
-HOLD_LABELS = {"predict": "Predict", "experiment": "Experiment", "implement": "Exercise"}
+HOLD_LABELS = {step: LESSON_STEP_LABELS[step] for step in HOLDABLE}
 PUSH_EXAMPLES = {"race": "task=copy&vs=depth&floors=2", "controls": "attention_scale=0&residual=replace"}
 RACE_WORDS = {True: ("as predicted", "bt-ok"), False: ("not as predicted", "bt-bad"), None: ("not decided yet", "")}
 

@@ -11,9 +11,10 @@ from urllib.parse import quote, urlencode
 import panel as pn
 import param
 
+from blocktrace.app.classroom.class_summary import STEP_LABELS
 from blocktrace.app.classroom.learner import SessionRecorder, newest_per_slot, slot_key
 from blocktrace.app.classroom.pacing import closed_steps, pace_of
-from blocktrace.app.classroom.store_validation import RACE
+from blocktrace.app.classroom.store_validation import MAX_TEXT, RACE
 from blocktrace.app.exercises.handlers import latest_result
 from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
 from blocktrace.app.lessons.markdown import render
@@ -32,9 +33,13 @@ __all__ = ["LessonView", "lesson_routes"]
 
 log = logging.getLogger(__name__)
 
-MAX_EXPLANATION = 2000
+MAX_EXPLANATION = MAX_TEXT  # characters of an explanation: the store keeps no longer text
+MIN_EXPLANATION = 20  # a sentence
+# The box itself takes this many, so a longer paste is never cut without a word: the counter shows it is over,
+# and the server refuses it with a message, keeping the text for the student to shorten.
+EXPLANATION_BOX_LIMIT = 10 * MAX_EXPLANATION
 STEP_OF_DIRECTIVE = {"exercise": "implement", "explain": "explain"}  # the parts a hold can close
-STEPS = (("predict", "Predict"), ("experiment", "Experiment"), ("implement", "Implement"), ("explain", "Explain"))
+STEPS = tuple(STEP_LABELS.items())
 
 
 class LessonProgress(param.Parameterized):
@@ -78,6 +83,39 @@ def exercise_result_html(payload: dict[str, Any]) -> str:
         why = f"{passed} of {total} tests pass; still failing: {failing}"
     return (f'<p class="bt-bad bt-exercise-result" role="status">Checked: {why}. Read the first failing test\'s '
             "message in your terminal, fix one thing, and run <code>blocktrace check</code> again.</p>")
+
+
+def explanation_counter(count: int) -> str:
+    """The line under the explanation box: characters written of those kept, and how many too many."""
+    over = count - MAX_EXPLANATION
+    if over > 0:
+        return (f'<p class="bt-field-error bt-counter">{count:,} / {MAX_EXPLANATION:,} characters: '
+                f"{over:,} too many</p>")
+    return f'<p class="bt-muted bt-counter">{count:,} / {MAX_EXPLANATION:,} characters</p>'
+
+
+# explanation_counter, in the browser: the counter follows every key without a message to the server. Panel's HTML
+# pane carries its text HTML-escaped (its view decodes it), so the script escapes what it sets as the server does.
+COUNTER_JS = f"""
+const count = [...cb_obj.value_input.trim()].length, limit = {MAX_EXPLANATION}, over = count - limit;
+const fmt = (n) => n.toLocaleString("en");
+const html = over > 0
+  ? `<p class="bt-field-error bt-counter">${{fmt(count)}} / ${{fmt(limit)}} characters: ${{fmt(over)}} too many</p>`
+  : `<p class="bt-muted bt-counter">${{fmt(count)}} / ${{fmt(limit)}} characters</p>`;
+counter.text = html.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+"""
+
+
+def explanation_problem(words: str) -> str | None:
+    """Why an explanation (stripped) cannot be submitted, in the student's words; None when it can."""
+    if not words:
+        return "Your explanation is empty: write a few sentences in the box, then submit."
+    if len(words) < MIN_EXPLANATION:
+        return f"Write at least a sentence ({MIN_EXPLANATION} characters); yours has {len(words)}."
+    if len(words) > MAX_EXPLANATION:
+        return (f"Your explanation has {len(words):,} characters, {len(words) - MAX_EXPLANATION:,} more than the "
+                f"{MAX_EXPLANATION:,} kept. Shorten it, then submit again: nothing was saved.")
+    return None
 
 
 class LessonView(pn.viewable.Viewer):
@@ -308,8 +346,11 @@ class LessonView(pn.viewable.Viewer):
         watcher = owner.param.watch(changed, name)
 
     def _directive_explain(self, attrs: dict) -> pn.viewable.Viewable:
-        text = pn.widgets.TextAreaInput(label="Your explanation", max_length=MAX_EXPLANATION, rows=4,
+        text = pn.widgets.TextAreaInput(label="Your explanation", max_length=EXPLANATION_BOX_LIMIT, rows=4,
                                         sizing_mode="stretch_width", placeholder="A few sentences")
+        counter = pn.pane.HTML(explanation_counter(0), **styled(sizing_mode="stretch_width"))
+        text.jscallback(value_input=COUNTER_JS, args={"counter": counter})  # drawn in the browser, key by key
+        error = LiveHTML("", **styled(sizing_mode="stretch_width"))
         submit = pn.widgets.Button(label="Submit explanation", color="primary")
         readable([text])
         echo = LiveHTML("", **styled(sizing_mode="stretch_width"))
@@ -323,8 +364,10 @@ class LessonView(pn.viewable.Viewer):
             if "explain" in self._closed:  # the teacher holds the class before this step
                 return
             words = (text.value or "").strip()
-            if len(words) < 20:
-                echo.object = '<p class="bt-field-error" role="alert">Write at least a sentence (20 characters).</p>'
+            counter.object = explanation_counter(len(words))
+            problem = explanation_problem(words)
+            error.object = f'<p class="bt-field-error" role="alert">{escape(problem)}</p>' if problem else ""
+            if problem:
                 return
             if self._stores:
                 show(words, "Saving…")
@@ -337,6 +380,7 @@ class LessonView(pn.viewable.Viewer):
             words = str(payload["text"])[:MAX_EXPLANATION]
             if not text.value:
                 text.value = words
+                counter.object = explanation_counter(len(words))
             show(words)
 
         self._resumers[("explanation", None)] = resume
@@ -344,7 +388,7 @@ class LessonView(pn.viewable.Viewer):
         submit.on_click(send)
         return pn.Column(LiveHTML(f'<h2 class="bt-h2">Explain</h2><p>{escape(str(attrs["prompt"]))}</p>',
                                       **styled(sizing_mode="stretch_width")),
-                         text, submit, echo, css_classes=["bt-card"], sizing_mode="stretch_width")
+                         text, counter, error, submit, echo, css_classes=["bt-card"], sizing_mode="stretch_width")
 
     def __panel__(self):
         lesson = self.lesson

@@ -24,7 +24,7 @@ from blocktrace.explorables.components.numbers import vector, words_of_number
 __all__ = ["diagram_view", "stage_of"]
 
 SPLIT_TAG = "orders split here"
-LOCKED_NAME = "its vectors appear once you commit your bet"
+LOCKED_NAME = "its vectors appear once you commit your prediction"
 
 
 def floor_stages(state: FloorState, floor: int) -> list[tuple[str, str, str]]:
@@ -64,7 +64,7 @@ def caption(state: FloorState, floor: int, split: int | None) -> str:
     word = state.words[state.tracked]
     head = f"Floor {floor} of {state.floors}, for the tracked word “{word}”."
     if not state.bet.unlocked:
-        return f"{head} Its vectors appear here once you commit your bet."
+        return f"{head} Its vectors appear here once you commit your prediction."
     order = " in the original order" if state.reverse else ""
     elsewhere = ""
     if split is not None and floor_of(split) != floor:

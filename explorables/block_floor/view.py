@@ -35,14 +35,13 @@ ROUTE = "/explorables/block-floor"
 INTRO = (
     "Step one word through the eight stages of one Transformer floor, for the phrase and for the same phrase "
     "reversed; each further floor adds six more stages. Every vector has two components, so each number can be "
-    "read and drawn. Find the first stage where the tracked word's two traces differ. The numbers match "
-    "<code>blocktrace trace --preset eat-an-orange</code> with the same settings."
+    "read and drawn. Find the first stage where the tracked word's two traces differ."
 )
 BET_QUESTION = "When the MLP contributes a correction, what happens to the incoming residual stream?"
-BET_HINT = "Your bet settles at stage 8, “+ residual = block output”. Once committed it is final."
+BET_HINT = "Your prediction settles at stage 8, “+ residual = block output”. Once committed it is final."
 # The state's parameters the controls set: held by the server while the bet is not committed.
 CONTROL_PARAMS = ("phrase", "positions", "tracked", "reverse", "causal", "stage", "floors")
-LOCKED_NOTE = "The traces appear here once you commit your bet."
+LOCKED_NOTE = "The traces appear here once you commit your prediction."
 LOCKED_LIMIT = 1.0  # the planes' extent while locked (their real extent follows the traces' values)
 MISSION = ("Mission: track the middle word and claim the first stage where its two traces diverge. "
            "Step to a stage, then press “This is the first divergence” — or claim that they never diverge.")
@@ -209,7 +208,7 @@ class FloorExplorable(ExplorableView):
 
     def _build(self) -> None:
         s = self.state
-        self.gate = PredictionGate(s.bet, BET_QUESTION, BET_HINT, commit_label="Commit bet", heading="Your bet")
+        self.gate = PredictionGate(s.bet, BET_QUESTION, BET_HINT, heading="Your prediction")
         self.phrase = pn.widgets.TextInput.from_param(s.param.phrase, label="Phrase", sizing_mode="stretch_width",
                                                       description=f"1 to {MAX_WORDS} words; press Enter")
         self.phrase_error = LiveHTML("", **styled(sizing_mode="stretch_width"))
@@ -240,9 +239,10 @@ class FloorExplorable(ExplorableView):
         # Their feedback explains the bet's answer: not on the page (nor answerable) before the bet.
         self.checkpoints_place = OnceUnlocked(s.bet, pn.FlexBox(*self.checkpoint_views, flex_wrap="wrap", gap="0.75rem",
                                                                  sizing_mode="stretch_width"),
-                                              "Two checkpoints follow once your bet is committed.")
+                                              "Two checkpoints follow once your prediction is committed.")
         self.downloads = Downloads("block-floor", lambda: s.original, self._worksheet, s.bet,
-                                   "The traces' files and the worksheet can be downloaded once you commit your bet.")
+                                   "The traces' files and the worksheet can be downloaded once you commit your "
+                                   "prediction.")
         self.controls = [self.phrase, self.positions, self.tracked, self.reverse, self.causal, self.stage,
                          self.prev, self.next, self.floors, self.claim, self.never]
         self.respond_quickly(self.controls)
@@ -319,7 +319,7 @@ class FloorExplorable(ExplorableView):
         labels = stage_labels(s.original)
         head = f"Stage {s.stage} / {s.last_stage} · {labels[s.stage - 1]}"
         if not s.bet.unlocked:
-            status = "Commit your bet, then compare the two orders stage by stage."
+            status = "Commit your prediction, then compare the two orders stage by stage."
         elif not s.reverse:
             status = "Turn on Reverse order to compare the two orders."
         elif not s.differs_at(s.stage):
@@ -337,7 +337,7 @@ class FloorExplorable(ExplorableView):
         incoming = s.original["blocks.0.resid_mid"][pos]
         correction = s.original["blocks.0.mlp_out"][pos]
         out = s.original["blocks.0.resid_post"][pos]
-        text = (f"Stage 8 settles the bet: block output = incoming stream + MLP correction: "
+        text = (f"Stage 8 settles the prediction: block output = incoming stream + MLP correction: "
                 f"{vector(incoming)} + {vector(correction)} = {vector(out)}. "
                 "Nothing the stream carried was discarded.")
         bet = ""
@@ -345,7 +345,7 @@ class FloorExplorable(ExplorableView):
             right = s.bet.choice == CORRECT_BET
             said = escape(s.bet.choices[s.bet.choice])
             outcome = "was right" if right else "was not: the stream is kept and the correction added"
-            bet = f' <span class="{"bt-ok" if right else "bt-bad"}">Your bet, “{said}”, {outcome}.</span>'
+            bet = f' <span class="{"bt-ok" if right else "bt-bad"}">Your prediction, “{said}”, {outcome}.</span>'
         return f'<p class="bt-card">{escape(text)}{bet}</p>'
 
     @batched

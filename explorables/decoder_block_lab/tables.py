@@ -203,8 +203,8 @@ def worked_summary_html(state: LabState) -> str:
         body.append((f"{r.step} ({r.name})", [r.key, shape_text(r.reference.shape), gap, ok],
                      {"class": "current" if r.name == state.worked_name else ""}))
     verdict = "all match" if w.all_match else "some differ"
-    header = ["Lesson step", "Engine stage", "Shape", "max |engine − PyTorch|", "Every number within tolerance?"]
-    return wrap(table(f"The lesson's seed-42 block: every intermediate, this engine vs the PyTorch fixture "
+    header = ["Lesson step", "Stage name", "Shape", "max |lab − PyTorch|", "Every number within tolerance?"]
+    return wrap(table(f"The lesson's seed-42 block: every intermediate, this lab vs the lesson's PyTorch run "
                       f"({verdict}; tolerance {TOLERANCE_TEXT})", header, body, "dl-worked"))
 
 
@@ -217,5 +217,5 @@ def worked_detail_html(state: LabState) -> str:
     header = ["Position", *[f"[{j}]" for j in range(engine.shape[1])]]
     ours = [(f"pos {i}", [float(v) for v in row], {}) for i, row in enumerate(engine)]
     theirs = [(f"pos {i}", [float(v) for v in row], {}) for i, row in enumerate(reference)]
-    return (wrap(table(f"{r.name}: this engine (float64)", header, ours, "dl-worked-detail"))
-            + wrap(table(f"{r.name}: PyTorch fixture (float32)", header, theirs, "dl-worked-detail")))
+    return (wrap(table(f"{r.name}: this lab (float64)", header, ours, "dl-worked-detail"))
+            + wrap(table(f"{r.name}: the lesson's PyTorch run (float32)", header, theirs, "dl-worked-detail")))

@@ -43,10 +43,9 @@ INTRO = (
     "attention, then an MLP, each read a normalised copy of the stream and add what they compute back onto it. "
     "This lab runs such a block in NumPy, on the lesson's [1, 4, 8] stream by default, so you can count its "
     "shapes and parameters, swap the choices that tell model families apart, test that no position can see "
-    "its future, and watch what stacking 48 blocks does to the signal and to its gradient. With the default "
-    "settings the numbers are those of <code>blocktrace trace --preset decoder-lab</code> (the engine's own "
-    "seed-42 weights, causal mask on); only panel 7 runs the lesson's PyTorch weights and reproduces its worked "
-    "example."
+    "its future, and watch what stacking 48 blocks does to the signal and to its gradient. Its weights are drawn "
+    "at random from the seed 42, with the causal mask on; only panel 7, The worked example, uses the weights of "
+    "the lesson's own example and reproduces its numbers."
 )
 QUESTION = ("Overwrite every feature of position 2 with 999 and run the block again, causal mask on. "
             "What happens to the block's outputs at positions 0 and 1?")
@@ -491,10 +490,10 @@ class DecoderLabExplorable(ExplorableView):
         worked = _section(
             7, "The worked example",
             "The lesson's seed-42 block (B = 1, T = 4, d = 8, one head, RMSNorm, a SwiGLU projection of 32 columns, "
-            "no mask), from the committed PyTorch fixtures: the lesson's weights run through this engine, every "
-            "intermediate compared with PyTorch's. W_O is the identity (the lesson has none) and the combined "
-            "SwiGLU weight is split gate-first. These are not the weights of the other panels, which use the "
-            "engine's own seed-42 weights, their own W_O and, unless you switch it off, the causal mask.",
+            "no mask): the lesson's own weights run through this lab's block, every intermediate compared with the "
+            "lesson's PyTorch run. W_O is the identity (the lesson has none) and the combined SwiGLU weight is split "
+            "gate-first. These are not the weights of the other panels, which use seed-42 weights of their own, "
+            "their own W_O and, unless you switch it off, the causal mask.",
             self.worked_summary, _controls(self.w_worked), self.worked_detail,
         )
         breaks = _section(

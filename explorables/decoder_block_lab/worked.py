@@ -27,7 +27,7 @@ CASE = "lesson-seed-42"
 # from much larger terms.
 RTOL = 1e-5
 ATOL = 1e-5
-TOLERANCE_TEXT = (f"|engine − PyTorch| ≤ {number(ATOL, significant=True)} + {number(RTOL, significant=True)} "
+TOLERANCE_TEXT = (f"|lab − PyTorch| ≤ {number(ATOL, significant=True)} + {number(RTOL, significant=True)} "
                   "· |PyTorch|")
 
 # Lesson variable -> (step in the lesson's words, engine stage). Attention stages carry a head axis.

@@ -43,8 +43,7 @@ INTRO = (
     "One token representation (a vector of width 4 by default) traced through one pre-norm block: "
     "RMSNorm, the attention update, the first residual addition, RMSNorm again, the SwiGLU MLP and the "
     "second residual addition. The attention result for this token is already computed: in a full sequence "
-    "attention mixes every row, here it hands back this token's share, projected to model width. "
-    "The same numbers come from <code>blocktrace trace --preset single-token</code> with the same settings."
+    "attention mixes every row, here it hands back this token's share, projected to model width."
 )
 NORM_OPTIONS = {"RMSNorm": "rmsnorm", "Mean-centred (LayerNorm)": "layernorm"}
 # The state's parameters the controls set: held by the server while the gate is locked.

@@ -173,7 +173,7 @@ async def flood_check_answer(base: str, class_code: str, secret: bytes, presses:
         bet = next(m["id"] for m in models(session.document) if m.get("name") == "RadioGroup"
                    and CHOICES_CLASS in (_attrs(m).get("css_classes") or []))
         commit_bet = next(m["id"] for m in models(session.document) if m.get("name", "").endswith("Button")
-                          and _attrs(m).get("label") == "Commit bet")
+                          and _attrs(m).get("label") == "Commit prediction")
         await session.set(bet, "active", 1)
         await click(session, commit_bet)
         while found is None:  # each read is bounded (READ_TIMEOUT_S)

@@ -17,7 +17,7 @@ from blocktrace.app.classroom.store import StoredEvent
 from blocktrace.app.lessons.check import lesson_problems
 from blocktrace.app.lessons.loading import Lesson, load_lessons, parse_lesson
 from blocktrace.app.lessons.markdown import render
-from blocktrace.app.lessons.page import LessonView
+from blocktrace.app.lessons.page import LessonView, explanation_counter
 from blocktrace.app.server.pages import lesson_cards
 from blocktrace.explorables.block_floor.state import FloorState
 from blocktrace.explorables.engine import ops, run_preset
@@ -432,6 +432,37 @@ def test_progress_strip_flips_predict_experiment_implement_explain(lesson_id):
     assert view.strip.object.count("✓") == 4
 
     assert "exercise" not in [kind for kind, _ in events]  # the page reports no result of its own
+
+
+@pytest.mark.parametrize(("typed", "message"), [
+    ("", "Your explanation is empty"),
+    ("   \n  ", "Your explanation is empty"),
+    ("Too short.", "yours has 10"),
+    ("x" * 3000, "3,000 characters, 1,000 more than the 2,000 kept"),
+])
+def test_an_explanation_that_cannot_be_kept_is_refused_with_a_message_and_kept_in_the_box(typed, message):
+    """An empty, too short or too long explanation gets a message next to the field and is not submitted; the
+    text stays in the box (nothing is cut silently), and the counter under it says how long it is."""
+    events: list[tuple[str, dict]] = []
+    view = LessonView(by_id(ORDER[0]), on_event=lambda kind, payload: events.append((kind, payload)))
+    box = text_area(view, "Your explanation")
+    box.value = typed
+    button(view, "Submit explanation").clicks += 1
+    html = [o.object for o in page_objects(view) if isinstance(o, pn.pane.HTML)]
+    shown = " ".join(text for text in html if "bt-field-error" in text)
+    assert message in shown
+    assert 'role="alert"' in shown
+    assert not view.progress.explain and events == []
+    assert box.value == typed
+    assert f"{len(typed.strip()):,} / 2,000 characters" in next(text for text in html if "bt-counter" in text)
+
+
+def test_the_explanation_counter_says_how_many_are_too_many():
+    """The counter reads count / limit, and past the limit how many characters too many, in the error colour."""
+    assert ">1,999 / 2,000 characters<" in explanation_counter(1999)
+    assert "bt-muted" in explanation_counter(2000)
+    assert "2,001 / 2,000 characters: 1 too many" in explanation_counter(2001)
+    assert "bt-field-error" in explanation_counter(2001)
 
 
 def test_index_lists_the_lessons_in_order():

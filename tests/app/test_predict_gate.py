@@ -241,10 +241,12 @@ def test_the_teachers_signed_link_opens_without_the_gate(server) -> None:
 
 
 def test_the_floor_and_the_lab_send_no_result_before_the_commit(server) -> None:
-    """Block floor at stage 8 (which settles the bet) and the lab's causal test send nothing before the commit."""
+    """Block floor at stage 8 (which settles the prediction) and the lab's causal test send nothing before the
+    commit."""
     floor = collect(server.url(FLOOR + "?stage=8&tracked=2"), "Stage 8 / 8")
     text = text_sent(floor)
-    assert "Stage 8 settles the bet" not in text and "floor-table" not in text and "differ at this stage" not in text
+    assert "Stage 8 settles the prediction" not in text and "floor-table" not in text
+    assert "differ at this stage" not in text
     assert "Check answer" not in text  # the checkpoints, whose feedback explains the bet, come after it
     assert set(data_sent(floor)) == {0}
     lab = collect(server.url(LAB + "?corrupt=2&corrupt_value=999"), "Shape of every tensor")  # not gated

@@ -226,7 +226,8 @@ def test_the_set_up_the_lesson_describes_is_the_engines():
     assert f"a race stops after {BUDGET:,} steps" in t
     assert f"(a pattern of {options['min_pattern']} to {options['max_pattern']} letters repeats" in t
     assert induction.title == "Continue the pattern"
-    assert f"ran six races with each of the seeds 0 to {S['pre-vs-post-12']['seeds'] - 1}" in t
+    assert f"six races were each run twenty times, with the seeds 0 to {S['pre-vs-post-12']['seeds'] - 1}" in t
+    assert S["pre-vs-post-12"]["seeds"] == 20
     assert len(SWEEP.PRESETS) == 6
     rise = warmup_lr(0.003, 0, 200)
     assert f"a 200-step warm-up at 0.003 starts at {rise:.6f} and reaches 0.003 at step 199" in t

@@ -14,7 +14,7 @@ BET = "It is kept: the correction is added on top of it."
 
 def _commit_bet(page: Page) -> None:
     page.get_by_text(BET).click()
-    page.get_by_role("button", name="Commit bet").click()
+    page.get_by_role("button", name="Commit prediction").click()
     expect(page.get_by_text("Your prediction (final)")).to_be_visible()
 
 
@@ -25,7 +25,7 @@ def test_the_bet_locks_and_unlocks_the_controls(open_page) -> None:
     expect(page.get_by_role("button", name="Next stage ▶")).to_be_disabled()
     _commit_bet(page)
     expect(page.get_by_role("button", name="Next stage ▶")).to_be_enabled()
-    expect(page.get_by_role("button", name="Commit bet")).to_be_hidden()
+    expect(page.get_by_role("button", name="Commit prediction")).to_be_hidden()
     opened.assert_clean()
 
 

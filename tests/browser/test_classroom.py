@@ -107,6 +107,25 @@ def test_names_and_explanations_are_text_on_every_page(browser: Browser, classro
     teacher.context.close()
 
 
+def test_the_explanation_counts_as_you_type_and_a_long_one_is_refused_not_cut(browser: Browser, classroom) -> None:
+    """The counter under the explanation follows the typing in the browser; 3,000 characters are kept in the box,
+    said to be 1,000 too many, and refused with a message next to the field; a shorter one is then saved."""
+    page = browser.new_context().new_page()
+    page.goto(classroom.url("/lessons/transformer-block?class=period4"))
+    box = page.get_by_label("Your explanation")
+    box.fill("x" * 3000)
+    expect(page.locator(".bt-counter")).to_have_text("3,000 / 2,000 characters: 1,000 too many")
+    page.get_by_role("button", name="Submit explanation").click()
+    expect(page.get_by_role("alert")).to_contain_text("3,000 characters, 1,000 more than the 2,000 kept")
+    expect(box).to_have_value("x" * 3000)
+    box.fill("Adding keeps the input; replacing it erases the signs and sizes it came in with.")
+    expect(page.locator(".bt-counter")).to_have_text("80 / 2,000 characters")
+    page.get_by_role("button", name="Submit explanation").click()
+    expect(page.locator(".bt-explained")).to_have_text("Saved.")
+    expect(page.get_by_role("alert")).to_have_count(0)
+    page.context.close()
+
+
 def test_teacher_pages_refuse_students(classroom) -> None:
     """No password: 401; wrong password: 401; a post without the page's token: 403; guessing: 429."""
     assert _get(classroom.url("/teacher"))[0] == 401

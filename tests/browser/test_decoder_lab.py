@@ -145,8 +145,8 @@ def test_worked_example_matches_and_shows_any_intermediate(open_page) -> None:
     ready(page)
     expect(page.get_by_role("table", name=re.compile("seed-42 block"))).to_contain_text("all match")
     page.get_by_label("Intermediate").select_option(label="Queries (Q)")
-    expect(page.get_by_role("table", name="Q: this engine (float64)")).to_be_visible()
-    expect(page.get_by_role("table", name="Q: PyTorch fixture (float32)")).to_be_visible()
+    expect(page.get_by_role("table", name="Q: this lab (float64)")).to_be_visible()
+    expect(page.get_by_role("table", name="Q: the lesson's PyTorch run (float32)")).to_be_visible()
     opened.assert_clean()
 
 

@@ -187,7 +187,7 @@ def test_block_floor_lesson_by_keyboard(open_page) -> None:
     expect(banner).to_contain_text("Stage 1 / 8")
     expect(select(page, "Tracked word")).to_be_disabled()
 
-    commit_prediction(page, kb, BF_ANSWER, "Commit bet")
+    commit_prediction(page, kb, BF_ANSWER, "Commit prediction")
     expect(select(page, "Tracked word")).to_be_enabled()
 
     with kb.step("Tracked word (ArrowUp: the middle word)"):
@@ -362,7 +362,7 @@ def test_decoder_block_lesson_by_keyboard(open_page) -> None:
     with kb.step("Intermediate (Home)"):
         kb.tab_to(select(page, "Intermediate"))
         kb.press("Home")
-        expect(table_named(page, "X: this engine (float64)")).to_be_visible()
+        expect(table_named(page, "X: this lab (float64)")).to_be_visible()
     # 8. Break it
     for label, symptom in [
         ("Missing residual (replace instead of add)", "Missing residual"),

@@ -149,7 +149,8 @@ def test_scale_zero_zeroes_attention_and_keeps_the_input(open_page) -> None:
 
 
 def test_replace_mode_marks_where_the_input_is_lost(open_page) -> None:
-    """Replace mode marks "input lost here" on the first residual row, and on no other row."""
+    """Replace mode marks "input lost here" on the first residual row, and on no other row; a click on the
+    checkbox's words toggles it, as a label's would (Bokeh draws them beside the box, not in a <label>)."""
     opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
@@ -160,7 +161,8 @@ def test_replace_mode_marks_where_the_input_is_lost(open_page) -> None:
     expect(table.locator("tbody tr").nth(3)).to_contain_text("input lost here")
     expect(table.locator("tbody tr").nth(3)).to_contain_text("Residual stream")
     expect(page).to_have_url(re.compile(r"[?&]residual=replace(&|$)"))
-    checkbox(page, REPLACE).uncheck()
+    page.locator(".bk-Checkbox", has_text=REPLACE).get_by_text(REPLACE, exact=True).click()
+    expect(checkbox(page, REPLACE)).not_to_be_checked()
     expect(table.get_by_text("input lost here")).to_have_count(0)
     opened.assert_clean()
 
