@@ -1,7 +1,8 @@
 """Every page of a running server, in Chromium: it renders with its CSS, a control change updates it,
 nothing is mis-encoded or fetched from elsewhere, and /health, /teacher and the lessons answer.
 
-Used by tests/browser/test_every_page.py (tuned and --no-tuning servers) and, as a script, by CI through
+Each page must also carry a viewport for phones (laid out at the phone's width, not shrunk). Used by
+tests/browser/test_every_page.py (tuned and --no-tuning servers) and, as a script, by CI through
 .ci/serve-smoke: on the lowest declared versions (Python 3.11) and on the installed wheel (Python 3.13,
 newest Panel and Bokeh):
 
@@ -156,6 +157,9 @@ def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]
             "els => els.some(el => getComputedStyle(el).getPropertyValue('--bt-line').trim() !== '')")
         if not styled:
             problems.append("the house stylesheet (static/css/blocktrace.css) is not applied")
+        viewport = page.evaluate("document.querySelector('meta[name=viewport]')?.content || ''")
+        if "width=device-width" not in viewport:
+            problems.append("no viewport meta: a phone lays the page out 980 px wide and shrinks it")
         if check.change is not None:
             check.change(page)
         if expect_gzip and encodings.get("bokeh.min.js") != "gzip":

@@ -49,6 +49,12 @@ def theme_link(query: Mapping[str, str]) -> str:
     return f'<a class="bt-theme" href="{escape(href)}">{"Light" if other == "light" else "Dark"} theme</a>'
 
 
+# A block of Panel's page template (a document's template given as text extends Panel's), with the viewport a phone
+# needs to lay the page out at its own width: without it a phone lays every page out 980 px wide and shrinks it.
+PAGE_TEMPLATE = ('{% block postamble %}<meta name="viewport" content="width=device-width, initial-scale=1">'
+                 "{% endblock %}")
+
+
 def page_title(title: str) -> str:
     """The browser tab's title of a page: its own name, then the site's."""
     return f"{title} · {SITE}"
@@ -63,6 +69,7 @@ def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.vie
         pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = page_title(title)
+        pn.state.curdoc.template = PAGE_TEMPLATE
     if embed:  # as tall as its content: the page framing it sizes the iframe to the height it reports
         from blocktrace.explorables.components.embed import frame_height_script, is_script_tag_session
 
