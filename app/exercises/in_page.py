@@ -155,11 +155,11 @@ def _part(raw: dict[str, Any], source: str, tree: ast.Module) -> Part:
 def load_in_page(folder: str, file: str) -> InPage | None:
     """The in-page exercise of the exercise in `folder` (its path in the lesson), whose student edits `file`;
     None when the folder has none (or, in a package made for students, lacks it)."""
-    path = ROOT / folder / IN_PAGE_FILE
-    if not path.is_file():
+    path, starter = ROOT / folder / IN_PAGE_FILE, ROOT / folder / file
+    if not path.is_file() or not file or not starter.is_file():
         return None
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    source = (ROOT / folder / file).read_text(encoding="utf-8")
+    source = starter.read_text(encoding="utf-8")
     tree = ast.parse(source)
     return InPage(" ".join(str(raw.get("intro", "")).split()), tuple(_part(p, source, tree) for p in raw["parts"]))
 

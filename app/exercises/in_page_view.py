@@ -80,6 +80,7 @@ class InPageView(pn.viewable.Viewer):
         self.exercise_id, self.exercise, self.limit_key = exercise_id, exercise, limit_key
         self._record, self._on_result, self._is_open = record, on_result, is_open
         self.state = InPageState()
+        self.checks = share_check_limits()  # a test may give its own table
         self.places: dict[str, list[Place]] = {}
         self.selects: list[pn.widgets.Select] = []
         self.feedback: dict[str, LiveHTML] = {}
@@ -91,7 +92,7 @@ class InPageView(pn.viewable.Viewer):
                 places.append(place)
             self.places[part.function] = places
             self.feedback[part.function] = LiveHTML("", **styled(sizing_mode="stretch_width"))
-        self.button = pn.widgets.Button(label="Check my lines", button_type="primary")
+        self.button = pn.widgets.Button(label="Check my lines", color="primary")
         self.button.on_click(self._check)
         self.status = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self._layout = self._build()
@@ -102,10 +103,10 @@ class InPageView(pn.viewable.Viewer):
     def _check(self, _event=None) -> None:
         if self.state.passed or not self._is_open():
             return
-        wait = share_check_limits().wait(self.limit_key)
+        wait = self.checks.wait(self.limit_key)
         if wait > 0:
             self._say("bt-bad", f"Wait {math.ceil(wait)} s before you check again (one check every "
-                                f"{settings().in_page_gap:g} s). Your lines are kept.")
+                                f"{1 / self.checks.per_second:g} s). Your lines are kept.")
             return
         arrangement = self.arrangement()
         try:

@@ -116,6 +116,7 @@ class LessonView(pn.viewable.Viewer):
         self._on_event = on_event or (recorder.emit if recorder is not None else (lambda kind, payload: None))
         self.explorables: dict[str, Any] = {}
         self.checkpoints: dict[str, Checkpoint] = {}  # by id, as each checkpoint directive is reached
+        self.in_page: dict[str, InPageView] = {}  # each exercise's version done in the page, by exercise id
         predicted = {d.attrs["explorable"] for d in lesson.directives("predict")}
         for d in lesson.directives("explorable"):
             eid = d.attrs["id"]
@@ -256,6 +257,8 @@ class LessonView(pn.viewable.Viewer):
             result.object = exercise_result_html(payload)
 
         in_page = self._in_page_exercise(exercise_id, attrs, show)
+        if in_page is not None:
+            self.in_page[exercise_id] = in_page
 
         def resume(payload: dict[str, Any]) -> None:
             show(payload)
