@@ -26,6 +26,7 @@ import secrets
 import threading
 import tomllib
 import zipfile
+from functools import cache
 from importlib.metadata import Distribution, distributions
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -45,6 +46,7 @@ ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: the same bytes a
 INSTALLED_ONLY = {"INSTALLER", "REQUESTED", "RECORD", "direct_url.json", "WHEEL"}  # dist-info files pip writes
 
 
+@cache  # what is installed does not change under a running server
 def running_distribution() -> Distribution | None:
     """The installed distribution this server's code comes from: an editable install of this checkout, or the
     install whose files hold this very package (not an egg-info left in a checkout, which lists sources)."""
@@ -60,6 +62,7 @@ def running_distribution() -> Distribution | None:
     return None
 
 
+@cache
 def installed_version() -> str | None:
     """The version of the blocktrace this server runs (None: not installed, so there is no package to offer)."""
     dist = running_distribution()
@@ -157,7 +160,7 @@ def build_wheel(dist: Distribution, out: Path) -> bool:
     return True
 
 
-_made: dict[Path, Path | None] = {}  # data folder -> the wheel this process made there (None: none can be)
+_made: dict[Path, Path | None] = {}  # data folder -> the wheel this process made there
 _making = threading.Lock()
 
 
@@ -165,8 +168,12 @@ def served_wheel(data_dir: Path) -> Path | None:
     """The wheel of the running blocktrace, made in `data_dir` on the first call of this process (None when
     blocktrace is not installed in a way that lists its files)."""
     with _making:
-        if data_dir not in _made:
-            _made[data_dir] = _make(data_dir)
+        if _made.get(data_dir) is None:
+            try:
+                _made[data_dir] = _make(data_dir)
+            except OSError as error:  # a full disk or a data folder gone: the next request tries again
+                log.warning("the package for students' laptops could not be made: %s", error)
+                return None
         return _made[data_dir]
 
 
