@@ -69,6 +69,8 @@ def test_the_page_s_line_installs_blocktrace_offline_and_check_reports(classroom
         if (here.parent / name).exists():
             (site / name).symlink_to(here.parent / name)
     assert run(str(python), "-c", "import panel").returncode != 0
+    serve = run(str(laptop / "bin" / "blocktrace"), "serve")  # the server needs what this install left out: said
+    assert serve.returncode == 2 and "`blocktrace serve` needs panel" in serve.stderr and not serve.stdout
 
     browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
     browser.open(classroom.url(f"/lessons/transformer-block?class={CLASS}"), timeout=60).read()
