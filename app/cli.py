@@ -4,13 +4,20 @@ runs a downloaded exercise's tests and reports them."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import sys
 from collections.abc import Sequence
 
-from blocktrace.explorables.engine import PRESETS, ConfigError
-
 __all__ = ["main"]
+
+# A student's laptop may have blocktrace (installed from the teacher's server without dependencies) but no NumPy.
+NO_NUMPY = ("error: blocktrace needs NumPy, and this Python does not have it. With the internet, install it with\n"
+            "    python -m pip install numpy\n"
+            "In a classroom without the internet, ask your teacher, or do the exercise on the lesson page instead "
+            "(it needs no Python).\n")
+# What `serve` and `lti` import first, which such a laptop's blocktrace has none of.
+SERVER_MODULES = {"serve": ("panel", "sqlalchemy", "pylti1p3"), "lti": ("pylti1p3", "jwcrypto")}
 
 
 def installed_version() -> str:
@@ -47,6 +54,8 @@ def _on_off(text: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from blocktrace.explorables.engine import PRESETS  # NumPy: after main() has looked for it
+
     parser = _Parser(prog="blocktrace", description="Trace what happens inside a Transformer block.")
     parser.add_argument("--version", action="version", version=f"blocktrace {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -99,9 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if importlib.util.find_spec("numpy") is None:
+        sys.stderr.write(NO_NUMPY)
+        return 2
     args = build_parser().parse_args(argv)
+    missing = [name for name in SERVER_MODULES.get(args.command, ()) if importlib.util.find_spec(name) is None]
+    if missing:
+        sys.stderr.write(f"error: `blocktrace {args.command}` needs {', '.join(missing)}, which this Python does not "
+                         "have: this blocktrace was installed without its dependencies, for `blocktrace check` only. "
+                         "Install blocktrace with its dependencies to run the server (see its README).\n")
+        return 2
     if args.command == "trace":
         from blocktrace.app.trace_command import run_trace
+        from blocktrace.explorables.engine import ConfigError
 
         try:
             sys.stdout.write(run_trace(args))

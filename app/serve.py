@@ -108,7 +108,7 @@ def classroom_setup(args: argparse.Namespace) -> tuple[list, str | None, bytes |
         password = generated = generate_password()
     from blocktrace.app.exercises.handlers import exercise_patterns
 
-    routes = teacher_patterns(Guard(password, secret), websocket_origins(args)) + exercise_patterns(secret)
+    routes = teacher_patterns(Guard(password, secret), websocket_origins(args)) + exercise_patterns(secret, data_dir)
     return routes, generated, secret, data_dir
 
 

@@ -44,6 +44,8 @@ class Settings:
     page_builds: tuple[float, float] = _setting((1000.0, 4.0), "page builds per client at once, then per second")
     pending_eager: int = _setting(2, "pages per client built before their browser loads them; more wait for it")
     report_gap: float = _setting(1.0, "seconds between two exercise reports of one learner for one exercise")
+    in_page_gap: float = _setting(3.0, "seconds between two checks of one learner's in-page exercise (a guess "
+                                       "per second would soon find the lines by trying)")
     # The teacher login's limits on wrong passwords (app/classroom/login_guard.py)
     login_failures: int = _setting(5, "wrong teacher passwords a client may send in a window, then it is refused")
     login_failures_total: int = _setting(30, "wrong teacher passwords from all clients in a window, then all refused")

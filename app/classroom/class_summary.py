@@ -20,7 +20,7 @@ from blocktrace.app.classroom.store_validation import PREDICTION, RACE
 
 __all__ = [
     "DISCUSSED_KINDS", "MISCONCEPTIONS", "STEPS", "STEP_KINDS", "STEP_LABELS", "Misconception", "Outcomes",
-    "RosterEntry", "Summary", "exercise_words", "learner_label", "summarize",
+    "RosterEntry", "Summary", "exercise_way", "exercise_words", "learner_label", "summarize",
 ]
 
 # question -> (the choice that names a misconception, its name for the teacher).
@@ -50,6 +50,7 @@ class RosterEntry(TypedDict):
     current: str  # the first step not done yet, or "done"
     last_active: datetime | None  # their newest event in this lesson (UTC), None if none yet
     exercise: str | None  # their latest exercise result: "passed", "3 of 12 tests pass", ...; None: none yet
+    exercise_way: str | None  # how they did it: "laptop", "page" or "self-report" (exercise_way); None: not yet
     outcome: bool | None  # the race they predicted came out as they said (None: no race of theirs decided yet)
 
 
@@ -75,8 +76,20 @@ class Summary(TypedDict):
     outcomes: dict[str, Outcomes]  # question -> how the races its committed predictions were for came out
 
 
+def exercise_way(payload: Mapping[str, Any]) -> str:
+    """How an exercise result was made: "laptop" (`blocktrace check`, checked by the server), "page" (the in-page
+    version, checked by the server) or "self-report" (the old buttons, not checked)."""
+    if not payload.get("checked"):
+        return "self-report"
+    return "page" if payload.get("way") == "page" else "laptop"
+
+
 def exercise_words(payload: Mapping[str, Any]) -> str:
     """An exercise result in a few words for the teacher."""
+    if exercise_way(payload) == "page":
+        if payload.get("passed") is True:
+            return "passed (checked)"
+        return f"{payload.get('tests_passed')} of {payload.get('tests_total')} functions right"
     if not payload.get("checked"):
         return "reported passing (not checked)" if payload.get("passed") is True else "reported failing"
     if payload.get("passed") is True:
@@ -109,7 +122,7 @@ def summarize(class_code: str, epoch: int | None, lesson: str, names: Mapping[st
     latest_claims: dict[tuple[str, str], str] = {}
     latest_checks: dict[tuple[str, str], bool] = {}
     latest_texts: dict[str, str] = {}
-    latest_exercise: dict[str, str] = {}
+    latest_exercise: dict[str, tuple[str, str]] = {}  # learner -> (words, way)
     first_races: dict[tuple[str, str], tuple[str, str]] = {}  # (learner, question) -> (outcome, set-up)
     for learner, kind, payload_text in discussed:
         try:
@@ -124,7 +137,7 @@ def summarize(class_code: str, epoch: int | None, lesson: str, names: Mapping[st
                 and isinstance(payload.get("checkpoint"), str):
             latest_checks[(learner, str(payload.get("checkpoint")))] = payload["correct"]
         elif kind == "exercise":
-            latest_exercise[learner] = exercise_words(payload)
+            latest_exercise[learner] = (exercise_words(payload), exercise_way(payload))
         elif kind == "explanation" and isinstance(payload.get("text"), str) and payload["text"].strip():
             latest_texts.pop(learner, None)  # re-inserted: the list follows each learner's latest one
             latest_texts[learner] = payload["text"]
@@ -161,7 +174,9 @@ def summarize(class_code: str, epoch: int | None, lesson: str, names: Mapping[st
         done = [step for step in STEPS if step in steps.get(learner, ())]
         roster.append(RosterEntry(label=label, committed="predict" in done, done=done,
                                   current=next((s for s in STEPS if s not in done), "done"),
-                                  last_active=last.get(learner), exercise=latest_exercise.get(learner),
+                                  last_active=last.get(learner),
+                                  exercise=latest_exercise.get(learner, (None, None))[0],
+                                  exercise_way=latest_exercise.get(learner, (None, None))[1],
                                   outcome=own_outcome.get(learner)))
     explanations = [(names.get(learner, learner), text) for learner, text in latest_texts.items()]
     found: list[Misconception] = [

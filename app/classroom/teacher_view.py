@@ -26,6 +26,7 @@ CLAIM_LABELS = {"too_early": "Too early", "right_on": "Right on", "too_late": "T
                 "no_split_here": "Named a stage; they never diverge"}
 HOLD_LABELS = {step: LESSON_STEP_LABELS[step] for step in HOLDABLE}
 PUSH_EXAMPLES = {"race": "task=copy&vs=depth&floors=2", "controls": "attention_scale=0&residual=replace"}
+WAY_LABELS = {"laptop": "on their laptop", "page": "in the page", "self-report": "reported by hand"}  # exercise_way
 RACE_WORDS = {True: ("as predicted", "bt-ok"), False: ("not as predicted", "bt-bad"), None: ("not decided yet", "")}
 
 
@@ -75,13 +76,15 @@ def _ago(moment: datetime | None, now: datetime) -> str:
 
 
 def roster_table(summary: Summary, now: datetime | None = None) -> str:
-    """Each learner of the class: committed or not, the step they are on, what they have done, when last seen."""
+    """Each learner of the class: committed or not, the step they are on, what they have done, their exercise's
+    result and where they did it (on their laptop or in the page), when last seen."""
     now = now or datetime.now(UTC)
     roster = summary["roster"]
     rows = [{"label": entry["label"], "committed": entry["committed"], "step": STEP_LABELS[entry["current"]],
              "done": f"{len(entry['done'])} of {len(STEPS)}: "
                      f"{', '.join(STEP_LABELS[s] for s in entry['done']) or 'nothing yet'}",
-             "exercise": entry.get("exercise") or "no result yet", "seen": _ago(entry["last_active"], now),
+             "exercise": entry.get("exercise") or "no result yet",
+             "way": WAY_LABELS.get(entry.get("exercise_way") or "", "–"), "seen": _ago(entry["last_active"], now),
              **_race_cell(entry)}
             for entry in roster]
     waiting = sum(not e["committed"] for e in roster)

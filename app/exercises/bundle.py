@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from blocktrace.app import signing
+from blocktrace.app.exercises.check_command import TICKET
+from blocktrace.app.exercises.package import IN_PAGE_FILE
 from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.app.package_data import ROOT
 
 __all__ = ["TICKET", "bundle", "exercises", "new_ticket", "ticket_is_genuine"]
 
-TICKET = "blocktrace-exercise.json"
-SKIP = {"__pycache__", ".pytest_cache"}
+SKIP = {"__pycache__", ".pytest_cache", IN_PAGE_FILE}  # the in-page answers stay on the server
 
 
 @dataclass(frozen=True)

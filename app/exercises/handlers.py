@@ -1,4 +1,5 @@
-"""GET /exercises/ID.zip (the student's download) and POST /exercises/report (what `blocktrace check` sends).
+"""GET /exercises/ID.zip (the student's download), POST /exercises/report (what `blocktrace check` sends) and
+GET /exercises/package/blocktrace-VERSION-py3-none-any.whl (blocktrace itself, for a student's laptop: package.py).
 
 A report is taken only with a genuine ticket (bundle.py), and it counts as passed only when every test passed
 on the student's laptop and the numbers their functions gave for the ticket's nonce are the engine's (so a
@@ -11,8 +12,10 @@ import json
 import logging
 import math
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from tornado.ioloop import IOLoop
 from tornado.web import RequestHandler
 
 from blocktrace.app.classroom.identity import COOKIE_NAME, DEFAULT_CLASS, chosen_class, class_code, verify
@@ -20,6 +23,8 @@ from blocktrace.app.classroom.learner import current as current_classroom
 from blocktrace.app.classroom.store import StoreUnavailable, new_event_id
 from blocktrace.app.exercises import challenge
 from blocktrace.app.exercises.bundle import bundle, exercises, new_ticket, ticket_is_genuine
+from blocktrace.app.exercises.in_page_view import share_check_limits
+from blocktrace.app.exercises.package import INSTALL_PATH, installed_version, served_wheel, wheel_name
 from blocktrace.app.server.rate_limits import TokenBuckets
 from blocktrace.app.settings import settings
 
@@ -104,7 +109,7 @@ class ReportHandler(RequestHandler):
         passed_tests = sum(t["passed"] for t in tests)
         result = {"id": exercise.id, "passed": not failed and all(numbers.values()), "tests_passed": passed_tests,
                   "tests_total": len(tests), "failed": failed, "numbers_match": all(numbers.values()),
-                  "checked": True}
+                  "checked": True, "way": "laptop"}
         try:
             stored_at = datetime.now(UTC)  # no later than the row's own time: the next refresh keeps it or newer
             await classroom.thread.write(lambda: classroom.store.record(
@@ -116,9 +121,38 @@ class ReportHandler(RequestHandler):
         self.finish({"recorded": True, **result, "numbers": numbers})
 
 
-def exercise_patterns(secret: bytes) -> list[tuple]:
-    """The exercise routes; the reports' bucket is made here, before the workers are forked, so they share it."""
+class PackageHandler(RequestHandler):
+    """blocktrace as a wheel, the version this server runs: what the lesson page's install line fetches (no
+    cookie: pip sends none, and the package is anyone's)."""
+
+    def initialize(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+
+    async def get(self, name: str) -> None:
+        dist_version = installed_version()
+        if dist_version is None or name != wheel_name(dist_version):
+            self.set_status(404)
+            self.finish(f"This server has blocktrace {dist_version or '(not installed)'}: copy the install line "
+                        "from the lesson page.\n")
+            return
+        path = await IOLoop.current().run_in_executor(None, served_wheel, self.data_dir)  # the first call makes it
+        if path is None:
+            self.set_status(404)
+            self.finish("This server cannot offer its package (it is not installed with pip).\n")
+            return
+        data = await IOLoop.current().run_in_executor(None, path.read_bytes)
+        self.set_header("Content-Type", "application/octet-stream")
+        self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+        self.finish(data)
+
+
+def exercise_patterns(secret: bytes, data_dir: Path | None = None) -> list[tuple]:
+    """The exercise routes (the package's only with a data folder to keep it in); the reports' and in-page checks'
+    tables are made here, before the workers are forked, so they share them."""
     args = {"secret": secret}
     reports = TokenBuckets(capacity=1, per_second=1 / settings().report_gap)
+    share_check_limits()
+    package = [(INSTALL_PATH.replace(".", r"\.") + r"([A-Za-z0-9_.+-]{1,120}\.whl)", PackageHandler,
+                {"data_dir": data_dir})] if data_dir is not None else []
     return [(r"/exercises/([A-Za-z0-9_-]{1,80})\.zip", DownloadHandler, args),
-            (r"/exercises/report", ReportHandler, {**args, "reports": reports})]
+            (r"/exercises/report", ReportHandler, {**args, "reports": reports}), *package]

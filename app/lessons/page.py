@@ -16,6 +16,9 @@ from blocktrace.app.classroom.learner import SessionRecorder, newest_per_slot, s
 from blocktrace.app.classroom.pacing import closed_steps, pace_of
 from blocktrace.app.classroom.store_validation import MAX_TEXT, RACE
 from blocktrace.app.exercises.handlers import latest_result
+from blocktrace.app.exercises.in_page import load_in_page
+from blocktrace.app.exercises.in_page_view import InPageView
+from blocktrace.app.exercises.package import install_command, installed_version
 from blocktrace.app.lessons.loading import Directive, Lesson, load_lessons
 from blocktrace.app.lessons.markdown import render
 from blocktrace.app.server.pages import apply_theme, shell
@@ -69,6 +72,13 @@ def progress_html(progress: LessonProgress) -> str:
 def exercise_result_html(payload: dict[str, Any]) -> str:
     """What a stored or fresh exercise result says on the lesson page."""
     total, passed = payload.get("tests_total"), payload.get("tests_passed")
+    if payload.get("way") == "page":
+        if payload.get("passed") is True:
+            return ('<p class="bt-ok bt-exercise-result" role="status">Checked in the page: every function is '
+                    "right. Your teacher sees this result.</p>")
+        return (f'<p class="bt-bad bt-exercise-result" role="status">Checked in the page: {escape(str(passed))} of '
+                f"{escape(str(total))} functions right. Read the hint under each one that is not, change a line "
+                "and check again.</p>")
     if not payload.get("checked"):  # the old self-report buttons
         ok = payload.get("passed") is True
         return f'<p class="bt-muted bt-exercise-result" role="status">Reported: {"all" if ok else "some"} tests ' \
@@ -118,6 +128,20 @@ def explanation_problem(words: str) -> str | None:
     return None
 
 
+def _install_step() -> str:
+    """The exercise's first step on a laptop: blocktrace from this server (the address the page came from), the
+    version it runs, offline; nothing when this server is not an installed blocktrace."""
+    dist_version = installed_version()
+    request = getattr(getattr(pn.state.curdoc, "session_context", None), "request", None)
+    protocol, host = getattr(request, "protocol", None), getattr(request, "host", None)
+    if dist_version is None or not protocol or not host:
+        return ""
+    return ("<li>Get <code>blocktrace</code> once: in a terminal, run<pre class=\"bt-command bt-install\"><code>"
+            f"{escape(install_command(f'{protocol}://{host}', dist_version))}</code></pre>"
+            "It comes from your teacher's server, so it works without the internet. It needs Python 3.11 or newer "
+            "with NumPy (on Windows, type <code>py</code> instead of <code>python</code>).</li>")
+
+
 class LessonView(pn.viewable.Viewer):
     """One session's lesson page."""
 
@@ -130,6 +154,7 @@ class LessonView(pn.viewable.Viewer):
         self._on_event = on_event or (recorder.emit if recorder is not None else (lambda kind, payload: None))
         self.explorables: dict[str, Any] = {}
         self.checkpoints: dict[str, Checkpoint] = {}  # by id, as each checkpoint directive is reached
+        self.in_page: dict[str, InPageView] = {}  # each exercise's version done in the page, by exercise id
         predicted = {d.attrs["explorable"] for d in lesson.directives("predict")}
         for d in lesson.directives("explorable"):
             eid = d.attrs["id"]
@@ -258,7 +283,8 @@ class LessonView(pn.viewable.Viewer):
         return view
 
     def _directive_exercise(self, attrs: dict) -> pn.viewable.Viewable:
-        """The exercise: a download, one command on the student's laptop, and the result the server checked."""
+        """The exercise, two ways: on a laptop with Python (blocktrace from this server, a download, one command,
+        and the result the server checked), or in the page (the lines of each function chosen and ordered)."""
         exercise_id = str(attrs.get("id"))
         edit = escape(str(attrs.get("file", "")))
         result = LiveHTML('<p class="bt-muted bt-exercise-result" role="status">No result yet.</p>',
@@ -268,27 +294,59 @@ class LessonView(pn.viewable.Viewer):
             self.progress.implement = True
             result.object = exercise_result_html(payload)
 
-        self._resumers[("exercise", exercise_id)] = show
+        in_page = self._in_page_exercise(exercise_id, attrs, show)
+        if in_page is not None:
+            self.in_page[exercise_id] = in_page
+
+        def resume(payload: dict[str, Any]) -> None:
+            show(payload)
+            if in_page is not None and payload.get("way") == "page":
+                in_page.restore(payload)  # the lines of the last check, not a poll's: those may be mid-change
+
+        self._resumers[("exercise", exercise_id)] = resume
         html = (f'<h2 class="bt-h2">Exercise: {escape(str(attrs.get("title", "")))}</h2>'
                 f'<p>{escape(str(attrs.get("about", "")))}</p>')
         if self._stores:
             learner = self.recorder.learner
             href = f"/exercises/{quote(exercise_id)}.zip?{urlencode({'class': learner.class_code})}"
-            html += (f'<ol class="bt-steps"><li><a class="bt-link bt-download" href="{escape(href)}" download>'
+            html += ('<h3 class="bt-h3">On a computer with Python</h3><ol class="bt-steps">'
+                     f"{_install_step()}"
+                     f'<li><a class="bt-link bt-download" href="{escape(href)}" download>'
                      "Download the exercise</a> (a zip: the file you edit, its tests and a ticket for this class) "
                      "and unzip it.</li>"
                      f"<li>Edit <code>{edit}</code>.</li>"
-                     "<li>In that folder, run <code>blocktrace check</code> (it needs nothing beyond blocktrace "
-                     "itself). It runs the tests, names each mistake it finds, and sends the result here and to "
-                     "your teacher.</li></ol>")
+                     "<li>In that folder, run <code>blocktrace check</code>. It runs the tests, names each mistake "
+                     "it finds, and sends the result here and to your teacher.</li></ol>")
             self._poll_exercise(learner.class_code, learner.id, exercise_id, show)
         else:
             html += (f'<p>Edit <code>{escape(str(attrs["path"]))}/{edit}</code>, then run:</p>'
                      f'<pre class="bt-command"><code>blocktrace check {escape(str(attrs["path"]))}</code></pre>'
                      '<p class="bt-muted">This server keeps no class records, so the result stays on your '
                      "computer.</p>")
-        return pn.Column(LiveHTML(html, **styled(sizing_mode="stretch_width")), result,
-                         css_classes=["bt-card"], sizing_mode="stretch_width")
+        return pn.Column(LiveHTML(html, **styled(sizing_mode="stretch_width")), *([in_page] if in_page else []),
+                         result, css_classes=["bt-card"], sizing_mode="stretch_width")
+
+    def _in_page_exercise(self, exercise_id: str, attrs: dict,
+                          show: Callable[[dict[str, Any]], None]) -> InPageView | None:
+        """The exercise done in the page, checked and (with a classroom) stored by the server; None if it has none."""
+        data = load_in_page(str(attrs.get("path")), str(attrs.get("file", "")))
+        if data is None:
+            return None
+
+        def is_open() -> bool:  # the teacher's hold closes it here, whatever the browser still shows or sends
+            return "implement" not in self._closed
+
+        if self._stores:
+            learner = self.recorder.learner
+            return InPageView(exercise_id, data, f"{learner.class_code}\x00{learner.id}\x00{exercise_id}",
+                              lambda payload, saved: self.recorder.emit("exercise", payload, saved=saved), show,
+                              is_open)
+
+        def done(payload: dict[str, Any]) -> None:
+            self.progress.implement = True
+            self._on_event("exercise", payload)
+
+        return InPageView(exercise_id, data, f"session\x00{id(self)}\x00{exercise_id}", None, done, is_open)
 
     def _poll_exercise(self, class_code: str, learner: str, exercise_id: str,
                        show: Callable[[dict[str, Any]], None]) -> None:

@@ -18,9 +18,6 @@ import json
 import sys
 from pathlib import Path
 
-from blocktrace.app.lti import platforms, tool_keys
-from blocktrace.app.lti.handlers import canvas_config, tool_urls
-
 __all__ = ["add_lti_arguments", "run_lti"]
 
 
@@ -60,6 +57,11 @@ def run_lti(args: argparse.Namespace, data_dir_default: str) -> int:
 
 
 def _run(args: argparse.Namespace, data_dir: Path) -> int:
+    # Here, not at the top: `blocktrace check` builds this command's parser too, on a laptop that may have
+    # blocktrace without the server's libraries (installed from the teacher's server with --no-deps).
+    from blocktrace.app.lti import platforms, tool_keys
+    from blocktrace.app.lti.handlers import canvas_config, tool_urls
+
     out = sys.stdout.write
     if args.lti_command == "add-platform":
         platform = platforms.Platform(args.issuer, args.client_id, tuple(args.deployment_ids), args.auth_login_url,

@@ -166,3 +166,34 @@ def test_packaged_seed_case_equals_the_reference() -> None:
     assert packaged["cases"][0] == wanted[0], (
         f"{SEED_FIXTURE.relative_to(ROOT)} differs from the {SEED_CASE!r} case of {REFERENCE.relative_to(ROOT)}; "
         "copy the case over again")
+
+
+def test_the_wheel_served_to_students_holds_what_pip_builds(wheel: zipfile.ZipFile, tmp_path: Path) -> None:
+    """The wheel the teacher's server makes for students' laptops (app/exercises/package.py) holds the same package
+    files, byte for byte, as the one `pip wheel` builds, but for the in-page exercises' answers; made from an
+    installed wheel's file list (RECORD) or from this checkout (an editable install), and installable (its RECORD
+    names every file with its hash)."""
+    from importlib.metadata import PathDistribution
+
+    from blocktrace.app.exercises.package import IN_PAGE_FILE, build_wheel, running_distribution
+
+    wanted = {n: wheel.read(n) for n in wheel.namelist() if n.startswith("blocktrace/")}
+    answers = {n for n in wanted if n.endswith("/" + IN_PAGE_FILE)}
+    assert answers, "the lessons' in-page exercises are part of the package"
+    wheel.extractall(tmp_path / "installed")  # a wheel installed is a wheel unzipped: its RECORD lists the files
+    sources = {"installed": PathDistribution(tmp_path / "installed" / DIST_INFO)}
+    running = running_distribution()  # an editable install in the suite's usual venv
+    if running is not None and "editable" in (running.read_text("direct_url.json") or ""):
+        sources["this checkout"] = running
+    for label, dist in sources.items():
+        built = tmp_path / f"{label}.whl"
+        assert build_wheel(dist, built), label
+        with zipfile.ZipFile(built) as served:
+            got = {n: served.read(n) for n in served.namelist() if n.startswith("blocktrace/")}
+            record = served.read(f"{DIST_INFO}/RECORD").decode()
+            entry_points = served.read(f"{DIST_INFO}/entry_points.txt")
+            names = set(served.namelist())
+        assert sorted(got) == sorted(set(wanted) - answers), label
+        assert [n for n in got if got[n] != wanted[n]] == [], label
+        assert entry_points == wheel.read(f"{DIST_INFO}/entry_points.txt")
+        assert {line.split(",")[0] for line in record.splitlines()} == names, label
