@@ -41,7 +41,7 @@ WAITING = {  # what a held part says until it opens (app/lessons/loading.py: the
     "claim": "Opens once you have claimed where the two traces first differ.",
     "checkpoint": "Opens once you have checked an answer to the question above.",
 }
-HELD_BY_TEACHER = "Your teacher is holding the class at the prediction step: opens when they release it."
+HELD_BY_TEACHER = "Opens when your teacher releases the class from the prediction step."
 
 
 class LessonProgress(param.Parameterized):
@@ -315,8 +315,9 @@ class LessonView(pn.viewable.Viewer):
                     place.objects = [wanted]
 
         def shown_or_note(open_: bool, waiting: str) -> None:
+            said = waiting if title else f"This part {waiting[0].lower()}{waiting[1:]}"  # alone under a heading
             show(open_, f'<section class="bt-answer bt-answer-closed" aria-label="{label}">{head}'
-                        f'<p class="bt-muted">{escape(waiting)}</p></section>')
+                        f'<p class="bt-muted">{escape(said)}</p></section>')
 
         self._hold_until(attrs, shown_or_note)
         return place
