@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -115,6 +116,7 @@ class LessonView(pn.viewable.Viewer):
                                   [name for name, _ in STEPS])
         self._resumers: dict[tuple[str, str | None], Callable[[dict[str, Any]], None]] = {}
         self._claim_answers: dict[str, list[Callable[[], None]]] = {}  # explorable -> answers opened by a claim
+        self._held: dict[str, list[Callable[[], None]]] = {}  # explorable -> parts held until its prediction
         self._step_parts: dict[str, list[tuple[pn.Column, Any]]] = {}  # step -> (place, part) the pace may close
         self._closed: set[str] = set()
         self._polls: list[Callable[[], None]] = []  # held here: the periodic callbacks call them weakly
@@ -335,11 +337,14 @@ class LessonView(pn.viewable.Viewer):
         explorable = self.explorables[attrs["explorable"]]
         gate = explorable.gate.prediction
         if after == "prediction":
-            def follow(*_events) -> None:
+            def follow() -> None:
                 show(gate.unlocked, HELD_BY_TEACHER if gate.committed and gate.held else WAITING["prediction"])
 
             follow()
-            gate.param.watch(batched(follow), GATE_EVENTS)
+            held = self._held.setdefault(attrs["explorable"], [])
+            if not held:
+                gate.param.watch(batched(lambda *_: self._follow_gate(held)), GATE_EVENTS)
+            held.append(follow)
             return
         state, opened = explorable.state, {"open": False}  # a claim's answer stays open once claimed
 
@@ -355,6 +360,15 @@ class LessonView(pn.viewable.Viewer):
         state.param.watch(claimed, "claim_result")
         gate.param.watch(claimed, "skipped")
         self._claim_answers.setdefault(attrs["explorable"], []).append(claimed_before)
+
+    @staticmethod
+    def _follow_gate(held: list[Callable[[], None]]) -> None:
+        """Open or close every part held until one prediction, together: the page's models are walked once
+        (Bokeh recomputes its document's models after each change of a layout's children, unless frozen)."""
+        doc = pn.state.curdoc
+        with doc.models.freeze() if doc is not None else nullcontext():
+            for follow in held:
+                follow()
 
     def _directive_explain(self, attrs: dict) -> pn.viewable.Viewable:
         text = pn.widgets.TextAreaInput(label="Your explanation", max_length=MAX_EXPLANATION, rows=4,
