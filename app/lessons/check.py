@@ -30,6 +30,7 @@ def lesson_problems(lesson: Lesson) -> list[str]:
     stages = known_stage_keys()
     problems += [f"{where}: unknown stage {s!r}" for s in lesson.stages if s not in stages]
     seen_checkpoints: set[str] = set()
+    predicted = {d.attrs.get("explorable") for d in lesson.directives("predict")}
     for d in lesson.directives():
         at = f"{where}:{d.line}"
         if d.name in ("explorable", "predict"):
@@ -70,6 +71,13 @@ def lesson_problems(lesson: Lesson) -> list[str]:
                 problems.append(f"{at}: exercise needs the command a student runs")
         elif d.name == "explain" and not d.attrs.get("prompt"):
             problems.append(f"{at}: explain needs a prompt")
+        elif d.name == "answer":  # held until a commit: one this page asks for, or it would never open
+            if d.attrs["after"] == "checkpoint" and d.attrs["checkpoint"] not in seen_checkpoints:
+                problems.append(f"{at}: answer opens after checkpoint {d.attrs['checkpoint']!r}, which does not "
+                                "come before it")
+            elif d.attrs["after"] != "checkpoint" and d.attrs["explorable"] not in predicted:
+                problems.append(f"{at}: answer opens after the {d.attrs['after']} of {d.attrs['explorable']!r}, "
+                                "which the lesson does not ask for (no predict directive)")
     for name in ("predict", "explorable", "exercise", "explain"):
         if not lesson.directives(name):
             problems.append(f"{where}: no {name} directive (each lesson has all four checkpoints)")

@@ -19,13 +19,16 @@
 Directives: explorable (id, state, height), predict (explorable), checkpoint (id, question, options
 [{text, correct, feedback}]), exercise (id, title, path, command), explain (prompt), and answer:
 
-    :::answer                      (Markdown that explains a result, folded until the student has
-    after: prediction              committed what it explains: `prediction` or `claim` of an explorable,
-    explorable: block-floor        or a `checkpoint` by its id; `title` names the folded part)
-    title: The comparison, step by step
+    :::answer                      (a part held on the server until the student has committed what it
+    after: prediction              answers: `prediction` or `claim` of an explorable, or a `checkpoint` by
+    explorable: block-floor        its id. Until then the page holds a note in its place, not the part.
+    title: The comparison, step by step      `title`, optional, names the part and is shown in both states)
     :::
-    Markdown …
+    Markdown, and checkpoint, exercise or explain directives …
     :::end
+
+Whatever states or depends on a result the student is asked to predict goes inside an answer: the
+explanation of a result, a table of counts, a checkpoint whose question or feedback gives it away.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ __all__ = ["Directive", "Lesson", "lesson_for_explorable", "load_lessons", "pars
 DIRECTIVES = ("explorable", "predict", "checkpoint", "exercise", "explain", "answer")
 ANSWER_AFTER = ("prediction", "claim", "checkpoint")  # what opens an answer
 ANSWER_END = ":::end"
+IN_ANSWER = ("checkpoint", "exercise", "explain")  # the directives an answer may hold
 FRONT_FIELDS = ("id", "title", "order", "objectives", "prerequisites", "explorables", "stages")
 
 
@@ -76,7 +80,12 @@ class Lesson:
         return f"/lessons/{self.id}"
 
     def directives(self, name: str | None = None) -> list[Directive]:
-        return [b for b in self.blocks if isinstance(b, Directive) and (name is None or b.name == name)]
+        """The lesson's directives in order, those inside an answer included (after their answer)."""
+        found = []
+        for b in self.blocks:
+            if isinstance(b, Directive):
+                found += [b, *(d for d in b.attrs.get("blocks", []) if isinstance(d, Directive))]
+        return [d for d in found if name is None or d.name == name]
 
     def markdown_parts(self) -> list[str]:
         """Every piece of the lesson's Markdown, in order: the prose and each answer's text."""
@@ -97,17 +106,30 @@ def parse_lesson(text: str, path: Path | None = None) -> Lesson:
     missing = [f for f in FRONT_FIELDS if f not in front]
     if missing:
         raise LessonError(f"{where}: front matter lacks {', '.join(missing)}")
+    return Lesson(
+        id=str(front["id"]), title=str(front["title"]), order=int(front["order"]),
+        objectives=list(front["objectives"]), prerequisites=list(front["prerequisites"] or []),
+        explorables=list(front["explorables"]), stages=list(front["stages"]),
+        summary=str(front.get("summary", "")), blocks=_blocks(lines, end + 1, len(lines), where), path=path,
+    )
+
+
+def _blocks(lines: list[str], start: int, stop: int, where: str, answer: int | None = None) -> list[str | Directive]:
+    """Markdown text and directives of lines[start:stop]; `answer` is the line of the answer they are inside."""
     blocks: list[str | Directive] = []
     markdown: list[str] = []
-    i = end + 1
-    while i < len(lines):
+    i = start
+    while i < stop:
         line = lines[i]
         if line.startswith(":::") and line.strip() != ":::":
             name = line[3:].strip()
             if name not in DIRECTIVES:
                 raise LessonError(f"{where}:{i + 1}: unknown directive {name!r}")
+            if answer is not None and name not in IN_ANSWER:
+                raise LessonError(f"{where}:{answer + 1}: an answer holds Markdown and {', '.join(IN_ANSWER)} "
+                                  f"directives, not {name!r} (line {i + 1})")
             try:
-                close = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == ":::")
+                close = next(j for j in range(i + 1, stop) if lines[j].strip() == ":::")
             except StopIteration:
                 raise LessonError(f"{where}:{i + 1}: directive {name!r} is not closed with :::") from None
             attrs = yaml.safe_load("\n".join(lines[i + 1:close])) or {}
@@ -125,17 +147,12 @@ def parse_lesson(text: str, path: Path | None = None) -> Lesson:
         i += 1
     if markdown:
         blocks.append("\n".join(markdown))
-    return Lesson(
-        id=str(front["id"]), title=str(front["title"]), order=int(front["order"]),
-        objectives=list(front["objectives"]), prerequisites=list(front["prerequisites"] or []),
-        explorables=list(front["explorables"]), stages=list(front["stages"]),
-        summary=str(front.get("summary", "")), blocks=blocks, path=path,
-    )
+    return blocks
 
 
 def _answer(lines: list[str], start: int, close: int, attrs: dict[str, Any], where: str) -> int:
-    """Check an answer directive's attributes and take its Markdown (up to ANSWER_END) into attrs["text"];
-    the index of its ANSWER_END line."""
+    """Check an answer directive's attributes and read what it holds (up to ANSWER_END) into attrs["blocks"],
+    its Markdown alone into attrs["text"]; the index of its ANSWER_END line."""
     after = attrs.get("after")
     if after not in ANSWER_AFTER:
         raise LessonError(f"{where}:{start + 1}: an answer opens after one of {', '.join(ANSWER_AFTER)}, "
@@ -147,10 +164,10 @@ def _answer(lines: list[str], start: int, close: int, attrs: dict[str, Any], whe
         end = next(j for j in range(close + 1, len(lines)) if lines[j].strip() == ANSWER_END)
     except StopIteration:
         raise LessonError(f"{where}:{start + 1}: answer is not closed with {ANSWER_END}") from None
-    body = lines[close + 1:end]
-    if any(line.startswith(":::") for line in body):
-        raise LessonError(f"{where}:{start + 1}: an answer holds Markdown only, no directives")
-    attrs["text"] = "\n".join(body)
+    # Blank lines between the directives it holds are no part of it.
+    attrs["blocks"] = [b for b in _blocks(lines, close + 1, end, where, answer=start) if not isinstance(b, str)
+                       or b.strip()]
+    attrs["text"] = "\n\n".join(b for b in attrs["blocks"] if isinstance(b, str))
     return end
 
 

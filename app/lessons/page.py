@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -27,8 +28,9 @@ from blocktrace.app.server.session_setup import attach_explorable, learner_bar, 
 from blocktrace.app.settings import settings
 from blocktrace.explorables.components.checkpoint import Checkpoint, CheckpointView, Option
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, beside, readable
+from blocktrace.explorables.components.prediction import GATE_EVENTS
 from blocktrace.explorables.components.style import styled
-from blocktrace.explorables.components.updates import LiveHTML
+from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import session_query
 from blocktrace.explorables.components.weak_callbacks import periodically
 
@@ -43,6 +45,12 @@ MIN_EXPLANATION = 20  # a sentence
 EXPLANATION_BOX_LIMIT = 10 * MAX_EXPLANATION
 STEP_OF_DIRECTIVE = {"exercise": "implement", "explain": "explain"}  # the parts a hold can close
 STEPS = tuple(STEP_LABELS.items())
+WAITING = {  # what a held part says until it opens (app/lessons/loading.py: the answer directive)
+    "prediction": "Opens once you have committed your answer to the question above.",
+    "claim": "Opens once you have claimed where the two traces first differ.",
+    "checkpoint": "Opens once you have checked an answer to the question above.",
+}
+HELD_BY_TEACHER = "Opens when your teacher releases the class from the prediction step."
 
 
 class LessonProgress(param.Parameterized):
@@ -155,6 +163,7 @@ class LessonView(pn.viewable.Viewer):
         self.explorables: dict[str, Any] = {}
         self.checkpoints: dict[str, Checkpoint] = {}  # by id, as each checkpoint directive is reached
         self.in_page: dict[str, InPageView] = {}  # each exercise's version done in the page, by exercise id
+        self.checkpoint_views: list[CheckpointView] = []
         predicted = {d.attrs["explorable"] for d in lesson.directives("predict")}
         for d in lesson.directives("explorable"):
             eid = d.attrs["id"]
@@ -170,6 +179,7 @@ class LessonView(pn.viewable.Viewer):
                                   [name for name, _ in STEPS])
         self._resumers: dict[tuple[str, str | None], Callable[[dict[str, Any]], None]] = {}
         self._claim_answers: dict[str, list[Callable[[], None]]] = {}  # explorable -> answers opened by a claim
+        self._held: dict[str, list[Callable[[], None]]] = {}  # explorable -> parts held until its prediction
         self._step_parts: dict[str, list[tuple[pn.Column, Any]]] = {}  # step -> (place, part) the pace may close
         self._closed: set[str] = set()
         self._polls: list[Callable[[], None]] = []  # held here: the periodic callbacks call them weakly
@@ -279,6 +289,7 @@ class LessonView(pn.viewable.Viewer):
         self.checkpoints[checkpoint.qid] = checkpoint
         view = CheckpointView(checkpoint, on_check=lambda c: self._on_event(
             "checkpoint", {"checkpoint": c.qid, "answer": c.answer, "correct": c.correct}))
+        self.checkpoint_views.append(view)  # in the page, or held in an answer until it opens
         self._resumers[("checkpoint", checkpoint.qid)] = lambda payload: view.restore(int(payload["answer"]))
         return view
 
@@ -367,41 +378,93 @@ class LessonView(pn.viewable.Viewer):
         periodically(poll, settings().exercise_poll_ms)
 
     def _directive_answer(self, attrs: dict) -> pn.viewable.Viewable:
-        """An explanation of a result: only a note until the student has committed what it explains.
+        """A part held on the server: a note in its place until the student has committed what it answers.
 
-        The text is not in the page at all before then (a folded element would still carry it)."""
-        title = escape(str(attrs.get("title") or "The answer"))
-        waiting = {"prediction": "Opens once you have committed your answer to the question above.",
-                   "claim": "Opens once you have claimed where the two traces first differ.",
-                   "checkpoint": "Opens once you have checked an answer to the question above."}[attrs["after"]]
-        place = LiveHTML(f'<section class="bt-answer bt-answer-closed" aria-label="{title}"><h3 class="bt-h3">'
-                         f'{title}</h3><p class="bt-muted">{waiting}</p></section>',
-                         **styled(sizing_mode="stretch_width"))
-        shown = (f'<section class="bt-answer" aria-label="{title}"><h3 class="bt-h3">{title}</h3>'
-                 f'<div class="bt-prose">{render(attrs["text"])}</div></section>')
-        self._once_committed(attrs, lambda: setattr(place, "object", shown))
+        Until then its text and its checkpoints are not in the page's document at all (a folded or hidden
+        element would still be sent to the browser); they are built now, so that an earlier visit's answers
+        are put back into them, and go into the document when it opens."""
+        title = escape(str(attrs.get("title") or ""))
+        head = f'<h3 class="bt-h3">{title}</h3>' if title else ""
+        label = title or "Opens after your answer"
+        blocks = attrs["blocks"]
+        if len(blocks) == 1 and isinstance(blocks[0], str):
+            # Prose alone: one pane whose text changes, a cheaper message than new models in the page.
+            place: Any = LiveHTML("", **styled(sizing_mode="stretch_width"))
+            prose = f'<div class="bt-prose">{render(blocks[0])}</div>'
+            shown = f'<section class="bt-answer" aria-label="{label}">{head}{prose}</section>' if title else prose
+
+            def show(open_: bool, note: str) -> None:
+                set_object(place, shown if open_ else note)
+        else:
+            parts = [LiveHTML(f'<div class="bt-prose">{render(b)}</div>', **styled(sizing_mode="stretch_width"))
+                     if isinstance(b, str) else self._part(b) for b in blocks]
+            if title:
+                parts.insert(0, LiveHTML(f'<section class="bt-answer" aria-label="{label}">{head}</section>',
+                                         **styled(sizing_mode="stretch_width")))
+            opened = pn.Column(*parts, sizing_mode="stretch_width", margin=0)
+            closed = LiveHTML("", **styled(sizing_mode="stretch_width"))
+            place = pn.Column(closed, sizing_mode="stretch_width", margin=0)
+
+            def show(open_: bool, note: str) -> None:
+                if not open_:
+                    set_object(closed, note)
+                wanted = opened if open_ else closed
+                if place.objects != [wanted]:
+                    place.objects = [wanted]
+
+        def shown_or_note(open_: bool, waiting: str) -> None:
+            said = waiting if title else f"This part {waiting[0].lower()}{waiting[1:]}"  # alone under a heading
+            show(open_, f'<section class="bt-answer bt-answer-closed" aria-label="{label}">{head}'
+                        f'<p class="bt-muted">{escape(said)}</p></section>')
+
+        self._hold_until(attrs, shown_or_note)
         return place
 
-    def _once_committed(self, attrs: dict, then: Callable[[], None]) -> None:
-        """`then()` once (at once if already so) the prediction, claim or checkpoint `attrs` names is committed."""
+    def _hold_until(self, attrs: dict, show: Callable[[bool, str], None]) -> None:
+        """show(open, note) now and whenever the prediction, claim or checkpoint `attrs` names changes: open once
+        it is committed (a prediction: final and not held by the teacher, as the explorable's own values are),
+        else closed, with the note saying what opens it. A teacher's link without the prediction step opens all."""
         after = attrs["after"]
         if after == "checkpoint":
-            owner, name, done = self.checkpoints[attrs["checkpoint"]], "attempts", lambda v: v > 0
-        elif after == "claim":
-            owner, name, done = self.explorables[attrs["explorable"]].state, "claim_result", lambda v: v is not None
-            self._claim_answers.setdefault(attrs["explorable"], []).append(then)  # or a claim of an earlier visit
-        else:
-            owner, name, done = self.explorables[attrs["explorable"]].gate.prediction, "committed", bool
-        if done(getattr(owner, name)):
-            then()
+            checkpoint = self.checkpoints[attrs["checkpoint"]]
+            show(checkpoint.attempts > 0, WAITING["checkpoint"])
+            checkpoint.param.watch(lambda e: show(e.new > 0, WAITING["checkpoint"]), "attempts")
             return
+        explorable = self.explorables[attrs["explorable"]]
+        gate = explorable.gate.prediction
+        if after == "prediction":
+            def follow() -> None:
+                show(gate.unlocked, HELD_BY_TEACHER if gate.committed and gate.held else WAITING["prediction"])
 
-        def changed(event) -> None:
-            if done(event.new):
-                owner.param.unwatch(watcher)
-                then()
+            follow()
+            held = self._held.setdefault(attrs["explorable"], [])
+            if not held:
+                gate.param.watch(batched(lambda *_: self._follow_gate(held)), GATE_EVENTS)
+            held.append(follow)
+            return
+        state, opened = explorable.state, {"open": False}  # a claim's answer stays open once claimed
 
-        watcher = owner.param.watch(changed, name)
+        def claimed(*_events) -> None:
+            opened["open"] = opened["open"] or state.claim_result is not None or gate.skipped
+            show(opened["open"], WAITING["claim"])
+
+        def claimed_before() -> None:  # a claim of an earlier visit (resume)
+            opened["open"] = True
+            claimed()
+
+        claimed()
+        state.param.watch(claimed, "claim_result")
+        gate.param.watch(claimed, "skipped")
+        self._claim_answers.setdefault(attrs["explorable"], []).append(claimed_before)
+
+    @staticmethod
+    def _follow_gate(held: list[Callable[[], None]]) -> None:
+        """Open or close every part held until one prediction, together: the page's models are walked once
+        (Bokeh recomputes its document's models after each change of a layout's children, unless frozen)."""
+        doc = pn.state.curdoc
+        with doc.models.freeze() if doc is not None else nullcontext():
+            for follow in held:
+                follow()
 
     def _directive_explain(self, attrs: dict) -> pn.viewable.Viewable:
         text = pn.widgets.TextAreaInput(label="Your explanation", max_length=EXPLANATION_BOX_LIMIT, rows=4,

@@ -181,10 +181,12 @@ def depth_status(state: LabState) -> str:
 
 def announcement(state: LabState) -> str:
     """One line for the live region after each change (the gradient is announced in the depth panel)."""
+    shape = f"Output {list(state.trace.output.shape)}"
+    if not state.prediction.unlocked:  # the invariants and the causal test answer the prediction: not before
+        return f"{shape}."
     found = state.invariants()
     n_pass = sum(c.ok for c in found)
-    causal = f"; causal test {state.verdict().badge}" if state.prediction.unlocked else ""
-    return f"Output {list(state.trace.output.shape)}; {n_pass} of {len(found)} invariants hold{causal}."
+    return f"{shape}; {n_pass} of {len(found)} invariants hold; causal test {state.verdict().badge}."
 
 
 # --- the page's short verdicts ----------------------------------------------------------------------
@@ -227,10 +229,12 @@ def break_html(s: LabState) -> str:
                                          f"MLP cannot finish: {s.split.error or 'no error'} The other panels "
                                          "keep showing the correct block."))
     if not s.causal:
-        verdict = f"Causal safety: {s.verdict().badge}." if s.prediction.unlocked else \
-            "Causal safety: shown once your prediction is committed."
-        items.append(("No causal mask", f"Invariants: {found['Weights on future positions are exactly 0'].detail} "
-                                        f"{verdict}"))
+        if s.prediction.unlocked:
+            symptom = (f"Invariants: {found['Weights on future positions are exactly 0'].detail} "
+                       f"Causal safety: {s.verdict().badge}.")
+        else:  # what the mask does to the future weights answers the prediction's question
+            symptom = "Invariants and causal safety: shown once your prediction is committed."
+        items.append(("No causal mask", symptom))
     if not items:
         return ('<p class="bt-muted dl-symptoms" role="status">Nothing is broken: every toggle above is off. '
                 "Turn one on and look for its symptom in the panels above.</p>")

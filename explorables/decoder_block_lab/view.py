@@ -20,7 +20,7 @@ from blocktrace.explorables.components.locked_controls import LockedControls
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
-from blocktrace.explorables.components.updates import LiveHTML, batched
+from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.decoder_block_lab import describe, plots, tables
 from blocktrace.explorables.decoder_block_lab.diagram import diagram_view
@@ -57,6 +57,9 @@ PLACEMENT_OPTIONS = {"pre-norm": "pre", "post-norm": "post"}
 EXPANSION_OPTIONS = {"2": 2, "4 (the lesson's)": 4, "8": 8}
 EPS_OPTIONS = {"1e-6 (the lesson's)": 1e-6, "1e-5": 1e-5, "0.001": 1e-3, "0.1": 0.1, "0 (no eps)": 0.0}
 WIDGET_WIDTH = 200
+CHECKS_HELD = ('<p class="bt-muted bt-locked dl-checks-held">The invariants and the attention weights appear here '
+               "once you commit your prediction: they would give the answer away.</p>")
+DOWNLOADS_HELD = "The trace's files and the worksheet can be downloaded once you commit your prediction."
 BUILDING_CSS = (f":host(.{DrawnAfterLoad.PENDING})::before {{ content: 'Building the lab…'; margin: 1rem auto; "
                 "font-size: 0.9rem; color: var(--panel-on-background-color, #212529); opacity: 0.75; }")
 # The state's parameters the controls set: held by the server while the prediction is not committed.
@@ -196,8 +199,8 @@ class DecoderLabExplorable(ExplorableView):
         self.w_break_split = pn.widgets.Checkbox.from_param(
             s.param.wrong_split, label="Wrong gate/value split (chunk along positions, not features)")
         self.w_break_mask = self._mirror("No causal mask", "causal", False, True)
-        # downloads stay available before the prediction: they change nothing
-        self.downloads = Downloads("decoder-block-lab", lambda: s.trace, self._worksheet)
+        # The files hold the attention weights and the worksheet the invariants: given once the prediction is in.
+        self.downloads = Downloads("decoder-block-lab", lambda: s.trace, self._worksheet, s.prediction, DOWNLOADS_HELD)
         self.controls = [
             self.w_B, self.w_T, self.w_d, self.w_expansion, self.w_norm, self.w_mlp, self.w_placement,
             self.w_causal, self.w_heads, self.w_reset, self.w_vector, self.w_eps, self.w_constant, self.w_zero,
@@ -293,23 +296,37 @@ class DecoderLabExplorable(ExplorableView):
         self.shape_table.object = tables.shape_table_html(s)
         self.param_table.object = tables.param_table_html(s)
         self.exercise.object = f'<p class="dl-answer">{escape(exercise_answer(s.d, s.expansion))}</p>'
-        self.invariants.object = tables.invariants_html(s.invariants())
         self._refresh_stage()
-        labels = plots.position_labels(s)
-        if len(self.head_box.objects) != s.heads:  # the figures stay; only which of them are laid out changes
-            self.head_box.objects = self.head_panes[: s.heads]
-            self.head_alt_box.objects = self.head_alts[: s.heads]
-        for h, ((fig, src), alt) in enumerate(zip(self.heads, self.head_alts, strict=True)):
-            if h < s.heads:
-                set_factors(fig, labels, labels)
-                src.data = plots.head_data(s, h)
-                alt.object = alt_text(f"Attention weights, head {h}", describe.head_sentences(s, h))
+        self._refresh_checks()
         curves, points = plots.activation_data(s)
         self.act_curves.data = curves
         self.act_points.data = points
         self.act_alt.object = alt_text("Activation curves", describe.activation_sentences(s))
         self._refresh_break()
         self._refresh_live()
+
+    def _refresh_checks(self) -> None:
+        """The invariants and the attention heatmaps: once the prediction is unlocked. Before, the invariants
+        would say that no weight falls on a later position, and the heatmaps show it, which answers the
+        prediction's question: none of it is sent (the figures keep their axes, with empty sources)."""
+        s = self.state
+        unlocked = s.prediction.unlocked
+        set_object(self.invariants, tables.invariants_html(s.invariants()) if unlocked else CHECKS_HELD)
+        labels = plots.position_labels(s)
+        if len(self.head_box.objects) != s.heads:  # the figures stay; only which of them are laid out changes
+            self.head_box.objects = self.head_panes[: s.heads]
+            self.head_alt_box.objects = self.head_alts[: s.heads]
+        for h, ((fig, src), alt) in enumerate(zip(self.heads, self.head_alts, strict=True)):
+            if h >= s.heads:
+                continue
+            set_factors(fig, labels, labels)
+            if unlocked:
+                src.data = plots.head_data(s, h)
+                set_object(alt, alt_text(f"Attention weights, head {h}", describe.head_sentences(s, h)))
+            else:
+                if any(len(column) for column in src.data.values()):
+                    src.data = {name: [] for name in src.data}
+                set_object(alt, "")
 
     @batched
     def _refresh_stage(self, *_events) -> None:
@@ -418,6 +435,7 @@ class DecoderLabExplorable(ExplorableView):
         self.causal_results.visible = not locked  # the causal test answers the prediction's question
         self.causal_hidden.visible = locked
         self._refresh_causal()  # filled only once unlocked
+        self._refresh_checks()
         self._refresh_break()
         self._refresh_live()
         self.diagram.show(lambda: diagram_view(self.state))  # its values come with the unlock

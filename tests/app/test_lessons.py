@@ -17,10 +17,11 @@ from blocktrace.app.classroom.store import StoredEvent
 from blocktrace.app.lessons.check import lesson_problems
 from blocktrace.app.lessons.loading import Lesson, load_lessons, parse_lesson
 from blocktrace.app.lessons.markdown import render
-from blocktrace.app.lessons.page import LessonView, explanation_counter
+from blocktrace.app.lessons.page import HELD_BY_TEACHER, WAITING, LessonView, explanation_counter
 from blocktrace.app.server.pages import lesson_cards
 from blocktrace.explorables.block_floor.state import FloorState
 from blocktrace.explorables.engine import ops, run_preset
+from tests.answers import directive_texts, lesson_answers, normalised
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_lessons()
@@ -335,6 +336,20 @@ title: Missing
 path: lessons/no-such-lesson/exercise
 file: x.py
 :::
+
+:::answer
+after: prediction
+explorable: block-floor
+:::
+Held until a bet this lesson never asks for.
+:::end
+
+:::answer
+after: checkpoint
+checkpoint: later
+:::
+Held until a checkpoint that does not come before it.
+:::end
 """
 
 
@@ -355,6 +370,8 @@ def test_broken_lesson_yields_the_matching_problems():
         "exercise folder 'lessons/no-such-lesson/exercise' does not exist",
         "exercise needs the command a student runs",
         "no explain directive",
+        "answer opens after the prediction of 'block-floor', which the lesson does not ask for",
+        "answer opens after checkpoint 'later', which does not come before it",
     ]
     for problem in expected:
         assert problem in problems, problem
@@ -567,26 +584,73 @@ def answer_parts(view: LessonView) -> list[tuple[dict, Any]]:
             if not isinstance(b, str) and b.name == "answer"]
 
 
+def document_text(view: LessonView) -> str:
+    """Every word the page's parts put in its document now (panes' markup, widgets' labels and options), one
+    string each, normalised as tests/answers.py reads what a server sent."""
+    words: list[str] = []
+    for obj in page_objects(view):
+        if isinstance(obj, pn.pane.HTML):
+            words.append(str(obj.object))
+        elif isinstance(obj, pn.widgets.Widget):
+            words += [str(getattr(obj, "label", None) or obj.name), *map(str, getattr(obj, "options", None) or [])]
+    return "\n".join(normalised(w) for w in words)
+
+
+def missing(answers: list[str], view: LessonView) -> list[str]:
+    text = document_text(view)
+    return [a[:60] for a in answers if a not in text]
+
+
+def present(answers: list[str], view: LessonView) -> list[str]:
+    text = document_text(view)
+    return [a[:60] for a in answers if a in text]
+
+
 @pytest.mark.parametrize("lesson_id", ORDER)
-def test_explanations_of_a_result_reach_the_page_only_after_the_prediction(lesson_id):
-    """Folded means absent: before the commit the page holds the answer's title and a note, not its text."""
+def test_held_parts_reach_the_page_only_once_the_commit_is_final(lesson_id):
+    """Held means absent: until the prediction is final (in a classroom: stored) the page's document holds a note
+    in place of every part the lesson holds, not their words or checkpoints. The store's answer (or a reload's
+    restore, which settles the same way) opens them; a teacher's hold at the prediction step closes them again;
+    a gate switched off (a teacher's link) opens them at once."""
     lesson = by_id(lesson_id)
+    answers = lesson_answers(lesson)
+    assert len(answers) > 10, "each lesson holds its comparison and what gives the result away"
     view = LessonView(lesson)
-    after_prediction = [(a, part) for a, part in answer_parts(view) if a["after"] == "prediction"]
-    assert after_prediction, "each lesson folds its comparison until the prediction"
-    for attrs, part in after_prediction:
-        first_line = next(line for line in attrs["text"].splitlines() if line.strip())
-        assert "Opens once you have committed your answer" in part.object
-        assert render(first_line)[:40] not in part.object
-    prediction = view.explorables[lesson.explorables[0]].gate.prediction
-    assert prediction.commit(next(iter(prediction.choices))) is None
-    for attrs, part in after_prediction:
-        assert render(attrs["text"]) in part.object and "Opens once" not in part.object
+    gate = view.explorables[lesson.explorables[0]].gate.prediction
+    gate.needs_store = True  # as in a classroom: final only once stored
+    assert present(answers, view) == [] and WAITING["prediction"] in document_text(view)
+    choice = next(iter(gate.choices))
+    assert gate.commit(choice) is None and gate.saving
+    assert present(answers, view) == [], "opened while still saving"
+    gate.settle(choice, None)
+    assert missing(answers, view) == [] and WAITING["prediction"] not in document_text(view)
+    gate.held = True
+    assert present(answers, view) == [] and HELD_BY_TEACHER in document_text(view)
+    gate.held = False
+    assert missing(answers, view) == []
+    teacher = LessonView(lesson)
+    teacher.explorables[lesson.explorables[0]].gate.prediction.skipped = True
+    assert missing(answers, teacher) == []
+
+
+def test_what_answers_the_claim_opens_only_after_a_claim():
+    """The block floor's claim (where the middle word's traces first part) has answers of its own, the
+    checkpoints among them: absent after the bet, present once a claim is made."""
+    lesson = by_id("block-floor")
+    answers = lesson_answers(lesson, after="claim")
+    [checkpoint] = [d for d in lesson.directives("checkpoint") if d.attrs["id"] == "first-divergence"]
+    assert directive_texts(checkpoint)[0] in answers  # its feedback would say where they part
+    view = LessonView(lesson)
+    state = view.explorables["block-floor"].state
+    state.bet.commit(next(iter(state.bet.choices)))
+    assert present(answers, view) == [] and WAITING["claim"] in document_text(view)
+    state.claim(6)
+    assert missing(answers, view) == []
 
 
 def test_the_divergence_answer_opens_only_after_a_claim():
     view = LessonView(by_id("block-floor"))
-    [(attrs, part)] = [(a, p) for a, p in answer_parts(view) if a["after"] == "claim"]
+    [(attrs, part)] = [(a, p) for a, p in answer_parts(view) if a.get("title") == "An answer"]
     assert "first divergence is at stage 4" in attrs["text"] and "stage 4" not in part.object
     state = view.explorables["block-floor"].state
     state.bet.commit(next(iter(state.bet.choices)))
@@ -601,7 +665,8 @@ def test_the_divergence_answer_opens_only_after_a_claim():
     (":::answer\nafter: later\nexplorable: block-floor\n:::\ntext\n:::end", "opens after one of"),
     (":::answer\nafter: claim\n:::\ntext\n:::end", "names its explorable"),
     (":::answer\nafter: checkpoint\ncheckpoint: q1\n:::\ntext", "not closed with :::end"),
-    (":::answer\nafter: prediction\nexplorable: x\n:::\n:::explain\nprompt: p\n:::\n:::end", "Markdown only"),
+    (":::answer\nafter: prediction\nexplorable: x\n:::\n:::predict\nexplorable: x\n:::\n:::end", "not 'predict'"),
+    (":::answer\nafter: prediction\nexplorable: x\n:::\n:::answer\nafter: claim\n:::\n:::end", "not 'answer'"),
 ])
 def test_a_malformed_answer_is_refused_with_its_line(directive, problem):
     text = ("---\nid: x\ntitle: X\norder: 9\nobjectives: []\nprerequisites: []\nexplorables: []\nstages: []\n---\n"

@@ -231,7 +231,7 @@ def test_a_typed_predict_off_shows_the_gate_and_says_why(server) -> None:
 
 def test_the_teachers_signed_link_opens_without_the_gate(server) -> None:
     """The signed predict=off unlocks every control at once and sends the trace; no notice."""
-    for route, shows in ((TRACE, "stage-table"), (FLOOR, "floor-table"), (LAB, "Shape of every tensor")):
+    for route, shows in ((TRACE, "stage-table"), (FLOOR, "floor-table"), (LAB, "Invariants now")):
         sent = collect(server.url(server.teacher_link(route)), shows)
         text = text_sent(sent)
         assert UNSIGNED_NOTICE not in text, route
@@ -241,8 +241,8 @@ def test_the_teachers_signed_link_opens_without_the_gate(server) -> None:
 
 
 def test_the_floor_and_the_lab_send_no_result_before_the_commit(server) -> None:
-    """Block floor at stage 8 (which settles the prediction) and the lab's causal test send nothing before the
-    commit."""
+    """Block floor at stage 8 (which settles the prediction) and the lab's causal test, invariants ("weights on
+    future positions are exactly 0") and attention heatmaps send nothing before the commit."""
     floor = collect(server.url(FLOOR + "?stage=8&tracked=2"), "Stage 8 / 8")
     text = text_sent(floor)
     assert "Stage 8 settles the prediction" not in text and "floor-table" not in text
@@ -257,6 +257,12 @@ def test_the_floor_and_the_lab_send_no_result_before_the_commit(server) -> None:
     delta = [m["attributes"]["data"] for content in lab for m in models(content) if name_of(m) == "ColumnDataSource"
              and {"feature", "word"} <= set(dict(m["attributes"]["data"].get("entries", [])))]
     assert delta and all(set(column_lengths(data)) == {0} for data in delta), "the causal test's data were sent"
+    assert "dl-invariants" not in markup and "future positions" not in markup and "invariants hold" not in markup
+    assert "once you commit your prediction" in markup
+    heatmaps = [m["attributes"]["data"] for content in lab for m in models(content)
+                if name_of(m) == "ColumnDataSource" and {"row", "col", "value"} <= set(dict(m["attributes"]["data"]
+                                                                                      .get("entries", [])))]
+    assert heatmaps and all(set(column_lengths(data)) == {0} for data in heatmaps), "attention weights were sent"
 
 
 def test_the_teacher_page_lists_a_signed_link_per_explorable(server) -> None:

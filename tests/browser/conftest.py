@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, WebSocket, expect, sync_playwright
 
 from tests.smoke import CHROMIUM, CHROMIUM_ARGS  # one launch set-up for the suite and the smoke script
 
@@ -39,6 +39,8 @@ class Opened:
     requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
+    sent: list[str | bytes] = field(default_factory=list)  # with record=True: the page's HTML, then each frame
+    sockets: list[WebSocket] = field(default_factory=list)  # with record=True
 
     def outside_requests(self) -> list[str]:
         """Requests to anything but this machine (data: and blob: URLs never leave the page)."""
@@ -67,10 +69,12 @@ def open_page(browser: Browser, server) -> Iterator[Callable[..., Opened]]:
     """open_page(path) -> Opened: a new context (a new server session) on the server's `path`.
 
     open_page(path, teacher_link=True) opens it as the teacher's signed link without the prediction step.
+    open_page(path, record=True) keeps everything the server sent it in `sent`: its HTML and every frame its
+    websocket received, in order.
     """
     contexts = []
 
-    def open_(path: str, teacher_link: bool = False) -> Opened:
+    def open_(path: str, teacher_link: bool = False, record: bool = False) -> Opened:
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         contexts.append(context)
         page = context.new_page()
@@ -85,7 +89,15 @@ def open_page(browser: Browser, server) -> Iterator[Callable[..., Opened]]:
             dialog.dismiss()
 
         page.on("dialog", on_dialog)
-        page.goto(server.url(server.teacher_link(path) if teacher_link else path))
+        if record:
+            def on_socket(ws: WebSocket) -> None:
+                opened.sockets.append(ws)
+                ws.on("framereceived", lambda payload: opened.sent.append(payload))
+
+            page.on("websocket", on_socket)
+        response = page.goto(server.url(server.teacher_link(path) if teacher_link else path))
+        if record and response is not None:
+            opened.sent.insert(0, response.text())
         return opened
 
     yield open_

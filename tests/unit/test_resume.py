@@ -54,7 +54,7 @@ def widgets(view: LessonView, kind: type) -> list:
 
 
 def checkpoint_views(view: LessonView) -> list[CheckpointView]:
-    return [p for p in view.parts if isinstance(p, CheckpointView)]
+    return view.checkpoint_views
 
 
 def press(view: LessonView, label: str) -> None:
@@ -101,6 +101,7 @@ def test_a_reload_restores_answers_text_result_and_controls(classroom) -> None:
     again, recorder2, doc2 = open_page(classroom)  # the same learner, a new session
     assert again.progress.done() == 4, "prediction, experiment, exercise and explanation all come back"
     restored = checkpoint_views(again)[0]
+    assert restored.checkpoint.question in page_text(again), "held until the commit: the reload's restore opens it"
     assert restored.checkpoint.answer == 1 and restored.checkpoint.attempts == 1
     assert restored.choice.value == restored.checkpoint.options[1].label
     assert restored.checkpoint.feedback(1) in restored.feedback.object
