@@ -82,7 +82,7 @@ from classroom import (  # the class simulation this benchmark adds races to (be
 from blocktrace.app.settings import Settings, env_name, settings
 
 RACE_ROUTE = "/explorables/train-the-block"
-PLAY_LABEL = "Play"  # the race page's Play toggle (pressed while playing)
+PLAY_NAME = "PlayButton"  # the race page's Play button (play_button.py): its data model's name starts so
 LOSS_COLUMNS = {"step", "loss"}  # a loss curve's source (plots.loss_figure), told apart from accuracy and depth
 TARGET_RATIO, TARGET_UPDATES = 1.5, 5.0  # issue 25
 RACERS, SLIDERS, DURATION, WARM_UP = 30, 10, 20.0, 5.0
@@ -95,14 +95,15 @@ class Racer(Student):
     """A student on the race page, joined and committed by classroom.py's Student.
 
     Student.join reads the page until it has found the models it names "slider", "radio", "commit" and "vector";
-    here "slider" is the Play toggle (its `disabled` turning False is the unlock Student.commit waits for) and
-    "vector" a loss curve's source, so a page whose figures arrive after its document is read until they have.
+    here "slider" is the Play button's data model (its `disabled` turning False is the unlock Student.commit waits
+    for; its `value` is True while playing) and "vector" a loss curve's source, so a page whose figures arrive after
+    its document is read until they have.
     """
 
     loss_sources: set[str] = field(default_factory=set)
     playing: asyncio.Event = field(default_factory=asyncio.Event)
     updated: asyncio.Event = field(default_factory=asyncio.Event)  # the first update has arrived
-    stopped_at: float | None = None  # when the page showed Play again (the race ended, or was refused)
+    stopped_at: float | None = None  # when the page showed Play again (the race ended or was decided, or refused)
     top_step: int = 0  # the highest step streamed so far
     updates: list[tuple[float, int]] = field(default_factory=list)  # (received at, top step then) per update
     loss_messages: int = 0  # patches with any loss stream (an update, or a second message of one)
@@ -112,7 +113,7 @@ class Racer(Student):
         super()._take_ids(content)  # the gate's radio group and commit button, the cookie
         for obj in _objects(content, []):
             name, attrs = obj.get("name", ""), obj.get("attributes", {})
-            if name.endswith("Toggle") and attrs.get("label") == PLAY_LABEL:
+            if str(attrs.get("name", "")).startswith(PLAY_NAME):  # the ReactiveHTML's data: value, disabled
                 self.ids["slider"] = obj["id"]
             elif name.endswith("ColumnDataSource") and set(_entries(attrs.get("data"))) == LOSS_COLUMNS:
                 self.loss_sources.add(obj["id"])
@@ -136,9 +137,9 @@ class Racer(Student):
                 elif event.get("kind") == "ModelChanged" and model == self.ids["slider"]:
                     if event.get("attr") == "disabled" and event.get("new") is False:
                         self.enabled.set()
-                    elif event.get("attr") == "active" and event.get("new") is True:
+                    elif event.get("attr") == "value" and event.get("new") is True:
                         self.playing.set()
-                    elif event.get("attr") == "active" and event.get("new") is False and self.playing.is_set():
+                    elif event.get("attr") == "value" and event.get("new") is False and self.playing.is_set():
                         self.stopped_at = now
             self.loss_messages += streamed
             self.unread_steps += unread
@@ -148,8 +149,8 @@ class Racer(Student):
                 self.updated.set()
 
     async def play(self) -> None:
-        """Press Play (the toggle becomes active, as a click makes it) and wait until the first update arrives."""
-        await _patch({"kind": "ModelChanged", "model": {"id": self.ids["slider"]}, "attr": "active", "new": True},
+        """Press Play (its value becomes True, as a click makes it) and wait until the first update arrives."""
+        await _patch({"kind": "ModelChanged", "model": {"id": self.ids["slider"]}, "attr": "value", "new": True},
                      ).send(self.sock)
         self.playing.set()  # the server does not echo a change the browser made
         await asyncio.wait_for(self.updated.wait(), STEP_TIMEOUT)

@@ -16,7 +16,7 @@ from blocktrace.explorables.components.figures import add_hover, base_figure, le
 from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.engine.training import StepRecord
 from blocktrace.explorables.train_the_block.runner import Reading
-from blocktrace.explorables.train_the_block.state import TARGET, RaceState
+from blocktrace.explorables.train_the_block.state import TARGET, TARGET_TEXT, RaceState
 
 __all__ = ["SIDE_SERIES", "accuracy_figure", "accuracy_rows", "depth_data", "depth_figure", "loss_figure", "loss_rows",
            "race_sentences"]
@@ -76,7 +76,7 @@ def loss_figure(names: Sequence[str], chance: float) -> tuple[figure, list[Colum
 
 def accuracy_figure(names: Sequence[str]) -> tuple[figure, list[ColumnDataSource]]:
     """Held-out accuracy of both, 0–100 %, with the target as a dashed line."""
-    return _curves(f"Held-out accuracy: the race is to {TARGET:.0%}", "accuracy", names, 100 * TARGET, "dashed",
+    return _curves(f"Held-out accuracy: the race is to {TARGET_TEXT}", "accuracy", names, 100 * TARGET, "dashed",
                    "% right", "@accuracy{0.0} %", y_range=Range1d(0, 100))
 
 
@@ -109,7 +109,7 @@ def race_sentences(state: RaceState, names: Sequence[str]) -> list[str]:
             step, _, acc = side.held_out[-1]
             text += f", held-out accuracy {number(100 * acc, 1)} % at step {step}"
         reached = side.reached
-        text += f"; reached {TARGET:.0%} at step {reached}." if reached is not None else "."
+        text += f"; reached {TARGET_TEXT} at step {reached}." if reached is not None else "."
         if side.diverged_at is not None:
             text += f" It diverged at step {side.diverged_at + 1} and stopped there."
         out.append(text)

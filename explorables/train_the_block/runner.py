@@ -241,18 +241,31 @@ class RaceRunner:
         self._workers: list[ProcessPoolExecutor | None] = [None] * self.n_workers
         self._where: dict[int, int] = {}  # race id -> worker index
         self._ids = itertools.count(1)
+        self._making = threading.Lock()  # pages may open (and warm the workers) on other threads than the loop's
 
     @property
     def races(self) -> int:
         return len(self._where)
 
+    def warm(self) -> None:
+        """Start every worker process that is not running yet, without waiting for it: a page calls this when it
+        opens, so a worker's start (a new interpreter importing NumPy and the engine, near a second on a busy
+        machine) is over long before anyone presses Play."""
+        for index, worker in enumerate(self._workers):
+            if worker is None:
+                try:
+                    self._worker(index).submit(_count)
+                except (BrokenProcessPool, RuntimeError):  # one that cannot start now is started with a race
+                    pass
+
     def _worker(self, index: int) -> ProcessPoolExecutor:
-        worker = self._workers[index]
-        if worker is None:
-            worker = self._workers[index] = ProcessPoolExecutor(max_workers=1, mp_context=self._context,
-                                                                initializer=_worker_start,
-                                                                initargs=(self.niceness,))
-        return worker
+        with self._making:
+            worker = self._workers[index]
+            if worker is None:
+                worker = self._workers[index] = ProcessPoolExecutor(max_workers=1, mp_context=self._context,
+                                                                    initializer=_worker_start,
+                                                                    initargs=(self.niceness,))
+            return worker
 
     async def _call(self, index: int, fn, *args):
         loop = asyncio.get_running_loop()

@@ -20,9 +20,11 @@ from blocktrace.explorables.engine.training import DEFAULT_SETUPS, HELD_OUT, Ste
 from blocktrace.explorables.train_the_block.runner import RaceSpec, Reading, Slice
 
 __all__ = ["BUDGET", "DIFFERENCES", "FLOORS", "PREDICTION_CHOICES", "QUERY_KEYS", "RATES", "SETUP_PARAMS", "TARGET",
-           "TOGETHER_STEPS", "WARMUPS", "Difference", "RaceState", "Side", "outcome"]
+           "TARGET_TEXT", "TOGETHER_STEPS", "WARMUPS", "Difference", "RaceState", "Side", "outcome", "outcome_sentence",
+           "verdict_sentence"]
 
 TARGET = 0.9  # held-out accuracy that counts as learned
+TARGET_TEXT = f"{100 * TARGET:.0f} %"  # as every text on the page writes it ("90 %", with its space)
 TOGETHER_STEPS = 50  # reaching the target this close together counts as a tie
 BUDGET = 1000  # steps a race takes unless stopped (the server's cap is training.MAX_STEPS)
 FLOORS = (2, 6, 12, 24)
@@ -58,8 +60,8 @@ DIFFERENCES: dict[str, Difference] = {
 }
 
 PREDICTION_CHOICES = {
-    "a-first": "A reaches 90 % held-out accuracy first.",
-    "b-first": "B reaches 90 % held-out accuracy first.",
+    "a-first": f"A reaches {TARGET_TEXT} held-out accuracy first.",
+    "b-first": f"B reaches {TARGET_TEXT} held-out accuracy first.",
     "together": f"They reach it within {TOGETHER_STEPS} steps of each other.",
     "neither": f"Neither reaches it within {BUDGET:,} steps.",
 }
@@ -74,6 +76,35 @@ def outcome(reached_a: int | None, reached_b: int | None) -> str:
     if reached_b is None or (reached_a is not None and reached_a < reached_b):
         return "a-first"
     return "b-first"
+
+
+def outcome_sentence(result: str, names: tuple[str, str], reached: tuple[int | None, int | None],
+                     stopped: tuple[bool, bool]) -> str:
+    """What happened, as one whole sentence: `result` is outcome()'s, `names` the sides' ("pre-norm",
+    "post-norm"), `reached` the step at which each read TARGET (None: not yet) and `stopped` whether each has
+    stopped training. Whole sentences only: a sentence built from pieces of others read "first. (not what
+    happened)." (issue 38)."""
+    a, b = (f"{side} ({name})" for side, name in zip("AB", names, strict=True))
+    if result == "neither":
+        return f"Neither reached {TARGET_TEXT} held-out accuracy before both stopped."
+    if result == "together":
+        return (f"Both reached {TARGET_TEXT} held-out accuracy within {TOGETHER_STEPS} steps of each other: "
+                f"{a} at step {reached[0]:,}, {b} at step {reached[1]:,}.")
+    first, other = (0, 1) if result == "a-first" else (1, 0)
+    winner, loser = (a, b) if first == 0 else (b, a)
+    text = f"{winner} reached {TARGET_TEXT} held-out accuracy first, at step {reached[first]:,}; "
+    if reached[other] is not None:
+        return text + f"{loser} reached it at step {reached[other]:,}."
+    if stopped[other]:
+        return text + f"{loser} stopped without reaching it."
+    return text + f"{loser} had not reached it {TOGETHER_STEPS} steps later."
+
+
+def verdict_sentence(predicted: str, result: str) -> str:
+    """The student's prediction against the race, as whole sentences: the judgement, then the prediction as
+    the page offered it (a sentence of its own)."""
+    judgement = "Your prediction was right." if predicted == result else "Your prediction was not what happened."
+    return f"{judgement} You predicted: {PREDICTION_CHOICES[predicted]}"
 
 
 QUERY_KEYS = {

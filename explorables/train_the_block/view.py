@@ -37,6 +37,7 @@ from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import ConfigError
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.train_the_block import files, inside, plots
+from blocktrace.explorables.train_the_block.play_button import PlayButton
 from blocktrace.explorables.train_the_block.runner import (
     EVALUATE_EVERY,
     EXAMPLES,
@@ -51,12 +52,13 @@ from blocktrace.explorables.train_the_block.state import (
     BUDGET,
     DIFFERENCES,
     FLOORS,
-    PREDICTION_CHOICES,
     QUERY_KEYS,
     RATES,
-    TARGET,
+    TARGET_TEXT,
     WARMUPS,
     RaceState,
+    outcome_sentence,
+    verdict_sentence,
 )
 
 __all__ = ["RaceExplorable", "TITLE", "runner"]
@@ -67,8 +69,8 @@ ROUTE = "/explorables/train-the-block"
 TITLE = "Train the block: race two floors"
 INTRO = ("Two models learn the same small task from the same examples, starting from the same weights, and "
          "differ in one design choice. Choose the task and the difference, say which you expect to reach "
-         f"{TARGET:.0%} accuracy on examples it never trained on first, then press Play.")
-QUESTION = "Which model will reach 90 % held-out accuracy first?"
+         f"{TARGET_TEXT} accuracy on examples it never trained on first, then press Play.")
+QUESTION = f"Which model will reach {TARGET_TEXT} held-out accuracy first?"
 HINT = "A is the first side of the difference you chose, B the second; both are named above the answers."
 NO_CURVES = ("Both loss curves, the held-out accuracy and the gradient reaching each floor are drawn here from "
              "the first step.")
@@ -110,6 +112,7 @@ class RaceExplorable(ExplorableView):
         state = RaceState()
         super().__init__(state, state.prediction, QUERY_KEYS, query, embed, predict, batch_query=True)
         self.playing = False
+        self.keep_going = False  # played on past the verdict (Keep training, or Play after it): no stop there
         self.race_id: int | None = None
         self._race_generation = -1
         self._busy = False  # a slice (or a look) is on its way: one at a time
@@ -119,6 +122,8 @@ class RaceExplorable(ExplorableView):
         self.work_done = 0  # floor-steps this page has trained, over all its races (runner().session_work caps it)
         self.look: Look | None = None  # the latest look inside both models
         self._look_again = False  # a look was asked for while the race was busy
+        self._ready: tuple | None = None  # the race's first step, taken before Play and not shown yet (_prepare)
+        self._one_waiting = False  # One step was pressed while the worker was busy: it is taken next
         self._build_widgets()
         self._build_views()
         state.param.watch(self._new_setup, ["generation"])
@@ -126,9 +131,10 @@ class RaceExplorable(ExplorableView):
         state.prediction.param.watch(self._lock, GATE_EVENTS)
         state.param.watch(self._lock, ["predicted_setup", "decided", "difference"])
         sync_to_url(state, QUERY_KEYS)
-        self._lock()
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
             pn.state.on_session_destroyed(lambda _context: self.close())
+            runner().warm()  # the workers start while the student reads, not when they press Play
+        self._lock()
 
     # --- building ---------------------------------------------------------------------------
 
@@ -150,11 +156,12 @@ class RaceExplorable(ExplorableView):
             options={"none": 0, **{f"{w} steps": w for w in WARMUPS if w}}, sizing_mode="stretch_width")
         self.seed = pn.widgets.IntInput.from_param(s.param.seed, label="Seed (weights and data)",
                                                    sizing_mode="stretch_width")
-        # A toggle, pressed while playing: its label never changes, since a button whose label changes is drawn
-        # anew by BokehJS and loses the keyboard's focus
-        self.play = pn.widgets.Toggle(label="Play", color="primary", value=False)
+        self.play = PlayButton()  # says Pause while playing, and keeps the keyboard's focus (play_button.py)
         self.step = pn.widgets.Button(label="One step")
         self.reset = pn.widgets.Button(label="Reset")
+        # Beside the verdict, once the race has stopped there: the same race plays on, within the same limits
+        self.keep = pn.widgets.Button(label="Keep training", color="primary", visible=False)
+        self.keep.on_click(lambda _: self.keep_training())
         self.speed = pn.widgets.Select(label="Speed", options=SPEEDS, value=0, sizing_mode="stretch_width")
         self.play.param.watch(self._play_pressed, ["value"])
         self.step.on_click(lambda _: self._schedule_one())
@@ -234,25 +241,43 @@ class RaceExplorable(ExplorableView):
             widget.disabled = self.state.setup_held
         if self.state.difference == "warmup":  # each side has its own warm-up then
             self.warmup.disabled = True
-        set_object(self.status, self._status_html())
+        self._curves_shown(bool(self.state.a.steps or self.state.b.steps))
+        self._show_status()
+        self._prepare()
 
     def _play_pressed(self, event) -> None:
         if event.new != self.playing:
             self.toggle()
 
     def toggle(self) -> None:
-        """Play or pause; refused (nothing moves, the toggle is set back) while the prediction is not unlocked."""
-        if self.state.prediction.unlocked:
-            self.playing = not self.playing and not self.state.finished
+        """Play or pause; refused (nothing moves, the button is set back) while the prediction is not unlocked.
+        Playing after the race is decided plays on past the verdict. The first slice is asked for at once, not at
+        the next tick."""
+        s = self.state
+        if s.prediction.unlocked:
+            self.playing = not self.playing and not s.finished
+        if self.playing and s.result() is not None:
+            self.keep_going = True
         if self.play.value != self.playing:
             self.play.value = self.playing
-        if self.playing and self._callback is None and pn.state.curdoc is not None:
-            self._callback = pn.state.add_periodic_callback(self._tick, period=TICK_MS)
-        set_object(self.status, self._status_html())
+        if self.playing and self._doc is not None:
+            if self._callback is None:
+                self._callback = pn.state.add_periodic_callback(self._tick, period=TICK_MS)
+            self._tick()
+        self._show_status()
+
+    def keep_training(self) -> None:
+        """The race stopped at its verdict: play the same race on, from where it stopped (up to BUDGET steps and
+        within the page's share of work, as any slice)."""
+        if not self.playing:
+            self.toggle()
 
     def _schedule_one(self) -> None:
         if self.state.prediction.unlocked and not self.playing and self._doc is not None:
-            self._run_unlocked(1)
+            if self._busy:  # taken as soon as the worker is free (e.g. right after the commit's first step)
+                self._one_waiting = True
+            else:
+                self._run_unlocked(1)
 
     def _tick(self) -> None:
         if self.playing:
@@ -266,19 +291,85 @@ class RaceExplorable(ExplorableView):
     async def advance(self, steps: int | None = None) -> bool:
         """Ask the runner for the next slice of this page's race and show it; False when nothing moved.
 
-        At most `steps` steps (None: the speed chosen), and never past the page's share of work. The served page
-        runs the same three parts with the wait for the worker outside the document's lock (_run_unlocked)."""
+        At most `steps` steps (None: the speed chosen), and never past the page's share of work. A first step
+        taken ahead (prepare) is shown first, without asking. The served page runs the same parts with the wait
+        for the worker outside the document's lock (_run_unlocked)."""
+        ready = self._take_ready()
+        if ready is not None:
+            return self._apply(ready)
         asked = self._ask(steps)
         return asked is not None and self._apply(await self._fetch(*asked))
 
+    async def prepare(self) -> None:
+        """Build the race and take its first step without showing it (the served page does this by itself as
+        soon as the race may run: see _prepare)."""
+        asked = self._ask_first()
+        if asked is not None:
+            self._keep(await self._fetch(*asked))
+
     def _run_unlocked(self, steps: int | None) -> None:
-        """From a callback of the page (which holds its document's lock): ask for a slice now, wait for the worker
-        outside the lock, then show the slice in a callback of its own. Bokeh holds a session's lock for the
-        whole of a coroutine callback, awaits included, so waiting inside one kept the student's own clicks
-        (Pause among them) waiting behind slice after slice on a busy machine."""
+        """From a callback of the page (which holds its document's lock): show the first step if it was taken
+        ahead; else ask for a slice now, wait for the worker outside the lock, then show the slice in a callback
+        of its own. Bokeh holds a session's lock for the whole of a coroutine callback, awaits included, so
+        waiting inside one kept the student's own clicks (Pause among them) waiting behind slice after slice on a
+        busy machine."""
+        ready = self._take_ready()
+        if ready is not None:
+            self._apply(ready)
+            return
         asked = self._ask(steps)
         if asked is not None:
             self._wait_then_show(lambda: self._fetch(*asked), self._apply)
+
+    def _prepare(self) -> None:
+        """As soon as the race may run (the commit, a new set-up or a reset once committed), build it in its worker
+        and take its first step, held here: Play (or One step) then shows that step at once instead of waiting
+        for a worker's start, the race's build and a step, each slow on a busy server (issue 38: 2.4-5 s). None
+        of it is shown, or sent to the page, before Play or One step; and nothing runs before the commit."""
+        if self._doc is None:
+            return
+        asked = self._ask_first()
+        if asked is not None:
+            self._wait_then_show(lambda: self._fetch(*asked), self._keep)
+
+    def _ask_first(self) -> tuple[int, int, LookAt] | None:
+        """The first step of a race not built yet, or None when there is nothing to prepare."""
+        s = self.state
+        built = self.race_id is not None and self._race_generation == s.generation
+        if self._ready is not None or s.a.steps or s.b.steps or built:
+            return None
+        return self._ask(1, quiet=True)
+
+    def _keep(self, outcome: tuple) -> None:
+        """The first step, taken ahead: kept until Play or One step shows it (at once if either was pressed
+        meanwhile). A step of an older set-up is replaced by one of the new; after a refusal (the server's races
+        are full) or a lost worker nothing is tried again until Play, which then says why if it must."""
+        self._busy = False
+        if outcome[0] == "slice" and outcome[1] == self.state.generation:
+            self._ready = outcome
+            if self.playing or self._one_waiting:
+                self._one_waiting = False
+                self._apply(self._take_ready())
+            return
+        if outcome[0] == "lost":
+            self.race_id = None
+        if self._one_waiting:
+            self._one_waiting = False
+            self._schedule_one()
+        elif outcome[0] == "slice":
+            self._prepare()  # the set-up changed meanwhile
+
+    def _take_ready(self) -> tuple | None:
+        ready, self._ready = self._ready, None
+        return ready
+
+    def _free(self) -> None:
+        """The worker is free again: take a step asked for meanwhile, or prepare a race not built yet."""
+        if self._one_waiting:
+            self._one_waiting = False
+            self._schedule_one()
+        else:
+            self._prepare()
 
     def _wait_then_show(self, wait, show) -> None:
         """Await `wait()` on the server's loop without the document's lock (Bokeh's without_document_lock), then
@@ -294,9 +385,9 @@ class RaceExplorable(ExplorableView):
 
         doc.add_next_tick_callback(wait_then_show)
 
-    def _ask(self, steps: int | None) -> tuple[int, int, LookAt] | None:
+    def _ask(self, steps: int | None, quiet: bool = False) -> tuple[int, int, LookAt] | None:
         """What the next slice may be (steps, the race's generation, what to look at), or None when nothing may
-        move now; marks the page busy until the slice is shown."""
+        move now; marks the page busy until the slice is shown. `quiet`: a page out of its share says nothing."""
         s = self.state
         if self._busy or not s.prediction.unlocked or s.finished or self.closed:
             return None
@@ -304,9 +395,10 @@ class RaceExplorable(ExplorableView):
             steps = self.speed.value if self.speed.value in SPEEDS.values() and self.speed.value else None
         left = (runner().session_work - self.work_done) // self._cost()
         if left < 1:
-            self._pause()
-            self._message(f"This page has trained as much as one page may ({self.work_done:,} floor-steps). "
-                          "Open the page again to race more.")
+            if not quiet:
+                self._pause()
+                self._message(f"This page has trained as much as one page may ({self.work_done:,} floor-steps). "
+                              "Open the page again to race more.")
             return None
         left = min(left, BUDGET - max(len(s.a.steps), len(s.b.steps)))  # the race ends at BUDGET steps
         self._busy = True
@@ -331,6 +423,11 @@ class RaceExplorable(ExplorableView):
     def _apply(self, outcome: tuple) -> bool:
         """Show what the worker did; True when the race moved."""
         self._busy = False
+        moved = self._show_outcome(outcome)
+        self._free()
+        return moved
+
+    def _show_outcome(self, outcome: tuple) -> bool:
         s = self.state
         if outcome[0] == "lost":
             self.race_id = None
@@ -338,8 +435,8 @@ class RaceExplorable(ExplorableView):
             self._message("The race's worker stopped; it starts again from step 0.")
             return False
         if outcome[0] == "refused":
+            self._pause()  # first: the status it writes would replace the message
             self._message(outcome[1])
-            self._pause()
             return False
         _, generation, part = outcome
         if not s.record(generation, part):
@@ -350,6 +447,8 @@ class RaceExplorable(ExplorableView):
             self._show_look()
         if s.finished:
             self._pause()
+        elif self.playing and not self.keep_going and s.result() is not None:
+            self._pause()  # stopped at the verdict: Keep training plays the same race on
         return True
 
     def _look_at(self, always: bool) -> LookAt:
@@ -391,6 +490,7 @@ class RaceExplorable(ExplorableView):
         if look is not None and generation == self.state.generation:
             self.look = look
             self._show_look()
+        self._free()
 
     async def _start(self, spec: RaceSpec, generation: int) -> None:
         if self.race_id is not None:
@@ -406,7 +506,7 @@ class RaceExplorable(ExplorableView):
         self.playing = False
         if self.play.value:
             self.play.value = False
-        set_object(self.status, self._status_html())
+        self._show_status()
 
     def restart(self) -> None:
         """Reset: the same set-up from step 0."""
@@ -448,6 +548,7 @@ class RaceExplorable(ExplorableView):
         self.depth_source.data = {"depth": [], "a": [], "b": []}
         self._curves_shown(False)
         self.look, self._look_again = None, False
+        self.keep_going, self._ready = False, None  # a new race: it stops at its own verdict
         self.look_floor.options = floors = self._floor_options()
         if self.look_floor.value not in floors.values():
             self.look_floor.value = 0
@@ -461,19 +562,29 @@ class RaceExplorable(ExplorableView):
             set_object(pane, "")
         self._show_diagram()
         set_object(self.look_note, f'<p class="bt-muted">{LOOK_FIRST}</p>')
-        set_object(self.status, self._status_html())
+        self._show_status()
         set_object(self.progress, self._progress_html())
         set_object(self.task_note, self._task_html())
         set_object(self.words, self._words_html())
+        self._prepare()
 
     def _curves_shown(self, shown: bool) -> None:
         """The figures once there is something to draw (empty, Bokeh draws neither axes nor grid); a line in their
-        place until then."""
-        if self.loss_fig.visible != shown:
-            for fig in self.curve_figs:
-                fig.visible = shown
-        if self.no_curves.visible == shown:
-            self.no_curves.visible = not shown
+        place until then. Once the race may run, the figures are laid out in their places but not shown (their
+        space kept, under the line that says they are drawn there), so the first step only fills and uncovers
+        them: laying three figures out took the browser most of a second on a busy machine (issue 38), now spent
+        while the student reads rather than after Play. Uncovering is a change of style, which BokehJS applies
+        without laying the page out again."""
+        placed = shown or self.state.prediction.unlocked
+        for fig in self.curve_figs:
+            if fig.visible != placed:
+                fig.visible = placed
+            styles = {"visibility": None if shown else "hidden"}  # None: BokehJS removes the property
+            if dict(fig.styles) != styles:
+                fig.styles = styles
+        line = {"display": "none" if shown else None}
+        if dict(self.no_curves.styles) != line:
+            self.no_curves.styles = line
 
     @batched
     def _show(self, part: Slice) -> None:
@@ -486,7 +597,7 @@ class RaceExplorable(ExplorableView):
             if readings:
                 source.stream(plots.accuracy_rows(readings))
         self.depth_source.data = plots.depth_data(self.state)
-        set_object(self.status, self._status_html())
+        self._show_status()
         set_object(self.progress, self._progress_html())
         set_object(self.words, self._words_html())
 
@@ -622,26 +733,42 @@ class RaceExplorable(ExplorableView):
         return (f'<p class="bt-muted"><strong>{escape(task.title)}.</strong> {escape(task.needs)} '
                 f"Guessing gives {100 * task.chance_accuracy:.1f} % (a loss of {task.chance_loss:.2f}).</p>")
 
+    def _show_status(self) -> None:
+        """The status line and the verdict; Keep training beside them while the race stands stopped at its
+        verdict."""
+        set_object(self.status, self._status_html())
+        s = self.state
+        stopped = s.prediction.unlocked and not self.playing and not s.finished and s.result() is not None
+        if self.keep.visible != stopped:
+            self.keep.visible = stopped
+
     def _status_html(self) -> str:
         """What the race is doing, read out by screen readers when it changes (so never the step count, which
-        changes with every slice: that is the progress line)."""
+        changes with every slice: that is the progress line), what happened once it is decided, and the
+        prediction against it."""
         s = self.state
         if not s.prediction.unlocked:
             return '<p class="bt-live" role="status">Commit your prediction to start the race.</p>'
         steps = max(len(s.a.steps), len(s.b.steps))
-        text = "Playing." if self.playing else "Paused." if steps else "Ready: press Play, or One step."
+        result = s.result()
         if s.finished:
             text = f"Both models have stopped (each stops after {BUDGET:,} steps, or when its numbers blow up)."
+        elif self.playing:
+            text = "Playing."
+        elif result is not None:
+            text = f"The race stopped here: Keep training to watch both models go on, up to {BUDGET:,} steps."
+        else:
+            text = "Paused." if steps else "Ready: press Play, or One step."
         verdict = ""
-        result = s.result()
-        if result is not None:
-            text += f" Decided: {PREDICTION_CHOICES[result]}"
+        if result is not None:  # what happened first, then what the race is doing
+            happened = outcome_sentence(result, s.side_names(), (s.a.reached, s.b.reached),
+                                        (not s.a.running, not s.b.running))
+            text = f"Decided: {happened} {text}"
             if s.prediction.committed:
                 right = s.prediction.choice == result
-                verdict = (f'<p class="{"bt-ok" if right else "bt-bad"}">You predicted: '
-                           f"{escape(PREDICTION_CHOICES[s.prediction.choice])} "
-                           f"({'as it happened' if right else 'not what happened'}).</p>")
-        return f'<p class="bt-live" role="status" aria-live="polite">{escape(text.strip())}</p>{verdict}'
+                verdict = (f'<p class="{"bt-ok" if right else "bt-bad"}">'
+                           f"{escape(verdict_sentence(s.prediction.choice, result))}</p>")
+        return f'<p class="bt-live" role="status" aria-live="polite">{escape(text)}</p>{verdict}'
 
     def _progress_html(self) -> str:
         s = self.state
@@ -675,8 +802,8 @@ class RaceExplorable(ExplorableView):
                                    "weights.</p>", **styled(sizing_mode="stretch_width")),
                           self.to_lab, self.lab_link,
                           sizing_mode="stretch_width")
-        right = pn.Column(self.task_note, self.status, self.progress, self.no_curves, *self.curve_figs, self.words,
-                          look, saved, styles=self.main_styles("36rem"))
+        right = pn.Column(self.task_note, self.status, self.keep, self.progress, self.no_curves, *self.curve_figs,
+                          self.words, look, saved, styles=self.main_styles("36rem"))
         head = [] if self.embed else [LiveHTML(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>',
                                                **styled(sizing_mode="stretch_width"))]
         body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")

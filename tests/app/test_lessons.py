@@ -91,6 +91,8 @@ def widget_labels(explorable: Any) -> set[str]:
     """Visible labels of an explorable's widgets, plus the option labels of its selects."""
     labels: set[str] = set()
     for value in vars(explorable).values():
+        if isinstance(value, pn.reactive.ReactiveHTML) and "label" in value.param:  # e.g. the race's Play button
+            labels.add(value.label)
         if isinstance(value, pn.widgets.Widget):
             labels.add(getattr(value, "label", None) or value.name)
             options = getattr(value, "options", None)

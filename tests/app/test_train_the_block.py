@@ -22,7 +22,7 @@ from blocktrace.explorables.decoder_block_lab import DecoderLabExplorable
 from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.engine.ops import rms
 from blocktrace.explorables.train_the_block import RaceExplorable
-from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY
+from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, RaceRunner
 from blocktrace.explorables.train_the_block.view import runner
 
 
@@ -48,13 +48,22 @@ def test_nothing_trains_before_the_prediction_is_committed(page: RaceExplorable)
     assert page.play.disabled and page.step.disabled
 
 
+def _uncovered(page: RaceExplorable) -> list[bool]:
+    """Whether each figure is laid out and shown (not hidden until the first step), and the line in their place."""
+    shown = [fig.visible and fig.styles.get("visibility") != "hidden" for fig in page.curve_figs]
+    return [*shown, page.no_curves.styles.get("display") != "none"]
+
+
 def test_slices_reach_the_figures_in_place(page: RaceExplorable) -> None:
-    """After the commit each slice streams its rows into the same sources, and the words follow."""
+    """The figures are laid out (hidden, under the line that says where they come) once the race may run, not
+    before; after the commit each slice streams its rows into the same sources and uncovers them, and the words
+    follow."""
+    assert not any(fig.visible for fig in page.curve_figs)  # nothing laid out before the commit
     page.state.prediction.commit("a-first")
     sources = list(page.loss_sources)
-    assert not any(fig.visible for fig in page.curve_figs) and page.no_curves.visible  # nothing to draw yet
+    assert all(fig.visible for fig in page.curve_figs) and _uncovered(page) == [False, False, False, True]
     assert _play(page, 2) == [True, True]
-    assert all(fig.visible for fig in page.curve_figs) and not page.no_curves.visible
+    assert _uncovered(page) == [True, True, True, False]
     assert page.loss_sources == sources and page.loss_sources[0].data["step"] == list(range(1, 2 * EVALUATE_EVERY + 1))
     assert page.accuracy_sources[0].data["step"] == [EVALUATE_EVERY, 2 * EVALUATE_EVERY]
     assert len(page.depth_source.data["a"]) == 3  # two floors and the output
@@ -253,17 +262,81 @@ def test_the_floor_diagram_shows_the_tables_model_and_a_picked_stage_marks_its_r
     assert page.picked == "resid_mid" and diagram.selected == "blocks.0.resid_mid"
 
 
-def test_the_play_toggle_is_set_back_before_the_commit_and_follows_the_race(page: RaceExplorable) -> None:
-    """Pressed before the commit (a crafted message: it is disabled) the toggle springs back and nothing plays;
-    after it, pressing plays and pressing again pauses, and the status says which, without a step count."""
+def test_the_play_button_is_set_back_before_the_commit_and_says_what_a_press_does(page: RaceExplorable) -> None:
+    """Pressed before the commit (a crafted message: it is disabled) the button springs back and nothing plays;
+    after it, pressing plays and the button says Pause, pressing again pauses and it says Play; the status says
+    which, without a step count."""
+    assert page.play.disabled and page.play.label == "Play"
     page.play.value = True
-    assert not page.play.value and not page.playing
+    assert not page.play.value and not page.playing and page.play.label == "Play"
     page.state.prediction.commit("a-first")
+    assert not page.play.disabled
     page.play.value = True
-    assert page.playing and "Playing." in page.status.object
+    assert page.playing and page.play.label == "Pause" and "Playing." in page.status.object
     page.play.value = False
-    assert not page.playing and "Ready" in page.status.object
+    assert not page.playing and page.play.label == "Play" and "Ready" in page.status.object
     assert _play(page, 1) == [True] and "Paused." in page.status.object and "Step" not in page.status.object
+
+
+def test_the_race_stops_at_its_verdict_and_keeps_training_when_asked(page: RaceExplorable, monkeypatch) -> None:
+    """Playing, the race stops on the slice that decides it, says so with the verdict and offers Keep training;
+    that plays the same race on from where it stopped, to the end of its steps (a shorter budget here), and no
+    further stop at the verdict."""
+    monkeypatch.setattr("blocktrace.explorables.train_the_block.state.TARGET", 0.3)  # decided in a few slices
+    for module in ("view", "state"):
+        monkeypatch.setattr(f"blocktrace.explorables.train_the_block.{module}.BUDGET", 200)
+    s = page.state
+    s.prediction.commit("b-first")
+
+    async def play_while_playing() -> int:
+        slices = 0
+        while page.playing:
+            assert await page.advance()
+            slices += 1
+        return slices
+
+    page.toggle()
+    assert page.playing and not page.keep.visible
+    asyncio.run(play_while_playing())
+    stopped_at = len(s.a.steps)
+    assert s.result() is not None and not s.finished and stopped_at < 200
+    assert page.keep.visible and page.play.label == "Play" and not page.keep_going
+    status = html.unescape(page.status.object)
+    assert status.count("Decided: ") == 1 and "The race stopped here: Keep training" in status
+    assert "Your prediction was " in status and "You predicted: B reaches 90 % held-out accuracy first." in status
+    page.keep_training()
+    assert page.playing and page.keep_going and not page.keep.visible and page.play.label == "Pause"
+    assert asyncio.run(play_while_playing()) > 1
+    assert s.finished and len(s.a.steps) == 200 and s.a.steps[stopped_at].step == stopped_at  # the same race on
+    assert not page.keep.visible and "Both models have stopped" in page.status.object
+
+
+def test_the_first_step_is_taken_ahead_once_committed_and_shown_at_play(page: RaceExplorable, monkeypatch) -> None:
+    """Nothing is built before the commit. After it the race is built and its first step taken, a slice of one
+    step that is shown nowhere; Play then shows that step without asking the worker again."""
+    asked: list[int | None] = []
+    advance = RaceRunner.advance
+
+    async def spy(self, race_id, steps=None, look=None):
+        asked.append(steps)
+        return await advance(self, race_id, steps, look)
+
+    monkeypatch.setattr(RaceRunner, "advance", spy)
+
+    async def go():
+        await page.prepare()
+        before = (page.race_id, list(asked))
+        page.state.prediction.commit("a-first")
+        await page.prepare()
+        await page.prepare()  # already taken: not again
+        held = (list(asked), list(page.loss_sources[0].data["step"]), page.progress.object, page.words.object)
+        return before, held, await page.advance()
+
+    before, (held_asked, drawn, progress, words), moved = asyncio.run(go())
+    assert before == (None, [])
+    assert held_asked == [1] and drawn == [] and progress == "" and "A: add: not started." in words
+    assert moved and asked == [1] and page.loss_sources[0].data["step"] == [1] and "Step 1 of 1,000." in (
+        page.progress.object)
 
 
 def test_a_race_stops_at_its_budget_of_steps(page: RaceExplorable, monkeypatch) -> None:
@@ -310,3 +383,17 @@ def test_a_page_keeps_only_its_share_of_floors(page: RaceExplorable, monkeypatch
     assert [link is not None for link in links] == [True, True, True, False, False]
     assert "as many as one page may" in page.lab_link.object
     assert all(trained_floors.find(link.group(1)) is not None for link in links[:3])
+
+
+def test_a_refused_race_is_not_tried_again_until_play_which_says_why() -> None:
+    """With the server's races full, the first step taken ahead is refused quietly, nothing is retried by
+    itself, and Play then tries again and says why it cannot start."""
+    runner.configure(workers=1, max_races=0)
+    try:
+        page = RaceExplorable(query={"task": "copy", "floors": "2", "vs": "residual"})
+        page.state.prediction.commit("a-first")
+        asyncio.run(page.prepare())
+        assert page._ready is None and not page._busy and "Ready" in page.status.object
+        assert _play(page, 1) == [False] and "already training 0 races" in page.status.object
+    finally:
+        runner.configure()

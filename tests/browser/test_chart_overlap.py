@@ -32,7 +32,7 @@ def race_a_little(page: Page) -> None:
     """The race's figures are empty until it runs: play it until both curves and the depth plot have data."""
     page.get_by_role("button", name="Play").click()
     expect(page.get_by_text(re.compile(r"^A: .*held-out accuracy"))).to_be_visible(timeout=60_000)
-    page.get_by_role("button", name="Play").click()  # a toggle: pressed again, it pauses
+    page.get_by_role("button", name="Pause").click()  # the same button, saying what a press does now
     expect(page.get_by_role("status").filter(has_text="Paused.")).to_be_visible()
 
 

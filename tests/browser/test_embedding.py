@@ -268,7 +268,7 @@ def test_an_embedded_race_asks_first_then_plays_and_fits(browser: Browser, host_
     frame.get_by_role("button", name="Play").click()
     expect(frame.get_by_text(re.compile(r"^A: 2 floors: .*held-out accuracy"))).to_be_visible(timeout=60_000)
     expect(frame.get_by_text(re.compile(r"^A: 2 floors, \d+ of \d+ right at step"))).to_be_visible()
-    frame.get_by_role("button", name="Play").click()  # a toggle: pressed again, it pauses
+    frame.get_by_role("button", name="Pause").click()  # the same button, saying what a press does now
     expect(frame.get_by_role("status").filter(has_text="Paused.")).to_be_visible()
     inner = page.locator("iframe").element_handle().content_frame()
     inner.wait_for_function(FITS, arg=[True, 2000])  # curves, maps, diagram and table: far taller than 700 px

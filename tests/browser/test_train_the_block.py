@@ -12,9 +12,11 @@ pytestmark = pytest.mark.browser
 RACE = "/explorables/train-the-block?task=copy&vs=residual&floors=2"
 
 
-def test_a_race_runs_after_the_prediction_and_is_decided(open_page) -> None:
-    """Play is locked until the commit; then add and replace race at two floors, the page shows both curves'
-    steps in words, and the race is decided with the verdict against the prediction."""
+def test_a_race_runs_after_the_prediction_stops_at_its_verdict_and_trains_on(open_page) -> None:
+    """Play is locked until the commit; then, pressed from the keyboard, it plays and says Pause with the focus
+    still on it; add and replace race at two floors, the page shows both curves' steps in words, and the race
+    stops once decided, with the verdict against the prediction and Keep training, which plays the same race
+    on."""
     opened = open_page(RACE)
     page = opened.page
     play = page.get_by_role("button", name="Play")
@@ -24,12 +26,24 @@ def test_a_race_runs_after_the_prediction_and_is_decided(open_page) -> None:
     page.get_by_role("button", name="Commit prediction").click()
     expect(play).to_be_enabled()
     expect(page.get_by_label("Task")).to_be_disabled()  # held as predicted until the race is decided
-    play.click()
+    play.focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("button", name="Pause")).to_be_focused()
     expect(page.get_by_role("status").filter(has_text="Playing.")).to_be_visible()
     expect(page.get_by_text(re.compile(r"^A: add: \d+ steps"))).to_be_visible(timeout=60_000)
-    expect(page.get_by_role("status").filter(has_text="Decided:")).to_be_visible(timeout=120_000)
-    expect(page.get_by_text("You predicted:")).to_contain_text("A reaches 90 %")
+    keep = page.get_by_role("button", name="Keep training")
+    expect(keep).to_be_visible(timeout=120_000)
+    status = page.get_by_role("status").filter(has_text="The race stopped here: Keep training")
+    expect(status).to_contain_text("Decided: A (add) reached 90 % held-out accuracy first, at step")
+    expect(page.get_by_text("Your prediction was right.")).to_contain_text(
+        "You predicted: A reaches 90 % held-out accuracy first.")
+    expect(page.get_by_role("button", name="Play")).to_be_enabled()
     expect(page.get_by_label("Task")).to_be_enabled()
+    stopped = int(page.get_by_text(re.compile(r"^Step [\d,]+ of 1,000\.$")).inner_text().split()[1])
+    keep.click()
+    expect(page.get_by_role("button", name="Pause")).to_be_visible()
+    expect(keep).to_be_hidden()
+    expect(page.get_by_text(re.compile(rf"^Step (?!{stopped} )[\d,]+ of 1,000\.$"))).to_be_visible(timeout=60_000)
     opened.assert_clean()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import select
 import signal
@@ -227,3 +228,25 @@ def test_races_of_one_worker_share_its_slice_budget() -> None:
         assert sorted(asyncio.run(go())) == [0.04, 0.04, 0.08]
     finally:
         r.shutdown()
+
+
+def test_warm_starts_every_worker_before_any_race() -> None:
+    """A page that opens starts the workers (without waiting for them): by the first Play they are running."""
+    r = RaceRunner(workers=2)
+    before = set(multiprocessing.active_children())
+    try:
+        r.warm()
+        assert len(set(multiprocessing.active_children()) - before) == 2 and r.races == 0
+        r.warm()  # the next page's: nothing more starts
+        assert len(set(multiprocessing.active_children()) - before) == 2
+    finally:
+        r.shutdown()
+
+
+def test_a_worker_imports_neither_panel_nor_bokeh() -> None:
+    """What a worker imports to run its races (runner.py, through its package) leaves the page's libraries out:
+    importing them was most of a new worker's start-up."""
+    code = ("import sys, blocktrace.explorables.train_the_block.runner\n"
+            "print(sorted(m for m in ('panel', 'bokeh', 'param') if m in sys.modules))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert found.strip() == "[]"

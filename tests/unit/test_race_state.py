@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from blocktrace.explorables.components.url_state import apply_query
@@ -10,11 +12,14 @@ from blocktrace.explorables.train_the_block.runner import Slice
 from blocktrace.explorables.train_the_block.state import (
     BUDGET,
     DIFFERENCES,
+    PREDICTION_CHOICES,
     QUERY_KEYS,
     TARGET,
     TOGETHER_STEPS,
     RaceState,
     outcome,
+    outcome_sentence,
+    verdict_sentence,
 )
 
 
@@ -138,3 +143,39 @@ def test_each_side_is_named_with_its_numbers() -> None:
     assert RaceState(difference="depth", floors=24).side_names() == ("2 floors", "24 floors")
     assert RaceState(difference="lr", lr=0.003).side_names() == ("rate 0.003", "rate 0.03")
     assert RaceState(difference="placement").side_names() == ("pre-norm", "post-norm")
+
+
+# Every way a race can be decided: (reached A, reached B), (A stopped, B stopped)
+DECIDED = {
+    "neither": [((None, None), (True, True))],
+    "together": [((275, 300), (False, False)), ((300, 275), (True, True))],
+    "a-first": [((275, 400), (False, False)), ((275, None), (False, False)), ((275, None), (False, True))],
+    "b-first": [((400, 275), (False, False)), ((None, 275), (False, False)), ((None, 275), (True, False))],
+}
+DANGLING = {"a", "an", "the", "and", "or", "but", "of", "to", "at", "by", "in", "with", "within", "from", "as"}
+
+
+@pytest.mark.parametrize("result", list(DECIDED))
+@pytest.mark.parametrize("predicted", list(PREDICTION_CHOICES))
+def test_every_verdict_reads_as_whole_sentences(predicted: str, result: str) -> None:
+    """For every prediction against every way a race is decided, and every pair of side names, what happened and
+    the verdict are whole sentences: no doubled punctuation ("first. (not ..."), no clause ending on a dangling
+    word, no placeholder, and percentages written "90 %", as the rest of the page writes them."""
+    for reached, stopped in DECIDED[result]:
+        assert outcome(*reached) == result
+        for difference in DIFFERENCES:
+            names = RaceState(difference=difference).side_names()
+            happened = outcome_sentence(result, names, reached, stopped)
+            verdict = verdict_sentence(predicted, result)
+            text = f"Decided: {happened} {verdict}"
+            assert not re.search(r"[.,;:!?]\s*[.,;:!?()]", text), text
+            assert happened.endswith(".") and verdict.endswith(".") and happened[0].isupper()
+            assert not any(word in text for word in ("None", "{", "}", "  ")), text
+            assert not re.search(r"\d%", text) and "90 %" in happened, text
+            clause_ends = re.findall(r"(\w+)\s*[.;:,](?:\s|$)", text)
+            assert not DANGLING & {word.lower() for word in clause_ends}, text
+            assert all(f"{side} ({name})" in happened for side, name in zip("AB", names, strict=True)) or (
+                result == "neither"), text
+            assert verdict.startswith("Your prediction was right." if predicted == result
+                                      else "Your prediction was not what happened.")
+            assert verdict.endswith(PREDICTION_CHOICES[predicted])
