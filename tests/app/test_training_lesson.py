@@ -223,7 +223,7 @@ def test_the_set_up_the_lesson_describes_is_the_engines():
     assert f"Every {EVALUATE_EVERY} steps each model answers {HELD_OUT} held-out sequences" in t
     assert f"held-out accuracy reaches {TARGET:.0%}".replace("%", " %") in t
     assert f"has not caught up within {TOGETHER_STEPS} more steps" in t
-    assert f"a race stops after {BUDGET:,} steps" in t
+    assert f"up to step {BUDGET:,}" in t
     assert f"(a pattern of {options['min_pattern']} to {options['max_pattern']} letters repeats" in t
     assert induction.title == "Continue the pattern"
     assert f"six races were each run twenty times, with the seeds 0 to {S['pre-vs-post-12']['seeds'] - 1}" in t
@@ -243,8 +243,9 @@ def test_the_guided_steps_quote_the_sweep():
     n = steps("pre-vs-post-12")
     # 1-2: the bet's race, seed 0, then 20 seeds
     assert seed_of("pre-vs-post-12", "b").reached is None
-    assert f"With seed 0, pre-norm reaches 90 % at step {seed_of('pre-vs-post-12', 'a').reached}." in t
-    assert f"At step {n} post-norm's held-out accuracy is {pct(seed_of('pre-vs-post-12', 'b').final_accuracy)}" in t
+    assert (f"With seed 0, pre-norm reaches 90 % at step {seed_of('pre-vs-post-12', 'a').reached}, and the race "
+            f"stops {TOGETHER_STEPS} steps later without post-norm. Press **Keep training**: at step {n} post-norm's "
+            f"held-out accuracy is {pct(seed_of('pre-vs-post-12', 'b').final_accuracy)}") in t
     assert (f"pre-norm reached 90 % first in {count(pp['a_first'])}. Post-norm reached it within {n} steps in "
             f"{count(pp['b_reached'])}, and its median accuracy at step {n} was {pct(pp['b_final_accuracy'])}, "
             f"against {chance} for guessing. Pre-norm's median was step {median(pp['a_median_steps'])}.") in t
@@ -262,16 +263,16 @@ def test_the_guided_steps_quote_the_sweep():
             f"{pct(p3['b_final_accuracy'])}. Pre-norm reached it in {count(p3['a_reached'])} (median step "
             f"{median(p3['a_median_steps'])}), first every time.") in t
     assert p3["a_first"] == 1.0 and seed_of("pre-vs-post-12-lr0.003", "b").reached is not None
-    assert (f"post-norm gets there at step {seed_of('pre-vs-post-12-lr0.003', 'b').reached}, pre-norm at step "
-            f"{seed_of('pre-vs-post-12-lr0.003', 'a').reached}.") in t
+    assert (f"pre-norm gets there at step {seed_of('pre-vs-post-12-lr0.003', 'a').reached}, and with **Keep "
+            f"training** post-norm at step {seed_of('pre-vs-post-12-lr0.003', 'b').reached}.") in t
     # 5: a smaller rate and a warm-up
     assert p3w["a_median_steps"] > p3["a_median_steps"]
     assert (f"Post-norm reached 90 % in {count(p3w['b_reached'])} seeds, at a median step of "
             f"{median(p3w['b_median_steps'])}, with a median accuracy of {pct(p3w['b_final_accuracy'])} at the end. "
             f"Pre-norm still reached it first in {count(p3w['a_first'])}, and the warm-up slowed it too: its median "
             f"step went from {median(p3['a_median_steps'])} to {median(p3w['a_median_steps'])}.") in t
-    assert (f"With seed 0, pre-norm reaches 90 % at step {seed_of('pre-vs-post-12-lr0.003-warmup', 'a').reached} and "
-            f"post-norm at step {seed_of('pre-vs-post-12-lr0.003-warmup', 'b').reached}.") in t
+    assert (f"With seed 0, pre-norm reaches 90 % at step {seed_of('pre-vs-post-12-lr0.003-warmup', 'a').reached} and, "
+            f"with **Keep training**, post-norm at step {seed_of('pre-vs-post-12-lr0.003-warmup', 'b').reached}.") in t
     # 6: add against replace
     n = steps("add-vs-replace-12")
     assert f"with seed 0 it reaches 90 % at step {seed_of('add-vs-replace-12', 'a').reached} again" in t
