@@ -116,6 +116,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
+from urllib.parse import urljoin
 
 import numpy as np
 from bokeh.client.websocket import WebSocketClientConnectionWrapper
@@ -149,7 +150,7 @@ BURST, BURST_GAP, PAUSE = 3, 0.4, 1.5  # 3 changes in 2.3 s: 1.3 changes per sec
 CONNECT_PARALLEL = 4  # students joining at the same moment
 AS_BROWSERS = {"files": False}  # --browsers: joins fetch the page's files, the teacher's room is reloaded
 TEACHER_REFRESH = 5.0  # seconds between two reloads of the teacher's room (teacher.py's REFRESH_SECONDS)
-PAGE_FILE = re.compile(r'(?:src|href)="(/(?:static|assets)/[^"]+)"')  # what a page makes its browser fetch
+PAGE_FILE = re.compile(r'(?:src|href)="((?:\.\./|/)?(?:static|assets)/[^"]+)"')  # what a page has its browser fetch
 START_TIMEOUT = 90.0  # seconds for a server to answer /health
 STEP_TIMEOUT = 120.0  # seconds for one student's join or commit on a loaded server
 REPLY_TIMEOUT = 60.0  # seconds to wait, after exploring, for the last tables
@@ -447,9 +448,8 @@ class Student:
             self.cookies.update({name: morsel.value for name, morsel in jar.items()})
         page = response.body.decode("utf-8")
         if AS_BROWSERS["files"]:  # what a browser with an empty cache asks for next
-            origin = self.url.split("/", 3)[:3]
             for path in dict.fromkeys(html.unescape(p) for p in PAGE_FILE.findall(page)):
-                await AsyncHTTPClient().fetch(HTTPRequest("/".join(origin) + path, headers=self._cookie_header(),
+                await AsyncHTTPClient().fetch(HTTPRequest(urljoin(self.url, path), headers=self._cookie_header(),
                                                           request_timeout=STEP_TIMEOUT, **SOURCE), raise_error=False)
         return page_token(page)
 
