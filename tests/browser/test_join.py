@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 from playwright.sync_api import Browser, expect
 
+from tests.browser.teacher_login import logged_in_page
 from tests.conftest import module_server
 
 pytestmark = pytest.mark.browser
@@ -30,8 +31,7 @@ def dashboard(server, code: str) -> str:
 
 
 def test_a_student_joins_by_the_teachers_link_and_stays_in_the_class(browser: Browser, classroom) -> None:
-    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    teacher.goto(classroom.url("/teacher?class=period3"))
+    teacher = logged_in_page(browser, classroom.url("/teacher?class=period3"), PASSWORD)
     expect(teacher.get_by_role("heading", name="Students join class “period3”")).to_be_visible()
     qr = teacher.locator("img.bt-qr")
     expect(qr).to_be_visible()
