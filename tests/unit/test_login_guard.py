@@ -202,3 +202,13 @@ def test_the_login_leads_back_only_to_a_page_of_this_server(target: str, kept: b
 def test_a_script_may_send_the_password_as_basic_authentication(header, password) -> None:
     """Scripts send `Authorization: Basic` with any user name; no header is no password, a broken one a wrong one."""
     assert basic_password(header) == password
+
+
+def test_a_login_holds_only_for_the_password_it_was_made_with() -> None:
+    """The login cookie's content is the password's tag under the server's secret: a new password (or another
+    server's secret) ends every login, and the cookie tells nothing of the password."""
+    login = guard(Clock(NOW)).login_value()
+    assert Guard(PASSWORD, SECRET).logged_in(login.encode())
+    assert not Guard("a new password", SECRET).logged_in(login.encode())
+    assert not Guard(PASSWORD, b"another server's secret, 32 byte").logged_in(login.encode())
+    assert not Guard(PASSWORD, SECRET).logged_in(None) and PASSWORD not in login
