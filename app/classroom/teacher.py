@@ -19,7 +19,7 @@ from tornado.web import HTTPError, RequestHandler
 from blocktrace.app.classroom.identity import DEFAULT_CLASS, valid_class_code
 from blocktrace.app.classroom.join import student_base, teacher_card
 from blocktrace.app.classroom.learner import current as current_classroom
-from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password, login_patterns
+from blocktrace.app.classroom.login_guard import Guard, admit_teacher, login_patterns
 from blocktrace.app.classroom.pacing import HOLDABLE, read_pushed_state
 from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import StoreUnavailable
@@ -42,7 +42,7 @@ from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import question_id
 from blocktrace.app.xapi.delivery import KIND as RECORDS
 
-__all__ = ["Guard", "generate_password", "teacher_patterns"]  # Guard lives in login_guard; serve imports it here
+__all__ = ["Guard", "teacher_patterns"]  # Guard lives in login_guard; serve imports it here
 
 REFRESH_SECONDS = 5
 
