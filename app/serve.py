@@ -260,6 +260,13 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         sys.stderr.write(f"error: {error}\n")
         return 2
+    # Build every page once at start, so the first student does not wait for imports. Bokeh refuses to fork
+    # workers once application code has run, so with --num-procs each worker warms up on its first page.
+    warm = args.num_procs == 1 and settings().warm_up
+    # Said at once, so a teacher waiting for the banner knows the server is on its way
+    why = ": it builds every page once first, so that the first students do not wait (a few seconds, longer on a " \
+          "busy computer)" if warm else ""
+    print(f"blocktrace is starting{why} ...", flush=True)
     # Bokeh's own wrapper: one handler and format for every logger (Bokeh's included, which otherwise has its own)
     basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     quiet_logs.install(access_log=args.access_log)
@@ -296,9 +303,7 @@ def run_serve(args: argparse.Namespace) -> int:
         websocket_origin=websocket_origins(args),
         num_procs=args.num_procs,
         use_xheaders=args.use_xheaders,
-        # Build every page once at start, so the first student does not wait for imports. Bokeh refuses to
-        # fork workers once application code has run, so with --num-procs each worker warms up on its first page.
-        warm=args.num_procs == 1 and settings().warm_up,
+        warm=warm,
         cookie_secret=cookie_secret(secret),  # Tornado's signed cookies: the teacher's login
         show=False,
         verbose=False,  # Panel's "Launching server at …": the banner says it, once the server answers
