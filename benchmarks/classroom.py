@@ -218,11 +218,11 @@ class Server:
 
 
 def start_server(folder: Path, procs: int, secret: str, db_url: str | None, tuned: bool = True,
-                 nat: bool = False) -> Server:
+                 nat: bool = False, password: str | None = None) -> Server:
     port = free_port()
     data_dir = folder / "data"
     log_path = folder / "server.log"
-    password = secrets.token_urlsafe(9)
+    password = password or secrets.token_urlsafe(9)
     args = [sys.executable, "-m", "blocktrace.app.cli", "serve", "--port", str(port), "--num-procs", str(procs),
             "--data-dir", str(data_dir), f"--teacher-password={password}"]
     if db_url:
@@ -293,17 +293,18 @@ def start_deployment(folder: Path, procs: int, secret: str, db_url: str, tuned: 
     from tests.haproxy import start_haproxy  # the tests' way to run the shipped deploy/haproxy.cfg
 
     hosts: list[Server] = []
+    password = secrets.token_urlsafe(9)  # one teacher password for the hosts, as deploy/README.md says
     try:
         for name in ("app1", "app2"):  # the two servers deploy/haproxy.cfg names
             (folder / name).mkdir()
-            hosts.append(start_server(folder / name, procs, secret, db_url, tuned, nat=True))
+            hosts.append(start_server(folder / name, procs, secret, db_url, tuned, nat=True, password=password))
         port, log_path = free_port(), folder / "haproxy.log"
         balancer = start_haproxy(port, {f"app{i}": host.port for i, host in enumerate(hosts, 1)}, log_path)
     except BaseException:
         for host in hosts:
             stop_server(host)
         raise
-    return Deployment(balancer, port, log_path, folder, db_url, hosts)
+    return Deployment(balancer, port, log_path, folder, db_url, password, hosts=hosts)
 
 
 def stop_deployment(deployment: Deployment) -> None:
