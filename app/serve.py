@@ -153,6 +153,11 @@ def classroom_setup(args: argparse.Namespace) -> Classroom | None:
 READY_LINE = "blocktrace is ready"  # the banner's first line: printed once a page can be served
 
 
+def _url_host(address: str) -> str:
+    """`address` as the host of a URL: an IPv6 address in brackets."""
+    return f"[{address}]" if ":" in address else address
+
+
 def lan_addresses() -> list[str]:
     """This computer's IPv4 addresses on its networks (not loopback): the one it reaches other networks from, and
     those its host name resolves to."""
@@ -171,14 +176,14 @@ def banner(address: str, port: int, classroom: Classroom | None, lan: list[str] 
     (unless the teacher gave it), the data folder and how to stop. `lan`: this computer's addresses (found if None)."""
     everywhere = address in ("0.0.0.0", "::", "")
     local = address in ("127.0.0.1", "localhost", "::1")
-    here = "127.0.0.1" if everywhere or local else address
+    here = "127.0.0.1" if everywhere or local else _url_host(address)
     if everywhere:
         hosts = lan if lan is not None else lan_addresses()
         students = [f"http://{h}:{port}/" for h in hosts] or [
             f"http://THIS-COMPUTER'S-ADDRESS:{port}/ (no network address found: is it connected?)"]
     else:
-        students = [f"http://{address}:{port}/" + ("   (this computer only: start with --address 0.0.0.0 to let "
-                                                   "the class in)" if local else "")]
+        students = [f"http://{_url_host(address)}:{port}/" + (
+            "   (this computer only: start with --address 0.0.0.0 to let the class in)" if local else "")]
     lines = [f"{READY_LINE} (Ctrl-C stops it)."]
     lines += [f"  {'Students open:' if n == 0 else '':<15} {url}" for n, url in enumerate(students)]
     if classroom is None:

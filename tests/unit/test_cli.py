@@ -240,14 +240,15 @@ def _classroom(source: str, password: str = "Kept-password1") -> Classroom:
     ("0.0.0.0", ["192.168.1.23", "10.0.0.4"], ["http://192.168.1.23:5006/", "http://10.0.0.4:5006/"]),
     ("0.0.0.0", [], ["http://THIS-COMPUTER'S-ADDRESS:5006/ (no network address found: is it connected?)"]),
     ("192.168.1.23", None, ["http://192.168.1.23:5006/"]),
+    ("fd00::17", None, ["http://[fd00::17]:5006/"]),
 ])
 def test_the_banner_gives_the_addresses_students_can_use(address: str, lan, students: list[str]) -> None:
     """On 0.0.0.0 the students' addresses are this computer's network addresses, one a line."""
     lines = banner(address, 5006, _classroom("/srv/blocktrace-data/teacher-password"), lan).splitlines()
     assert lines[0] == "blocktrace is ready (Ctrl-C stops it)."
     assert [line[18:] for line in lines[1:1 + len(students)]] == students
-    assert lines[1 + len(students)] == "  Teacher room:   http://" + (
-        "192.168.1.23" if address == "192.168.1.23" else "127.0.0.1") + ":5006/teacher"
+    own = {"192.168.1.23": "192.168.1.23", "fd00::17": "[fd00::17]"}.get(address, "127.0.0.1")
+    assert lines[1 + len(students)] == f"  Teacher room:   http://{own}:5006/teacher"
 
 
 @pytest.mark.parametrize(("source", "shown"), [
