@@ -300,7 +300,8 @@ def run_serve(args: argparse.Namespace) -> int:
     kwargs["transforms"] = kwargs["transforms"] + [page_requests(classroom.secret if classroom else None, pages)]
     kwargs.update(session_expiry(args))
     share_build_limits()  # like every per-client table, made before pn.serve forks the workers, so they share it
-    announced = multiprocessing.Value("b", False)  # shared by the workers: the first one listening says so
+    # Shared by the workers Tornado forks (as rate_limits.py's locks are): the first one listening prints the banner
+    announced = multiprocessing.get_context("fork").Value("b", False)
     server = pn.serve(
         paced_applications(pages, page_titles(pages)),  # each session built in its turn (build_pacing.py)
         port=args.port,
