@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from tornado.web import create_signed_value, decode_signed_value
 
-__all__ = ["EXERCISE_TICKET", "LEARNER", "LTI_SESSION", "LTI_TEACHER", "PREDICT_OFF", "TEACHER_DEVICE", "Purpose",
-           "derived_key", "sign", "unsign"]
+__all__ = ["EXERCISE_TICKET", "LEARNER", "LTI_SESSION", "LTI_TEACHER", "PREDICT_OFF", "TEACHER_DEVICE", "TEACHER_LOGIN",
+           "Purpose", "cookie_secret", "derived_key", "sign", "unsign"]
 
 MIN_SECRET_BYTES = 16
 
@@ -40,6 +40,9 @@ class Purpose:
 
 LEARNER = Purpose("bt_learner", 180)  # the anonymous learner's cookie (identity.py); as long as the cookie lives
 TEACHER_DEVICE = Purpose("bt_teacher", 30)  # a browser that logged in as the teacher (login_guard.py)
+# The teacher's login (login_guard.py): Tornado's own signed cookie (`set_signed_cookie`, the same version-2
+# signature with the cookie's name), keyed by the application's cookie_secret, which is `cookie_secret(secret)`.
+TEACHER_LOGIN = Purpose("bt_teacher_login", 1)
 PREDICT_OFF = Purpose("predict_off", 366)  # a teacher's link without the gate; its own end is inside the value
 EXERCISE_TICKET = Purpose("exercise_ticket", 366)  # a downloaded exercise's ticket (exercises/bundle.py)
 LTI_SESSION = Purpose("bt_lti", 0.5)  # who an LMS launched, carried in the page's address (app/lti/who.py)
@@ -75,3 +78,8 @@ def derived_key(secret: bytes, purpose: str) -> bytes:
     """A key for `purpose` alone (hex, 64 characters), derived from the server's secret."""
     return hmac.new(_checked(secret), b"blocktrace key\x00" + purpose.encode("utf-8"), hashlib.sha256) \
         .hexdigest().encode("ascii")
+
+
+def cookie_secret(secret: bytes) -> str:
+    """The Tornado application's `cookie_secret` (for `set_signed_cookie`): a key of its own from the server's."""
+    return derived_key(secret, "tornado signed cookies").decode("ascii")

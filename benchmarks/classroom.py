@@ -1,7 +1,7 @@
 """A class on one server: N students on real websocket sessions commit a prediction, then move a slider.
 
 usage: python benchmarks/classroom.py [--students 30,60,100] [--procs 1,2] [--duration 15] [--db URL] [--no-tuning]
-                                     [--nat ADDRESS] [--logs DIR] [--deploy]
+                                     [--nat ADDRESS] [--logs DIR] [--deploy] [--browsers]
        python benchmarks/classroom.py --reopen 30 --students 100 --procs 1
        python benchmarks/classroom.py --deploy --students 600 --procs 2 --nat 198.51.100.7
 
@@ -69,6 +69,15 @@ balancer only; it keeps each on one host with its cookie. HAProxy drops X-Forwar
 connections leave from that address instead, and it must be on a local interface (as root: `ip addr add
 198.51.100.7/32 dev lo`). Memory, CPU and loop pauses are both hosts' (HAProxy's own are left out).
 
+--browsers adds what real browsers do beside the websocket: each student's join also GETs the scripts and
+stylesheets the page names (a browser with an empty cache), and the teacher's room is open the whole time,
+reloaded every 5 s as its page does (app/classroom/teacher.py, REFRESH_SECONDS). The log column (lines the
+server wrote per minute, from the first join to the end) is then the figure of issue 38: a class of 30 on the
+default settings, e.g. `--students 30 --procs 1 --duration 60 --browsers`. Measured 2026-12-07, this 2-core machine
+(busy), Python 3.13: 193 lines a minute before issue 38 (a line per request: the page, its four files, the teacher's
+room every 5 s; 101 for each websocket; Bokeh's three lines per websocket), 1 after (one line of a long garbage
+collection in 2.5 minutes).
+
 Every step is bounded; the benchmark stops the servers it started and exits by itself.
 Targets (issue 7): 100 students on one process with p95 <= 200 ms, <= 3 MB per session, no lost events.
 Issue 27: nothing lost at any size; 100 students on one process p95 <= 50 ms; 300 students on two processes
@@ -88,6 +97,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import gc
 import html
 import json
@@ -109,6 +119,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
+from urllib.parse import urljoin
 
 import numpy as np
 from bokeh.client.websocket import WebSocketClientConnectionWrapper
@@ -140,6 +151,9 @@ VECTOR_TITLE = "Input vector"
 COMMIT_LABEL = "Commit prediction"
 BURST, BURST_GAP, PAUSE = 3, 0.4, 1.5  # 3 changes in 2.3 s: 1.3 changes per second per student
 CONNECT_PARALLEL = 4  # students joining at the same moment
+AS_BROWSERS = {"files": False}  # --browsers: joins fetch the page's files, the teacher's room is reloaded
+TEACHER_REFRESH = 5.0  # seconds between two reloads of the teacher's room (teacher.py's REFRESH_SECONDS)
+PAGE_FILE = re.compile(r'(?:src|href)="((?:\.\./|/)?(?:static|assets)/[^"]+)"')  # what a page has its browser fetch
 START_TIMEOUT = 90.0  # seconds for a server to answer /health
 STEP_TIMEOUT = 120.0  # seconds for one student's join or commit on a loaded server
 REPLY_TIMEOUT = 60.0  # seconds to wait, after exploring, for the last tables
@@ -166,6 +180,7 @@ class Server:
     log_path: Path
     data_dir: Path
     db_url: str
+    password: str = ""  # the teacher's (--teacher-password)
 
     def roots(self) -> list[int]:
         return [self.process.pid]
@@ -206,12 +221,13 @@ class Server:
 
 
 def start_server(folder: Path, procs: int, secret: str, db_url: str | None, tuned: bool = True,
-                 nat: bool = False) -> Server:
+                 nat: bool = False, password: str | None = None) -> Server:
     port = free_port()
     data_dir = folder / "data"
     log_path = folder / "server.log"
+    password = password or secrets.token_urlsafe(9)
     args = [sys.executable, "-m", "blocktrace.app.cli", "serve", "--port", str(port), "--num-procs", str(procs),
-            "--data-dir", str(data_dir), f"--teacher-password={secrets.token_urlsafe(9)}"]
+            "--data-dir", str(data_dir), f"--teacher-password={password}"]
     if db_url:
         args += ["--db", db_url]
     if not tuned:
@@ -221,7 +237,7 @@ def start_server(folder: Path, procs: int, secret: str, db_url: str | None, tune
     with log_path.open("w") as log:
         process = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1", SECRET_ENV: secret})
-    server = Server(process, port, log_path, data_dir, db_url or default_url(data_dir))
+    server = Server(process, port, log_path, data_dir, db_url or default_url(data_dir), password)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         try:
@@ -280,17 +296,18 @@ def start_deployment(folder: Path, procs: int, secret: str, db_url: str, tuned: 
     from tests.haproxy import start_haproxy  # the tests' way to run the shipped deploy/haproxy.cfg
 
     hosts: list[Server] = []
+    password = secrets.token_urlsafe(9)  # one teacher password for the hosts, as deploy/README.md says
     try:
         for name in ("app1", "app2"):  # the two servers deploy/haproxy.cfg names
             (folder / name).mkdir()
-            hosts.append(start_server(folder / name, procs, secret, db_url, tuned, nat=True))
+            hosts.append(start_server(folder / name, procs, secret, db_url, tuned, nat=True, password=password))
         port, log_path = free_port(), folder / "haproxy.log"
         balancer = start_haproxy(port, {f"app{i}": host.port for i, host in enumerate(hosts, 1)}, log_path)
     except BaseException:
         for host in hosts:
             stop_server(host)
         raise
-    return Deployment(balancer, port, log_path, folder, db_url, hosts)
+    return Deployment(balancer, port, log_path, folder, db_url, password, hosts=hosts)
 
 
 def stop_deployment(deployment: Deployment) -> None:
@@ -433,7 +450,12 @@ class Student:
             except CookieError:
                 continue
             self.cookies.update({name: morsel.value for name, morsel in jar.items()})
-        return page_token(response.body.decode("utf-8"))
+        page = response.body.decode("utf-8")
+        if AS_BROWSERS["files"]:  # what a browser with an empty cache asks for next
+            for path in dict.fromkeys(html.unescape(p) for p in PAGE_FILE.findall(page)):
+                await AsyncHTTPClient().fetch(HTTPRequest(urljoin(self.url, path), headers=self._cookie_header(),
+                                                          request_timeout=STEP_TIMEOUT, **SOURCE), raise_error=False)
+        return page_token(page)
 
     async def join(self, class_code: str) -> None:
         """Open the page (GET, then its websocket with the page's token), pull the document, report it rendered."""
@@ -649,6 +671,25 @@ class Result:
     load_before: float
     pauses: dict[int, tuple[float, float]]  # worker pid -> longest loop pause (ms) while joining, while exploring
     hosts: int = 1  # servers behind HAProxy (--deploy), each with `procs` workers
+    log_per_minute: float = float("nan")  # lines the server logged per minute, from the first join to the end
+
+
+def log_lines(server: Server) -> int:
+    """Lines in the server's log so far (with --deploy, every host's; HAProxy's own are left out)."""
+    return sum(path.read_bytes().count(b"\n") for path in server.log_paths() if path.name == "server.log")
+
+
+async def teacher_room(server: Server, class_code: str, stop: asyncio.Event) -> None:
+    """The teacher's room, open: reloaded every TEACHER_REFRESH s, with the password as a script sends it."""
+    auth = "Basic " + base64.b64encode(f"teacher:{server.password}".encode()).decode()
+    url = f"http://127.0.0.1:{server.port}/teacher?class={class_code}"
+    while not stop.is_set():
+        await AsyncHTTPClient().fetch(HTTPRequest(url, headers={"Authorization": auth}, request_timeout=STEP_TIMEOUT),
+                                      raise_error=False)
+        try:
+            await asyncio.wait_for(stop.wait(), TEACHER_REFRESH)
+        except TimeoutError:
+            pass
 
 
 def _counts(store: EventStore, class_code: str) -> list[tuple[str, str, str]]:
@@ -716,7 +757,9 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
         async with gate:
             await _bounded("a student's join", student.join(class_code), STEP_TIMEOUT)
 
-    joined_at = time.time()
+    joined_at, lines_before, started = time.time(), log_lines(server), time.perf_counter()
+    teacher_done = asyncio.Event()
+    teacher = asyncio.ensure_future(teacher_room(server, class_code, teacher_done)) if AS_BROWSERS["files"] else None
     try:
         await asyncio.gather(*(join(s) for s in students))
         rss_joined = server.rss_mb()
@@ -754,7 +797,11 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
         stored_after = len(rows)
         workers = procs * len(getattr(server, "hosts", [server]))
         pauses = await loop_pauses(server, workers, [(joined_at, explored_at), (explored_at, time.time())])
+        log_per_minute = (log_lines(server) - lines_before) / ((time.perf_counter() - started) / 60)
     finally:
+        teacher_done.set()
+        if teacher is not None:
+            await teacher
         gc.set_threshold(*thresholds)
         gc.unfreeze()
         for s in students + warm:
@@ -803,6 +850,7 @@ async def run_class(server: Server, procs: int, students_n: int, duration: float
         predictions_ok=predictions_ok, last_values_ok=last_ok, param_events=param_events,
         bursts=sum(s.bursts for s in students), unanswered=sum(len(s.outstanding) for s in students),
         load_before=load_before, pauses=pauses, hosts=len(getattr(server, "hosts", [server])),
+        log_per_minute=log_per_minute,
     )
 
 
@@ -1052,6 +1100,7 @@ COLUMNS = [  # (heading, second heading line, width, cell)
     ("load", "avg", 5, lambda r: f"{r.load_before:.1f}"),
     ("loop pause ms", "join/explore each proc", 24, lambda r: "  ".join(
         f"{join:.0f}/{explore:.0f}" for join, explore in r.pauses.values())),
+    ("log", "lines/min", 9, lambda r: f"{r.log_per_minute:.0f}"),
 ]
 
 
@@ -1068,7 +1117,8 @@ def print_class(results: list[Result], sizes: list[int]) -> None:
           "predictions / last value stored: per learner (signed id), counted once the server is idle;\n"
           "param ev / bursts: coalesced slider events stored / bursts sent (one per burst expected);\n"
           "loop pause: each worker process's longest event-loop pause (app/server/loop_pauses.py) while the\n"
-          "  students joined and committed / while they explored (0: none of 20 ms or more).")
+          "  students joined and committed / while they explored (0: none of 20 ms or more);\n"
+          "log: lines the server wrote per minute, from the first join until the server was idle after exploring.")
     for r in results:
         where = f"{r.hosts} hosts x {r.procs} process(es)" if r.hosts > 1 else f"{r.procs} process(es)"
         print(f"\n{r.students} students, {where}: " + "; ".join(verdicts(r)))
@@ -1131,6 +1181,9 @@ def main() -> int:
                         help="shared: every student on the default vector (default); own: a vector each")
     parser.add_argument("--no-tuning", action="store_true", help="serve with --no-tuning (stock Panel and Bokeh)")
     parser.add_argument("--logs", metavar="DIR", default=None, help="keep each server's log in DIR")
+    parser.add_argument("--browsers", action="store_true",
+                        help="as browsers: joins also fetch the page's scripts and stylesheets, and the teacher's "
+                             f"room is reloaded every {TEACHER_REFRESH:.0f} s (for the log's lines per minute)")
     parser.add_argument("--nat", metavar="ADDRESS", default=None,
                         help="every student from this address (e.g. 198.51.100.7), as a school behind one router: "
                              "the server trusts X-Forwarded-For and applies its per-address limits (loopback is "
@@ -1141,6 +1194,7 @@ def main() -> int:
                              "with --nat the students connect from that address, which must be on a local "
                              "interface (e.g. `ip addr add 198.51.100.7/32 dev lo`)")
     a = parser.parse_args()
+    AS_BROWSERS["files"] = a.browsers
     if a.deploy and a.reopen:
         parser.error("--deploy runs the class, not the reopen test")
     if a.nat and a.deploy:

@@ -51,6 +51,14 @@ class Server:
             raise RuntimeError("this server has no classroom secret (--no-classroom?)")
         return load_or_create_secret(self.data_dir)
 
+    def teacher_password(self) -> str:
+        """The teacher password this server made and keeps in its data folder (no --teacher-password given)."""
+        from blocktrace.app.classroom.login_guard import PASSWORD_FILE
+
+        if self.data_dir is None:
+            raise RuntimeError("this server has no data folder (--no-classroom?)")
+        return (self.data_dir / PASSWORD_FILE).read_text(encoding="utf-8").strip()
+
     def predict_off(self, route: str) -> dict[str, str]:
         """The query arguments of the teacher's link that opens `route` without the prediction step."""
         from blocktrace.app.server.predict_links import teacher_arguments
@@ -62,6 +70,13 @@ class Server:
         parts = urlsplit(path)
         query = {**dict(parse_qsl(parts.query)), **self.predict_off(parts.path)}
         return f"{parts.path}?{urlencode(query)}"
+
+
+def sent_to_login(response) -> bool:
+    """A teacher's page answered a browser without the teacher's login (a `requests` response, redirects not
+    followed): sent to the login page, with no challenge that would open the browser's own password box."""
+    return response.status_code in (302, 303) and "WWW-Authenticate" not in response.headers \
+        and response.headers["Location"].startswith("/teacher/login?next=")
 
 
 def free_port() -> int:

@@ -201,8 +201,9 @@ def http_checks(base: str, teacher_password: str | None) -> list[tuple[str, list
     results = []
     status, body = fetch(base + "/health")
     results.append(("/health", [] if (status, body) == (200, "ok\n") else [f"got {status} {body!r}"]))
-    status, _ = fetch(base + "/teacher")
-    results.append(("/teacher without the password", [] if status == 401 else [f"got {status}, not 401"]))
+    status, body = fetch(base + "/teacher")  # redirects followed: the login page
+    results.append(("/teacher without the password", [] if status == 200 and "Teacher password" in body
+                    else [f"got {status}, not the login page"]))
     if teacher_password:
         status, body = fetch(base + "/teacher", basic_auth(teacher_password))
         ok = status == 200 and "Classes:" in body

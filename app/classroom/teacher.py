@@ -1,10 +1,10 @@
 """The teacher's pages: a live view of what the class predicted, reveal, export and archive.
 
 Plain Tornado handlers filling in autoescaping templates (templates/, rendering.py) on the server (no Panel
-session per refresh), behind HTTP Basic authentication checked by login_guard: the password is compared in
-constant time, and guessing is limited per address and in total without locking out the teacher's own browser.
-Students without the password get 401, or 429 when guessing. The forms carry Tornado's XSRF token
-(a random value in a cookie and in the form, checked by `check_xsrf_cookie`), as JupyterHub's do.
+session per refresh), behind the teacher's login (login_guard: its page at /teacher/login and its signed cookie;
+the password is compared in constant time, and guessing is limited per address and in total without locking out
+the teacher's own browser). A browser that has not logged in is sent to the login page. The forms carry Tornado's
+XSRF token (a random value in a cookie and in the form, checked by `check_xsrf_cookie`), as JupyterHub's do.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tornado.web import HTTPError, RequestHandler
 from blocktrace.app.classroom.identity import DEFAULT_CLASS, class_code
 from blocktrace.app.classroom.join import student_base, teacher_card
 from blocktrace.app.classroom.learner import current as current_classroom
-from blocktrace.app.classroom.login_guard import Guard, admit_teacher, generate_password
+from blocktrace.app.classroom.login_guard import Guard, admit_teacher, login_patterns
 from blocktrace.app.classroom.pacing import HOLDABLE, read_pushed_state
 from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import StoreUnavailable
@@ -42,7 +42,7 @@ from blocktrace.app.server.registry import EXPLORABLE_SPECS
 from blocktrace.app.server.session_setup import question_id
 from blocktrace.app.xapi.delivery import KIND as RECORDS
 
-__all__ = ["Guard", "generate_password", "teacher_patterns"]  # Guard lives in login_guard; serve imports it here
+__all__ = ["Guard", "teacher_patterns"]  # Guard lives in login_guard; serve imports it here
 
 REFRESH_SECONDS = 5
 
@@ -64,7 +64,7 @@ class TeacherHandler(RequestHandler):
                     self.set_status(403)
                     self.finish("Your course's launch opens the teacher's room of its own class only.\n")
                 return
-        elif not admit_teacher(self, self.guard):  # answered 401 or 429
+        elif not admit_teacher(self, self.guard):  # sent to the login page, or answered 403 or 429
             return
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Frame-Options", "DENY")
@@ -192,15 +192,17 @@ class DashboardHandler(TeacherHandler):
     def _page(self, code: str, body: str, refresh: bool = True) -> str:
         return teacher_page(f"Teacher · {code}", f"teacher view · class {code}" + (
             f" · refreshes every {REFRESH_SECONDS} s" if refresh else ""), body, self.theme(), refresh,
-            teacher_href("/teacher", code, "light" if self.theme() == "dark" else "dark"))
+            teacher_href("/teacher", code, "light" if self.theme() == "dark" else "dark"), self.form_token())
 
 
-def teacher_page(title: str, tagline: str, body: str, theme: str, refresh: bool, other_theme: str) -> str:
+def teacher_page(title: str, tagline: str, body: str, theme: str, refresh: bool, other_theme: str,
+                 token: str = "") -> str:
     """The teacher's pages in the house style: the students' header and styles, light or dark.
 
-    `body`: the page's <main>, HTML made by the templates (teacher_view)."""
+    `body`: the page's <main>, HTML made by the templates (teacher_view); `token`: the XSRF form token of its
+    "Log out" button."""
     return render("page.html", title=title, tagline=tagline, body=body, theme=theme, refresh=refresh,
-                  other_theme=other_theme, refresh_seconds=REFRESH_SECONDS)
+                  other_theme=other_theme, refresh_seconds=REFRESH_SECONDS, logout=token)
 
 
 class PresentHandler(TeacherHandler):
@@ -232,7 +234,8 @@ class PresentHandler(TeacherHandler):
                            tagline=f"presenter view · class {code} · {lesson.title}", theme=theme, refresh=True,
                            refresh_seconds=REFRESH_SECONDS, other_theme=other_theme,
                            src=f"{spec.route()}?{urlencode(arguments)}", frame_title=spec.title(),
-                           lesson_title=lesson.title, state=state, summary=summary, answers=answers))
+                           lesson_title=lesson.title, state=state, summary=summary, answers=answers,
+                           logout=self.form_token()))
 
 
 class PaceHandler(TeacherHandler):
@@ -335,7 +338,8 @@ class ArchiveHandler(TeacherHandler):
                     pass
             body = archive_confirmation(code, joined, self.form_token(), theme)
             self.finish(teacher_page(f"Archive {code}?", f"teacher view · class {code}", body, theme, False,
-                                     teacher_href("/teacher", code, "light" if theme == "dark" else "dark")))
+                                     teacher_href("/teacher", code, "light" if theme == "dark" else "dark"),
+                                     self.form_token()))
             return
         if classroom is not None and not await self.stored(classroom.store.archive, code):
             return
@@ -397,7 +401,7 @@ class ExportHandler(TeacherHandler):
 
 def teacher_patterns(guard: Guard, origins: Sequence[str] = ()) -> list[tuple]:
     args = {"guard": guard, "origins": list(origins)}
-    return [
+    return login_patterns(guard) + [
         (r"/teacher/?", DashboardHandler, args),
         (r"/teacher/reveal", RevealHandler, args),
         (r"/teacher/unreveal", UnrevealHandler, args),

@@ -6,7 +6,7 @@
 - A cap on one websocket message from a browser (`MAX_MESSAGE_BYTES`): a change, a name or an
   explanation is a few kilobytes; a larger message is refused by Tornado before any of it is parsed.
 - The classroom's data folder is 0700 and everything the server writes there 0600 (`private_data_dir`,
-  and a umask of 077 set by `blocktrace serve`).
+  `write_private_file`, and a umask of 077 set by `blocktrace serve`).
 
 Headers are added by a Tornado output transform (`transforms=` of the Tornado application, which
 Bokeh's server passes on), the message cap is Bokeh's own `websocket_max_message_size`.
@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tornado.web import OutputTransform
 
-__all__ = ["MAX_MESSAGE_BYTES", "frame_ancestors", "private_data_dir", "server_settings"]
+__all__ = ["MAX_MESSAGE_BYTES", "frame_ancestors", "private_data_dir", "server_settings", "write_private_file"]
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -80,3 +81,26 @@ def private_data_dir(path: Path) -> Path:
     except OSError as error:  # e.g. a read-only volume: serve anyway; the store says when it cannot write
         log.warning("could not make the data folder private (%s): %s", path, error)
     return path
+
+
+def write_private_file(path: Path, text: str, *, replace: bool) -> None:
+    """Write `text` to `path`, mode 0600 whatever the umask, whole or not at all: written aside, then linked into place
+    (a file already there stays: the first of several processes starting at once wins) or, with `replace`, renamed
+    over it."""
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if replace:
+        os.replace(aside, path)
+        return
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        pass  # another process made it first; theirs is kept
+    finally:
+        os.unlink(aside)

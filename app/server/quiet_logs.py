@@ -1,8 +1,16 @@
-"""Log filters: a tab that closes at an awkward instant is one short line (or none), never a traceback.
+"""What the server's log keeps: warnings and errors, each in one line where that says all, and no routine.
 
-Filters are the logging module's own mechanism; nothing here patches Panel, Bokeh or Tornado, so they
-are installed with and without the tuning layer. Each matches one known report narrowly and leaves
-every other error, with its traceback, in the log.
+Routine stays out by default (`quiet_routine`): Tornado's access log (a line for every answered request: the
+teacher's room reloading itself, each page's scripts, every websocket opened) and Bokeh's INFO lines (a
+websocket opened or closed, a session created; its settings at start). `blocktrace serve --access-log` brings
+the access log and Bokeh's websocket lines back; a request answered with an error (4xx, 5xx) is always logged,
+as Tornado logs those as warnings and errors.
+
+And a tab that closes at an awkward instant is one short line (or none), never a traceback: the filters below
+each match one known report narrowly and leave every other error, with its traceback, in the log.
+
+Levels and filters are the logging module's own mechanism; nothing here patches Panel, Bokeh or Tornado, so
+they are installed with and without the tuning layer.
 """
 
 from __future__ import annotations
@@ -12,7 +20,8 @@ import re
 import traceback
 from types import TracebackType
 
-__all__ = ["CALLBACK_HEADING", "CallbackErrorFilter", "ClosedSocketFilter", "LateCloseFilter", "SignedTokenFilter"]
+__all__ = ["CALLBACK_HEADING", "ROUTINE_LOGGERS", "CallbackErrorFilter", "ClosedSocketFilter", "LateCloseFilter",
+           "SignedTokenFilter", "install", "quiet_routine"]
 
 
 class ClosedSocketFilter(logging.Filter):
@@ -184,8 +193,25 @@ class CallbackErrorFilter(logging.Filter):
         return True
 
 
-def install() -> None:
-    """Add the filters to the loggers that would otherwise print these tracebacks."""
+ROUTINE_LOGGERS = {  # logger: what its INFO lines are (warnings and errors are always kept)
+    "tornado.access": "a line per request answered (2xx, 3xx; 101 for a websocket)",
+    "bokeh.server.views.ws": "a websocket opened, a session's connection created, a websocket closed",
+}
+
+
+def quiet_routine(access_log: bool = False) -> None:
+    """Keep INFO lines that come with every request or session out of the log (back with `access_log`)."""
+    level = logging.INFO if access_log else logging.WARNING
+    for name in ROUTINE_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    # Bokeh's other INFO lines: its version and session settings at start, said once, and of no use to a teacher
+    logging.getLogger("bokeh").setLevel(logging.WARNING)
+
+
+def install(access_log: bool = False) -> None:
+    """Quiet the routine (see quiet_routine) and add the filters to the loggers that would otherwise print these
+    tracebacks."""
+    quiet_routine(access_log)
     logging.getLogger("asyncio").addFilter(ClosedSocketFilter())
     logging.getLogger("tornado.access").addFilter(SignedTokenFilter())
     logging.getLogger("tornado.application").addFilter(LateCloseFilter())

@@ -4,6 +4,10 @@
   async function refresh() {
     try {
       const response = await fetch(location.href, { credentials: "same-origin", cache: "no-store" });
+      if (response.redirected) {  // the login ended (a new password, or a day old): show the login page
+        location.assign(response.url);
+        return;
+      }
       if (!response.ok) return;
       const fresh = new DOMParser().parseFromString(await response.text(), "text/html").querySelector("main");
       const main = document.querySelector("main");

@@ -127,7 +127,7 @@ def test_the_balancer_replaces_every_forwarding_header_a_client_sends(recorded) 
 def balanced_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Server]]:
     """One `blocktrace serve --use-xheaders` with a teacher password, behind HAProxy: (balancer port, app)."""
     folder = tmp_path_factory.mktemp("balanced-app")
-    app = start_server(folder / "server.log", "--teacher-password", PASSWORD, "--use-xheaders")
+    app = start_server(folder / "server.log", "--teacher-password", PASSWORD, "--use-xheaders", "--access-log")
     port = free_port()
     try:
         haproxy = start_haproxy(port, {"app1": app.port, "app2": app.port}, folder / "haproxy.log")
@@ -180,7 +180,7 @@ def test_a_spoofed_scheme_does_not_reach_the_app(balanced_app) -> None:
 
 def test_a_new_spoofed_address_per_guess_is_still_limited(balanced_app) -> None:
     """300 wrong passwords through the balancer, each naming a new X-Real-Ip and X-Forwarded-For: only the
-    first `login_failures` are checked (401), the rest get 429; the teacher's browser, logged in before, still
+    first `login_failures` are checked (403), the rest get 429; the teacher's browser, logged in before, still
     gets in, while a browser that never logged in is refused until the guessing stops."""
     port, app = balanced_app
     teacher = f"http://127.0.0.1:{port}/teacher"
@@ -194,7 +194,7 @@ def test_a_new_spoofed_address_per_guess_is_still_limited(balanced_app) -> None:
         spoof = f"10.{n // 250}.{n % 250}.7"
         statuses.append(_request(teacher, {"X-Real-Ip": spoof, "X-Forwarded-For": spoof}, f"guess {n}")[0])
     failures = Settings().login_failures  # the default: the servers here set no BLOCKTRACE_LOGIN_FAILURES
-    assert statuses == [401] * failures + [429] * (GUESSES - failures)
+    assert statuses == [403] * failures + [429] * (GUESSES - failures)
     status, _body, headers = _request(teacher, password=PASSWORD)
     assert status == 429 and int(headers["Retry-After"]) > 0
     status, body, _headers = _request(teacher, password=PASSWORD, cookie=f"{TEACHER_COOKIE}={device.group(1)}")

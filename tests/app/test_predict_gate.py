@@ -267,7 +267,7 @@ def test_the_floor_and_the_lab_send_no_result_before_the_commit(server) -> None:
 
 def test_the_teacher_page_lists_a_signed_link_per_explorable(server) -> None:
     """/teacher (with its password) links each explorable with predict=off and this server's signature."""
-    password = re.search(r"teacher page \S+ +password: (\S+)", server.log()).group(1)
+    password = server.teacher_password()
     auth = base64.b64encode(f"teacher:{password}".encode()).decode()
     request = urllib.request.Request(server.url("/teacher"), headers={"Authorization": f"Basic {auth}"})
     with urllib.request.urlopen(request, timeout=30) as response:

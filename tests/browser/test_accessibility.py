@@ -10,6 +10,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from tests.browser.teacher_login import logged_in_page
 from tests.conftest import module_server
 
 pytestmark = pytest.mark.browser
@@ -95,8 +96,7 @@ def test_dark_page_passes_axe(browser: Browser, site, path: str) -> None:
 
 def test_teacher_page_has_no_serious_axe_violations(browser: Browser, site) -> None:
     """The teacher's dashboard passes axe too."""
-    page = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    page.goto(site.url("/teacher"))
+    page = logged_in_page(browser, site.url("/teacher"), PASSWORD)
     page.locator("main").wait_for()
     assert _serious(page) == []
     page.context.close()

@@ -11,6 +11,7 @@ from http.cookiejar import CookieJar
 import pytest
 from playwright.sync_api import Browser, expect
 
+from tests.browser.teacher_login import logged_in_page
 from tests.conftest import module_server
 
 pytestmark = pytest.mark.browser
@@ -22,6 +23,20 @@ XSS = '<img src=x onerror="window.__pwned=1">'
 @pytest.fixture(scope="module")
 def classroom(tmp_path_factory):
     yield from module_server(tmp_path_factory, "classroom", "--teacher-password", PASSWORD)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # the redirect itself is the answer
+
+
+def _get_with_headers(url: str, data: dict | None, opener: urllib.request.OpenerDirector):
+    request = urllib.request.Request(url, data=urllib.parse.urlencode(data).encode() if data else None)
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status, response.read().decode(), response.headers
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(), err.headers
 
 
 def _get(url: str, password: str | None = None, data: dict | None = None,
@@ -97,8 +112,7 @@ def test_names_and_explanations_are_text_on_every_page(browser: Browser, classro
     page.get_by_role("button", name="Save name").click()
     expect(page.get_by_text("Saved.")).to_be_visible()
     _commit(page, "The input comes out unchanged either way", note=XSS)
-    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    teacher.goto(classroom.url("/teacher?class=period3"))
+    teacher = logged_in_page(browser, classroom.url("/teacher?class=period3"), PASSWORD)
     expect(teacher.get_by_text("Replacing the residual stream is harmless")).to_be_visible()
     expect(teacher.locator("main")).to_contain_text(XSS[:40])
     assert teacher.evaluate("window.__pwned") is None
@@ -127,13 +141,17 @@ def test_the_explanation_counts_as_you_type_and_a_long_one_is_refused_not_cut(br
 
 
 def test_teacher_pages_refuse_students(classroom) -> None:
-    """No password: 401; wrong password: 401; a post without the page's token: 403; guessing: 429."""
-    assert _get(classroom.url("/teacher"))[0] == 401
-    assert _get(classroom.url("/teacher/events.csv"))[0] == 401
-    assert _get(classroom.url("/teacher/reveal"), None, {"class": "x", "question": "q"})[0] == 401
+    """No login: sent to the login page (never a 401 that opens the browser's password box); a script's wrong
+    password: 403; a post without the page's token: 403; guessing: 429."""
+    stay = urllib.request.build_opener(_NoRedirects)
+    for path, data, status in (("/teacher", None, 302), ("/teacher/events.csv?class=a", None, 302),
+                               ("/teacher/reveal", {"class": "x", "question": "q"}, 303)):
+        answer, _body, headers = _get_with_headers(classroom.url(path), data, stay)
+        assert answer == status and "WWW-Authenticate" not in headers
+        assert headers["Location"].startswith("/teacher/login?next=")
     assert _get(classroom.url("/teacher/reveal"), PASSWORD, {"class": "x", "question": "q"})[0] == 403
     status, csv_text = _get(classroom.url("/teacher/events.csv"), PASSWORD)
     assert status == 200 and csv_text.startswith("event_id,")
     statuses = [_get(classroom.url("/teacher"), "wrong")[0] for _ in range(6)]
-    assert statuses[:5] == [401] * 5 and statuses[5] == 429
+    assert statuses[:5] == [403] * 5 and statuses[5] == 429
     assert _get(classroom.url("/teacher"), PASSWORD)[0] == 429  # the address is refused for a while

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from blocktrace.app.classroom.store import EventStore, default_url
+from tests.browser.teacher_login import logged_in_page
 from tests.conftest import module_server
 
 pytestmark = pytest.mark.browser
@@ -32,8 +33,7 @@ def dashboard(server, code: str) -> str:
 
 
 def test_a_student_joins_by_the_teachers_link_and_stays_in_the_class(browser: Browser, classroom) -> None:
-    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    teacher.goto(classroom.url("/teacher?class=period3"))
+    teacher = logged_in_page(browser, classroom.url("/teacher?class=period3"), PASSWORD)
     expect(teacher.get_by_role("heading", name="Students join class “period3”")).to_be_visible()
     qr = teacher.locator("img.bt-qr")
     expect(qr).to_be_visible()
@@ -127,8 +127,7 @@ def test_a_crafted_class_cookie_joins_nothing_until_the_teacher_lets_students_st
     expect(page.locator(".bt-learner-bar")).to_contain_text("No class")
     with EventStore(default_url(classroom.data_dir)) as store:
         assert "made-up" not in store.class_codes()
-    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    teacher.goto(classroom.url("/teacher?class=period7"))
+    teacher = logged_in_page(browser, classroom.url("/teacher?class=period7"), PASSWORD)
     teacher.get_by_role("button", name="Let students start a class with any code").click()
     expect(teacher.get_by_role("button", name="Only classes I opened")).to_be_visible()
     page.goto(classroom.url("/?class=Chem9"))

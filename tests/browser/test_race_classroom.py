@@ -13,6 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from blocktrace.app.lessons.loading import lesson_for_explorable, load_lessons
 from blocktrace.explorables.train_the_block.state import PREDICTION_CHOICES
+from tests.browser.teacher_login import logged_in_page
 from tests.conftest import module_server
 
 RACE = "train-the-block"
@@ -66,8 +67,7 @@ def test_a_pushed_race_reaches_every_student_and_the_teacher_sees_it_against_the
     expect(bea.get_by_label("Floors in each model")).to_have_value("12")
     expect(bea.get_by_label("Floors in each model")).to_be_disabled()  # held as predicted
 
-    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    teacher.goto(classroom.url(f"/teacher?class={CODE}"))
+    teacher = logged_in_page(browser, classroom.url(f"/teacher?class={CODE}"), PASSWORD)
     card(teacher).get_by_label("Look at this").fill(classroom.url(f"/explorables/{RACE}?{SETUP}&embed=1"))
     card(teacher).get_by_role("button", name="Show to the class").click()
     expect(card(teacher)).to_contain_text("Showing every student, committed or not, this race: "

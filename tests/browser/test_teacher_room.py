@@ -8,6 +8,7 @@ import re
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from tests.browser.teacher_login import logged_in_page
 from tests.conftest import module_server
 
 pytestmark = pytest.mark.browser
@@ -22,9 +23,7 @@ def classroom(tmp_path_factory):
 
 
 def teacher_page(browser: Browser, classroom, query: str = "") -> Page:
-    page = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    page.goto(classroom.url(f"/teacher?class={CODE}{query}"))
-    return page
+    return logged_in_page(browser, classroom.url(f"/teacher?class={CODE}{query}"), PASSWORD)
 
 
 def lesson_card(page: Page):
@@ -111,8 +110,7 @@ def test_the_presenter_view_shows_the_explorable_beside_the_class_answers(browse
     student.get_by_text("Zero updates return the input unchanged").click()
     student.get_by_role("button", name="Commit prediction").click()
     expect(student.get_by_text("Your prediction (final)")).to_be_visible()
-    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    teacher.goto(classroom.url("/teacher?class=present1"))
+    teacher = logged_in_page(browser, classroom.url("/teacher?class=present1"), PASSWORD)
     teacher.get_by_role("link", name="Present “The Transformer block”").click()
     answers = teacher.locator("main.bt-present-answers")
     expect(answers.locator("caption")).to_contain_text("(1 answer)")
@@ -138,8 +136,7 @@ def test_pacing_holds_releases_and_pushes_a_state(browser: Browser, classroom) -
     waiting.goto(classroom.url(f"/lessons/transformer-block?class={code}"))
     expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()
 
-    teacher = browser.new_context(http_credentials={"username": "teacher", "password": PASSWORD}).new_page()
-    teacher.goto(classroom.url(f"/teacher?class={code}"))
+    teacher = logged_in_page(browser, classroom.url(f"/teacher?class={code}"), PASSWORD)
     card = lesson_card(teacher)
     card.get_by_role("button", name="Hold at Predict").click()
     expect(lesson_card(teacher)).to_contain_text("The class is held at Predict")

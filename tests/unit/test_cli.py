@@ -1,10 +1,12 @@
-"""`blocktrace trace`: the table, JSON and CSV outputs, and one clean `error:` line for every bad input."""
+"""`blocktrace trace`: the table, JSON and CSV outputs, and one clean `error:` line for every bad input; and what
+`blocktrace serve` says of itself (its help, its banner, the teacher password it uses)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blocktrace.app.cli import main
+from blocktrace.app.cli import build_parser, main
+from blocktrace.app.serve import Classroom, banner
 from blocktrace.explorables.engine import run_preset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,3 +214,90 @@ def test_lessons_missing_from_an_installation_are_an_error(tmp_path) -> None:
 
     with pytest.raises(FileNotFoundError, match="lessons"):
         load_lessons(tmp_path)
+
+
+# --- `blocktrace serve`: its help, its banner, the teacher password ---------------------------------------------
+
+
+def test_serve_help_says_what_the_password_flags_do(capsys: pytest.CaptureFixture[str]) -> None:
+    """The help tells how the teacher password is chosen and kept, and names --new-password and --access-log."""
+    code, out, _err = _run(["serve", "--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0
+    assert "the server makes one the first time, keeps it in the data folder (file teacher-password)" in text
+    assert "--new-password replace the teacher password kept in the data folder" in text
+    assert "--access-log log every request" in text
+    assert "beyond this machine" not in text  # what the help said before: never what the server did
+
+
+def _classroom(source: str, password: str = "Kept-password1") -> Classroom:
+    return Classroom([], b"s" * 32, Path("/srv/blocktrace-data"), password, source)
+
+
+@pytest.mark.parametrize(("address", "lan", "students"), [
+    ("127.0.0.1", None, ["http://127.0.0.1:5006/   (this computer only: start with --address 0.0.0.0 to let the "
+                         "class in)"]),
+    ("0.0.0.0", ["192.168.1.23", "10.0.0.4"], ["http://192.168.1.23:5006/", "http://10.0.0.4:5006/"]),
+    ("0.0.0.0", [], ["http://THIS-COMPUTER'S-ADDRESS:5006/ (no network address found: is it connected?)"]),
+    ("192.168.1.23", None, ["http://192.168.1.23:5006/"]),
+    ("fd00::17", None, ["http://[fd00::17]:5006/"]),
+])
+def test_the_banner_gives_the_addresses_students_can_use(address: str, lan, students: list[str]) -> None:
+    """On 0.0.0.0 the students' addresses are this computer's network addresses, one a line."""
+    lines = banner(address, 5006, _classroom("/srv/blocktrace-data/teacher-password"), lan).splitlines()
+    assert lines[0] == "blocktrace is ready (Ctrl-C stops it)."
+    assert [line[18:] for line in lines[1:1 + len(students)]] == students
+    own = {"192.168.1.23": "192.168.1.23", "fd00::17": "[fd00::17]"}.get(address, "127.0.0.1")
+    assert lines[1 + len(students)] == f"  Teacher room:   http://{own}:5006/teacher"
+
+
+@pytest.mark.parametrize(("source", "shown"), [
+    ("/srv/blocktrace-data/teacher-password", "Kept-password1   (kept in /srv/blocktrace-data/teacher-password; "
+                                              "--new-password makes a new one)"),
+    ("--teacher-password", "the one given by --teacher-password"),
+    ("BLOCKTRACE_TEACHER_PASSWORD", "the one given by BLOCKTRACE_TEACHER_PASSWORD"),
+])
+def test_the_banner_shows_only_a_password_the_server_made(source: str, shown: str) -> None:
+    """A kept password is shown with where it is kept; one the teacher gave is named by where it came from."""
+    text = banner("127.0.0.1", 5006, _classroom(source), [])
+    assert f"  Password:       {shown}" in text.splitlines()
+    assert ("Kept-password1" in text) == source.startswith("/")  # only the password the server made
+    assert text.splitlines()[-1] == "  Data folder:    /srv/blocktrace-data"
+
+
+def test_the_banner_without_a_classroom_says_nothing_is_kept() -> None:
+    lines = banner("127.0.0.1", 5006, None, []).splitlines()
+    assert lines[-1] == "  Records:        none (--no-classroom): no teacher's room, nothing is kept"
+    assert not any("Password" in line or "Teacher" in line for line in lines)
+
+
+@pytest.mark.parametrize(("flag", "env", "new", "expected"), [
+    ("from-flag", "from-env", False, ("from-flag", "--teacher-password")),
+    (None, "from-env", False, ("from-env", "BLOCKTRACE_TEACHER_PASSWORD")),
+    (None, None, False, ("kept", "file")),
+    ("from-flag", None, True, "--new-password makes a password of its own; the password is given by "
+                              "--teacher-password"),
+    (None, "from-env", True, "--new-password makes a password of its own; the password is given by "
+                             "BLOCKTRACE_TEACHER_PASSWORD"),
+])
+def test_a_given_password_comes_before_the_kept_one(tmp_path, monkeypatch, flag, env, new, expected) -> None:
+    """--teacher-password, then BLOCKTRACE_TEACHER_PASSWORD, then the kept file; --new-password with a given
+    password is an error that says which one."""
+    from blocktrace.app.classroom.login_guard import PASSWORD_FILE
+    from blocktrace.app.serve import teacher_password
+
+    (tmp_path / PASSWORD_FILE).write_text("kept\n")
+    if env is None:
+        monkeypatch.delenv("BLOCKTRACE_TEACHER_PASSWORD", raising=False)
+    else:
+        monkeypatch.setenv("BLOCKTRACE_TEACHER_PASSWORD", env)
+    args = build_parser().parse_args(["serve", *([f"--teacher-password={flag}"] if flag else []),
+                                      *(["--new-password"] if new else [])])
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match=re.escape(expected)):
+            teacher_password(args, tmp_path)
+        assert (tmp_path / PASSWORD_FILE).read_text() == "kept\n"  # nothing was replaced
+    else:
+        password, source = teacher_password(args, tmp_path)
+        assert (password, source) == (expected[0], str(tmp_path / PASSWORD_FILE) if expected[1] == "file"
+                                      else expected[1])
