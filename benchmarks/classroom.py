@@ -181,6 +181,7 @@ class Server:
     data_dir: Path
     db_url: str
     password: str = ""  # the teacher's (--teacher-password)
+    classes: tuple[str, ...] = ()  # opened before it started: the run's class, then the warm-up's (open_classes)
 
     def roots(self) -> list[int]:
         return [self.process.pid]
@@ -220,12 +221,29 @@ class Server:
         return cpu_of(self.pids())
 
 
+def new_classes() -> tuple[str, ...]:
+    """A run's class codes: its own (new for each run), and the warm-up pages' class."""
+    return f"bench-{secrets.token_hex(3)}", "bench-warmup"
+
+
+def open_classes(db_url: str, codes: tuple[str, ...]) -> None:
+    """Open the classes in the store the server will use, as the teacher's room does before a lesson: students
+    join only a class their teacher opened. Done before the server starts, so every process of it has read them."""
+    with EventStore(db_url) as store:
+        store.upgrade()
+        for code in codes:
+            store.open_class(code)
+
+
 def start_server(folder: Path, procs: int, secret: str, db_url: str | None, tuned: bool = True,
-                 nat: bool = False, password: str | None = None) -> Server:
+                 nat: bool = False, password: str | None = None, classes: tuple[str, ...] | None = None) -> Server:
     port = free_port()
     data_dir = folder / "data"
     log_path = folder / "server.log"
     password = password or secrets.token_urlsafe(9)
+    classes = classes or new_classes()
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    open_classes(db_url or default_url(data_dir), classes)
     args = [sys.executable, "-m", "blocktrace.app.cli", "serve", "--port", str(port), "--num-procs", str(procs),
             "--data-dir", str(data_dir), f"--teacher-password={password}"]
     if db_url:
@@ -237,7 +255,7 @@ def start_server(folder: Path, procs: int, secret: str, db_url: str | None, tune
     with log_path.open("w") as log:
         process = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1", SECRET_ENV: secret})
-    server = Server(process, port, log_path, data_dir, db_url or default_url(data_dir), password)
+    server = Server(process, port, log_path, data_dir, db_url or default_url(data_dir), password, classes)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         try:
@@ -297,17 +315,19 @@ def start_deployment(folder: Path, procs: int, secret: str, db_url: str, tuned: 
 
     hosts: list[Server] = []
     password = secrets.token_urlsafe(9)  # one teacher password for the hosts, as deploy/README.md says
+    classes = new_classes()  # in the store both hosts share
     try:
         for name in ("app1", "app2"):  # the two servers deploy/haproxy.cfg names
             (folder / name).mkdir()
-            hosts.append(start_server(folder / name, procs, secret, db_url, tuned, nat=True, password=password))
+            hosts.append(start_server(folder / name, procs, secret, db_url, tuned, nat=True, password=password,
+                                      classes=classes))
         port, log_path = free_port(), folder / "haproxy.log"
         balancer = start_haproxy(port, {f"app{i}": host.port for i, host in enumerate(hosts, 1)}, log_path)
     except BaseException:
         for host in hosts:
             stop_server(host)
         raise
-    return Deployment(balancer, port, log_path, folder, db_url, password, hosts=hosts)
+    return Deployment(balancer, port, log_path, folder, db_url, password, classes, hosts=hosts)
 
 
 def stop_deployment(deployment: Deployment) -> None:
@@ -739,14 +759,14 @@ async def _bounded(what: str, awaitable, timeout: float):
 async def run_class(server: Server, procs: int, students_n: int, duration: float, secret: bytes,
                     tables: dict[str, float], rng: random.Random, own_tables: list[dict[str, float]] | None = None,
                     ) -> Result:
-    class_code = f"bench-p{procs}-n{students_n}-{secrets.token_hex(3)}"
+    class_code, warm_up_class = server.classes
     url = f"http://127.0.0.1:{server.port}{ROUTE}"
     load_before = os.getloadavg()[0]
 
     # Warm up: the first sessions of each worker import and build everything once; they stay open.
     warm = [Student(-1 - i, url, tables) for i in range(2 * procs + 1)]
     for student in warm:
-        await _bounded("a warm-up join", student.join("bench-warmup"), STEP_TIMEOUT)
+        await _bounded("a warm-up join", student.join(warm_up_class), STEP_TIMEOUT)
     rss_before = server.rss_mb()
 
     students = [Student(n, url, tables, choice_index=1 + n % 4) for n in range(students_n)]
@@ -939,11 +959,11 @@ async def run_reopen(server: Server, procs: int, students_n: int, reopen_n: int,
     The staying students ping the server while exploring (and after, while the server reclaims the closed
     sessions' memory); the server's RSS is sampled throughout.
     """
-    class_code = f"bench-reopen-n{students_n}-{secrets.token_hex(3)}"
+    class_code, warm_up_class = server.classes
     url = f"http://127.0.0.1:{server.port}{ROUTE}"
     warm = [Student(-1 - i, url, tables) for i in range(2 * procs + 1)]
     for student in warm:
-        await _bounded("a warm-up join", student.join("bench-warmup"), STEP_TIMEOUT)
+        await _bounded("a warm-up join", student.join(warm_up_class), STEP_TIMEOUT)
     students = [Student(n, url, tables, choice_index=1 + n % 4) for n in range(students_n)]
     gate = asyncio.Semaphore(CONNECT_PARALLEL)
     thresholds = gc.get_threshold()

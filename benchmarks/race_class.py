@@ -284,13 +284,13 @@ async def join_all(students: list[Student], class_code: str) -> None:
 async def run(server: Server, n_racers: int, n_sliders: int, duration: float, warm_up: float, rng: random.Random,
               ) -> tuple[list[Window], int]:
     """Both windows on one server: (the windows, how many race worker processes the server ran)."""
-    class_code = f"bench-race-{secrets.token_hex(3)}"
+    class_code, warm_up_class = server.classes  # opened before the server started, as a teacher opens a class
     trace_url = f"http://127.0.0.1:{server.port}{ROUTE}"
     race_url = f"http://127.0.0.1:{server.port}{RACE_ROUTE}"
     tables = table_texts()
     warm = [Student(-1 - i, trace_url, tables) for i in range(3)] + [Racer(-4, race_url, {})]
     for student in warm:  # each page built once more, as in classroom.py; the race page does not race
-        await _bounded("a warm-up join", student.join("bench-warmup"), STEP_TIMEOUT)
+        await _bounded("a warm-up join", student.join(warm_up_class), STEP_TIMEOUT)
     sliders = [Student(n, trace_url, tables, choice_index=1 + n % 4) for n in range(n_sliders)]
     racers = [Racer(n_sliders + n, race_url, {}, choice_index=1 + n % 4) for n in range(n_racers)]
     thresholds = gc.get_threshold()

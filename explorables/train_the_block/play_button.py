@@ -14,7 +14,8 @@ import param
 
 __all__ = ["PLAY", "PAUSE", "PlayButton"]
 
-PLAY, PAUSE = "Play", "Pause"
+PLAY = "Play"
+PAUSE = "Pause"
 
 # Bokeh's and Panel's look of a solid primary button (bokeh buttons.css, panel button.css), which the buttons
 # beside it have; bk-btn also gives it the page's focus ring (components/focus.py).

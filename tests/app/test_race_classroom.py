@@ -182,9 +182,9 @@ def test_the_teacher_sees_the_class_predictions_against_how_their_races_came_out
     assert f"{PREDICTION_CHOICES['a-first']} 2 2" in card  # predicted by two (Ada, Cy); came out so for two
     assert f"{PREDICTION_CHOICES['b-first']} 1 0" in card
     assert "As predicted for 1 of 2 learners whose races were decided." in card
-    assert "Ada committed Exercise 2 of 4: Predict, Experiment no result yet as predicted" in card  # the roster
-    assert "Bea committed Exercise 2 of 4: Predict, Experiment no result yet not as predicted" in card
-    assert "Cy committed Experiment 1 of 4: Predict no result yet not decided yet" in card
+    assert "Ada committed Exercise 2 of 4: Predict, Experiment no result yet – as predicted" in card  # the roster
+    assert "Bea committed Exercise 2 of 4: Predict, Experiment no result yet – not as predicted" in card
+    assert "Cy committed Experiment 1 of 4: Predict no result yet – not decided yet" in card
     assert card.index("Predicted against") < card.index("Reveal to the class")  # beside the bars it reveals
     assert "Predicted against how their races came out (2 races decided)" in text(presenter_bars(summary, QUESTIONS))
 

@@ -150,7 +150,7 @@ def test_transformer_block_lesson_by_keyboard(open_page) -> None:
         expect(replace).not_to_be_checked()
         expect(stage_table(page).get_by_text("input lost here")).to_have_count(0)
     with kb.step("Normalisation (ArrowDown)"):
-        kb.tab_to(select(page, "Normalisation"))
+        kb.tab_to(select(page, "Normalisation"), back=True)  # laid out before the checkbox
         kb.press("ArrowDown")
         expect(select(page, "Normalisation")).to_have_value("Mean-centred (LayerNorm)")
         expect(page).to_have_url(re.compile(r"[?&]norm=layernorm(&|$)"))

@@ -4,6 +4,8 @@ a handler's awaited write lands after the writes queued before it."""
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -173,8 +175,9 @@ def test_a_teacher_write_lands_after_the_learner_writes_queued_before_it(tmp_pat
     store.down = False
     assert asyncio.run(worker.write(store.archive, "p3")) == 2
     assert worker.outbox.pending == 0
-    rows = [line.split(",") for line in store.export_csv("p3").splitlines()[1:]]
-    assert [(row[3], row[-1]) for row in rows] == [("1", '"{""text"":""before""}"')], "in the epoch it was made in"
+    rows = list(csv.DictReader(io.StringIO(store.export_csv("p3"))))
+    assert [(row["epoch"], row["payload"]) for row in rows] == [("1", '{"text":"before"}')], \
+        "in the epoch it was made in"
     assert store.learner_count("p3") == 0, "the archive came after it: the new epoch starts empty"
 
 

@@ -99,7 +99,7 @@ def test_the_presenter_page_says_when_the_store_is_off_or_unreachable():
     """The presenter's page keeps its layout (the explorable beside the answers) when there are no counts."""
     values = {"title": "Present", "tagline": "t", "theme": "dark", "refresh": True, "refresh_seconds": 5,
               "other_theme": "/teacher/present?class=p3", "src": "/x?a=1&b=2", "frame_title": "X",
-              "lesson_title": "L", "summary": None, "answers": ""}
+              "lesson_title": "L", "summary": None, "answers": "", "logout": "tok"}
     off = render("present.html", state="off", **values)
     assert "The classroom store is off" in off and 'class="teacher bt-page bt-presenter"' in off
     assert '<iframe class="bt-present-frame" src="/x?a=1&amp;b=2" title="X">' in off and "dark.css" in off
