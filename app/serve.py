@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 __all__ = ["DATA_DIR_NAME", "PASSWORD_ENV", "READY_LINE", "SECRET_ENV", "add_serve_arguments", "banner", "child_pids",
@@ -62,12 +63,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="trust X-Forwarded-For from a load balancer in front (for the teacher-login limit)")
 
 
-def websocket_origins(args: argparse.Namespace) -> list[str]:
-    """Origins the server accepts: the local names for its own port, plus any given."""
+def websocket_origins(args: argparse.Namespace, lan: tuple[str, ...] | None = None) -> list[str]:
+    """Origins the server accepts: the local names for its own port, the address it listens on, and on every
+    interface (--address 0.0.0.0) this computer's network addresses, the ones the banner tells students to open;
+    plus any given. `lan`: those addresses (found if None)."""
     origins = [f"localhost:{args.port}", f"127.0.0.1:{args.port}"]
-    if args.address not in ("127.0.0.1", "localhost", "0.0.0.0", "::"):
-        origins.append(f"{args.address}:{args.port}")
-    return origins + list(args.allow_websocket_origin)
+    if args.address in ("0.0.0.0", "::", ""):
+        origins += [f"{_url_host(a)}:{args.port}" for a in (lan_addresses() if lan is None else lan)]
+    elif args.address not in ("127.0.0.1", "localhost"):
+        origins.append(f"{_url_host(args.address)}:{args.port}")
+    return list(dict.fromkeys(origins + list(args.allow_websocket_origin)))
 
 
 def session_expiry(args: argparse.Namespace) -> dict[str, int]:
@@ -158,7 +163,8 @@ def _url_host(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
-def lan_addresses() -> list[str]:
+@cache  # read once: the websocket origins, the join link and the banner name the same addresses
+def lan_addresses() -> tuple[str, ...]:
     """This computer's IPv4 addresses on its networks (not loopback): the one it reaches other networks from, and
     those its host name resolves to."""
     found = []
@@ -167,11 +173,11 @@ def lan_addresses() -> list[str]:
         found.append(probe.getsockname()[0])
     with contextlib.suppress(OSError):
         found += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
-    return [a for a in dict.fromkeys(found) if not ipaddress.ip_address(a).is_loopback
-            and not ipaddress.ip_address(a).is_unspecified]
+    return tuple(a for a in dict.fromkeys(found) if not ipaddress.ip_address(a).is_loopback
+                 and not ipaddress.ip_address(a).is_unspecified)
 
 
-def banner(address: str, port: int, classroom: Classroom | None, lan: list[str] | None = None) -> str:
+def banner(address: str, port: int, classroom: Classroom | None, lan: tuple[str, ...] | None = None) -> str:
     """What `blocktrace serve` prints once it can serve a page: where students and the teacher go, the password
     (unless the teacher gave it), the data folder and how to stop. `lan`: this computer's addresses (found if None)."""
     everywhere = address in ("0.0.0.0", "::", "")

@@ -8,8 +8,8 @@ environment variable: `BLOCKTRACE_` and its name in capitals (`BLOCKTRACE_PAGE_B
 numbers with a comma; a yes/no is 1/0, true/false, yes/no or on/off. The environment is read the first time
 `settings()` is called (`blocktrace serve` calls it at start, before it forks its workers) and never again.
 
-Adding a setting is one line of `Settings`: its name, type, default and meaning; and a row of the README's
-"Settings" table (a test checks that every setting has one). Code takes its numbers from `settings()` when it
+Adding a setting is one line of `Settings`: its name, type, default and meaning; and a row of the table in
+docs/settings.md (a test checks that every setting has one). Code takes its numbers from `settings()` when it
 builds what uses them; a test passes its own numbers to what it builds, or, for code that reads the settings
 itself, sets them for a while: `with overridden(page_builds=(1, 0.001)): ...`.
 """

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from blocktrace.app import signing
+from blocktrace.app.server.hardening import write_private_file
 
 __all__ = [
     "CLASS_CODE_PATTERN", "CLASS_COOKIE", "COOKIE_NAME", "DEFAULT_CLASS", "SECRET_FILE", "chosen_class", "class_code",
@@ -76,26 +77,13 @@ def load_or_create_secret(data_dir: Path) -> bytes:
     """The cookie secret kept in ``data_dir``; made (32 random bytes, file mode 0600) on first use.
 
     Safe when several processes start at once: the file appears complete or not at all
-    (written aside, then hard-linked into place), and every process reads the one that won.
+    (hardening.write_private_file), and every process reads the one that won.
     """
     data_dir = Path(data_dir)
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = data_dir / SECRET_FILE
-    if not path.exists():
-        aside = data_dir / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.fchmod(fd, 0o600)  # whatever the umask
-            os.write(fd, (secrets.token_hex(SECRET_BYTES) + "\n").encode("ascii"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(aside, path)
-        except FileExistsError:
-            pass  # another process made it first; use theirs
-        finally:
-            os.unlink(aside)
+    if not path.exists():  # the first of several processes starting at once wins; every one reads its file
+        write_private_file(path, secrets.token_hex(SECRET_BYTES) + "\n", replace=False)
     if path.stat().st_mode & 0o077:
         os.chmod(path, 0o600)  # a copied or restored file may have come with looser permissions
     try:

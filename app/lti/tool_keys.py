@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from jwcrypto.jwk import JWK
+
+from blocktrace.app.server.hardening import write_private_file
 
 __all__ = ["KEY_FILE", "ToolKeys", "load_or_create", "rotate"]
 
@@ -55,25 +56,9 @@ def _new_key() -> JWK:
 
 
 def _write(path: Path, keys: tuple[JWK, ...], replace: bool = True) -> None:
-    """Write aside with mode 0600, then move into place: a reader sees the old file or the new, whole. Unless
-    `replace`, a file already there stays (another process made it first) and this one is dropped."""
-    aside = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, json.dumps({"keys": [json.loads(k.export_private()) for k in keys]}).encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if replace:
-        os.replace(aside, path)
-        return
-    try:
-        os.link(aside, path)
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(aside)
+    """Write with mode 0600, whole: a reader sees the old file or the new. Unless `replace`, a file already there
+    stays (another process made it first) and this one is dropped."""
+    write_private_file(path, json.dumps({"keys": [json.loads(k.export_private()) for k in keys]}), replace=replace)
 
 
 def load_or_create(data_dir: Path) -> ToolKeys:

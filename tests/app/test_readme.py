@@ -28,3 +28,14 @@ def test_readme_test_command_is_what_ci_runs() -> None:
 def test_readme_gives_the_run_command() -> None:
     """A fresh machine serves the app with the README's one line: pip install . && blocktrace serve."""
     assert "pip install . && blocktrace serve" in fenced_bash_lines(README)
+
+
+def test_readme_is_one_screen_and_its_links_lead_somewhere() -> None:
+    """A teacher reads the README on one screen (the reference lives in docs/); every relative link in it and in
+    docs/ names a file that exists."""
+    assert len(README.splitlines()) <= 70
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+            if not target.startswith(("http://", "https://")):
+                assert (page.parent / target).exists(), f"{page.name} links to {target}, which is not there"

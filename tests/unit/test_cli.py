@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from blocktrace.app.cli import build_parser, main
-from blocktrace.app.serve import Classroom, banner
+from blocktrace.app.serve import Classroom, banner, websocket_origins
 from blocktrace.explorables.engine import run_preset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,6 +249,23 @@ def test_the_banner_gives_the_addresses_students_can_use(address: str, lan, stud
     assert [line[18:] for line in lines[1:1 + len(students)]] == students
     own = {"192.168.1.23": "192.168.1.23", "fd00::17": "[fd00::17]"}.get(address, "127.0.0.1")
     assert lines[1 + len(students)] == f"  Teacher room:   http://{own}:5006/teacher"
+
+
+@pytest.mark.parametrize(("address", "given", "accepted"), [
+    ("127.0.0.1", [], ["localhost:5006", "127.0.0.1:5006"]),
+    ("0.0.0.0", [], ["localhost:5006", "127.0.0.1:5006", "192.168.1.23:5006", "10.0.0.4:5006"]),
+    ("0.0.0.0", ["class.example.org"], ["localhost:5006", "127.0.0.1:5006", "192.168.1.23:5006", "10.0.0.4:5006",
+                                        "class.example.org"]),
+    ("192.168.1.23", [], ["localhost:5006", "127.0.0.1:5006", "192.168.1.23:5006"]),
+    ("fd00::17", [], ["localhost:5006", "127.0.0.1:5006", "[fd00::17]:5006"]),
+])
+def test_the_server_accepts_the_pages_of_every_address_the_banner_gives(address: str, given: list[str],
+                                                                       accepted: list[str]) -> None:
+    """A student who opens an address the banner printed gets a page whose websocket is accepted: on 0.0.0.0 this
+    computer's network addresses are accepted origins without --allow-websocket-origin."""
+    args = build_parser().parse_args(["serve", "--address", address, *sum((["--allow-websocket-origin", g]
+                                                                          for g in given), [])])
+    assert websocket_origins(args, ("192.168.1.23", "10.0.0.4")) == accepted
 
 
 @pytest.mark.parametrize(("source", "shown"), [

@@ -1,4 +1,4 @@
-"""The export contract (README.md, "The export contract"): JSON keys, exact values, nulls, and the CSV."""
+"""The export contract (docs/cli.md, "The export contract"): JSON keys, exact values, nulls, and the CSV."""
 
 from __future__ import annotations
 
