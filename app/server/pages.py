@@ -7,6 +7,7 @@ from html import escape
 from urllib.parse import urlencode
 
 import panel as pn
+from bokeh.core.templates import get_env
 
 from blocktrace.app.server import loop_pauses, session_memory
 from blocktrace.app.server.catalogue import EXPLORABLES
@@ -49,10 +50,12 @@ def theme_link(query: Mapping[str, str]) -> str:
     return f'<a class="bt-theme" href="{escape(href)}">{"Light" if other == "light" else "Dark"} theme</a>'
 
 
-# A block of Panel's page template (a document's template given as text extends Panel's), with the viewport a phone
-# needs to lay the page out at its own width: without it a phone lays every page out 980 px wide and shrinks it.
-PAGE_TEMPLATE = ('{% block postamble %}<meta name="viewport" content="width=device-width, initial-scale=1">'
-                 "{% endblock %}")
+# Panel's page template with the viewport a phone needs to lay the page out at its own width (without it a phone
+# lays every page out 980 px wide and shrinks it), compiled once: a document's template given as text is compiled
+# again for every page.
+PAGE_TEMPLATE = get_env().from_string(  # Bokeh's own template environment
+    '{% extends base %}{% block postamble %}<meta name="viewport" content="width=device-width, initial-scale=1">'
+    "{% endblock %}")
 
 
 def page_title(title: str) -> str:
