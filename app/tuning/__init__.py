@@ -41,7 +41,7 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
 Verified on (the ranges in `PATCHES`): Panel 1.9.0 to 1.10, Bokeh 3.9.1 to 3.10, Tornado 6.2 to 6.6,
 param 2.1 to 2.4. CI runs each patch's own tests (tests/app) on Python 3.11 with Panel 1.9.4 and Bokeh
 3.9.2 and on Python 3.13 with Panel 1.10 and Bokeh 3.10; on the lowest versions pyproject.toml declares
-(Panel 1.9.0, Bokeh 3.9.1, Tornado 6.2, param 2.1.0) it runs the unit tests and every page of the tuned
+(Panel 1.9.0, Bokeh 3.9.1, Tornado 6.3, param 2.1.0) it runs the unit tests and every page of the tuned
 server in Chromium.
 
 `benchmarks/latency.py --compare-tuning` measures the tuned and the stock server in one run.
