@@ -53,11 +53,16 @@ def test_a_framed_launch_without_cookies_opens_the_page_for_the_lms_learner(
     outside: list[str] = []
     page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(
         (lms.url, lms.tool_url, "data:", "blob:")) else None)
-    page.goto(f"{lms.url}/course?{urlencode({'target': target, 'storage': '1'})}")
+    # The tool's frame goes between the two sites (our login, the LMS's authorisation, our launch and the
+    # storage page), so Chromium moves it between renderer processes. A query into it while it moved hung past
+    # its own timeout about once in ten runs here: so wait, on this side, for the frame to reach the page.
+    with page.expect_event("framenavigated", predicate=lambda frame: frame.url.startswith(lms.tool_url + PAGE),
+                           timeout=60_000) as reached:
+        page.goto(f"{lms.url}/course?{urlencode({'target': target, 'storage': '1'})}")
+    frame = reached.value
+    assert "lti=" in frame.url
     tool = page.frame_locator("iframe[title=blocktrace]")
     expect(tool.get_by_role("heading", name="Predict first")).to_be_visible(timeout=60_000)
-    frame = page.frame(url=lambda url: url.startswith(lms.tool_url + PAGE))
-    assert frame is not None and "lti=" in frame.url
     # The tool's frame really keeps no cookie: what it sets is gone at once.
     assert frame.evaluate("() => { document.cookie = 'probe=1; path=/'; return document.cookie; }") == ""
     choice = tool.get_by_role("radio").first
