@@ -13,13 +13,13 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from html import escape
 from typing import TYPE_CHECKING, Any
 
 import panel as pn
 
 from blocktrace.app.classroom.identity import clean_display_name
 from blocktrace.app.classroom.store import StoreUnavailable, check_prediction, check_record, new_event_id
+from blocktrace.app.classroom.teacher_view import bars
 from blocktrace.app.settings import settings
 from blocktrace.explorables.components.build_turns import serving_loop
 from blocktrace.explorables.components.updates import LiveHTML
@@ -37,6 +37,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 Together = tuple[Callable[[list[Any]], list[Any]], Callable[[Any], Any]]  # (group, convert): see _run
 
+
+REVEALED_CAPTION = "The class answered (revealed by your teacher)"
 
 Slot = tuple[str, str | None, str | None]  # (kind, explorable, what in it: checkpoint, parameter, ...)
 
@@ -424,8 +426,9 @@ class SessionRecorder:
 
     # --- reading for the learner ------------------------------------------------------------
 
-    def class_answers_html(self, question: str, choices: dict[str, str]) -> str:
-        """The class's distribution once the teacher has revealed it (callers show it only after a commit).
+    def class_answers_html(self, question: str, choices: dict[str, str], mine: str | None = None) -> str:
+        """The class's answers as bars once the teacher has revealed them, the learner's own (`mine`) marked
+        (callers show it only after a commit).
 
         Read from the process's copy of every revealed question, which the store thread refreshes.
         """
@@ -434,11 +437,4 @@ class SessionRecorder:
         counts = self.classroom.thread.reveals.get((self.learner.class_code, question))
         if counts is None:
             return ""
-        total = sum(counts.values()) or 1
-        rows = "".join(
-            f"<tr><th scope=\"row\">{escape(label)}</th><td class=\"num norm\">{counts.get(key, 0)}</td>"
-            f"<td class=\"num norm\">{100 * counts.get(key, 0) / total:.0f}%</td></tr>"
-            for key, label in choices.items())
-        return ('<table class="bt-table"><caption>The class answered (revealed by your teacher)</caption>'
-                '<thead><tr><th scope="col">Answer</th><th scope="col">Learners</th><th scope="col">Share</th>'
-                f"</tr></thead><tbody>{rows}</tbody></table>")
+        return f'<div class="bt-class-answers">{bars(counts, choices, REVEALED_CAPTION, mine)}</div>'  # a narrow column

@@ -36,14 +36,15 @@ def teacher_href(path: str, code: str, theme: str, **extra: str) -> str:
     return f"{path}?{urlencode(query)}"
 
 
-def bars(counts: dict[str, int], labels: dict[str, str], caption: str) -> str:
-    """A table of the answers `labels` names, each with its count and share of `counts`' total."""
+def bars(counts: dict[str, int], labels: dict[str, str], caption: str, mine: str | None = None) -> str:
+    """A table of the answers `labels` names, each with its count and share of `counts`' total as a bar; the
+    answer `mine` (a learner's own, on their page) is marked."""
     total = sum(counts.values())
     rows = []
     for key, label in labels.items():
         n = counts.get(key, 0)
-        rows.append((label, n, f"{100 * n / total if total else 0:.0f}"))
-    return render("bars.html", caption=caption, total=total, rows=rows)
+        rows.append((key, label, n, f"{100 * n / total if total else 0:.0f}"))
+    return render("bars.html", caption=caption, total=total, rows=rows, mine=mine)
 
 
 def outcome_table(predicted: dict[str, int], outcomes: Outcomes, labels: dict[str, str]) -> str:

@@ -151,7 +151,7 @@ def attach_explorable(explorable: Any, explorable_id: str, recorder: SessionReco
         if prediction.saving and recorder.notice.visible:  # the store hangs: say so in the gate too
             prediction.wait_for_store()
         if prediction.committed:
-            answers = recorder.class_answers_html(question, prediction.choices)
+            answers = recorder.class_answers_html(question, prediction.choices, prediction.choice)
             if answers != shown["answers"]:  # revealed, changed, or gone after an archive
                 shown["answers"] = answers
                 gate.show_message(answers)

@@ -15,7 +15,7 @@ import panel as pn
 import param
 
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, readable
-from blocktrace.explorables.components.style import WRAPPING_CHOICES
+from blocktrace.explorables.components.style import WRAPPING_CHOICES, styled
 from blocktrace.explorables.components.updates import LiveHTML
 
 __all__ = [
@@ -130,7 +130,7 @@ class PredictionGate(pn.viewable.Viewer):
         self._message = LiveHTML("", css_classes=["bt-field-error"])
         self._button.on_click(self._commit)
         self._extra = ""
-        self._summary = LiveHTML(self._summary_html(), sizing_mode="stretch_width")
+        self._summary = LiveHTML(self._summary_html(), **styled(sizing_mode="stretch_width"))  # the class's bars
         self._form = pn.Column(self._choice, self._note, pn.Row(self._button, self._message))
         self._layout = pn.Column(
             LiveHTML(f'<h2 class="bt-h2">{escape(heading)}</h2><p class="bt-question">{escape(question)}</p>'

@@ -97,6 +97,10 @@ def test_reveal_shows_the_class_only_to_those_who_committed(browser: Browser, cl
                      opener=teachers_browser)
     assert status == 200  # followed the redirect back to the dashboard
     expect(committed.get_by_text("The class answered (revealed by your teacher)")).to_be_visible(timeout=20_000)
+    own = committed.locator("tr.bt-own")  # the learner's own answer, marked among the class's bars
+    expect(own).to_have_count(1)
+    expect(own).to_contain_text("Zero updates return a zero vector")
+    expect(own).to_contain_text("(your answer)")
     waiting.reload()
     expect(waiting.get_by_role("button", name="Commit prediction")).to_be_visible()
     assert waiting.get_by_text("The class answered").count() == 0

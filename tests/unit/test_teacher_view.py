@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
+import pytest
+
 from blocktrace.app.classroom.rendering import render
 from blocktrace.app.classroom.store import EventStore, new_event_id
 from blocktrace.app.classroom.teacher_view import (
@@ -40,6 +42,16 @@ def test_words_for_one_and_many():
     html = lesson_section("T", summary(joined=1, committed=1, roster=[entry("Ada", ["predict"], last=NOW)]),
                           {}, {}, "tok", "light", NOW)
     assert "<strong>1</strong> learner joined the class · <strong>1</strong> learner committed" in html
+
+
+@pytest.mark.parametrize("mine", [None, "b", "c"])
+def test_the_bars_mark_only_the_learners_own_answer(mine):
+    html = bars({"a": 1, "b": 3}, {"a": "A <b>", "b": "B", "c": "C"}, "The class answered", mine)
+    rows = html.split("<tr")[2:]  # after the header's row
+    assert [("(your answer)" in row, 'class="bt-own"' in row) for row in rows] == \
+        [(key == mine, key == mine) for key in "abc"]
+    assert [row.split('value="')[1].split('"')[0] for row in rows] == ["25", "75", "0"]  # shares, as bars
+    assert "25 %" in html and "A &lt;b&gt;" in html and "A <b>" not in html
 
 
 def test_roster_says_who_is_where_and_escapes_names():
