@@ -110,7 +110,8 @@ def test_the_presenter_view_shows_the_explorable_beside_the_class_answers(browse
     student.get_by_text("Zero updates return the input unchanged").click()
     student.get_by_role("button", name="Commit prediction").click()
     expect(student.get_by_text("Your prediction (final)")).to_be_visible()
-    teacher = logged_in_page(browser, classroom.url("/teacher?class=present1"), PASSWORD)
+    projector = {"width": 1366, "height": 768}
+    teacher = logged_in_page(browser, classroom.url("/teacher?class=present1"), PASSWORD, viewport=projector)
     teacher.get_by_role("link", name="Present “The Transformer block”").click()
     answers = teacher.locator("main.bt-present-answers")
     expect(answers.locator("caption")).to_contain_text("(1 answer)")
@@ -119,6 +120,11 @@ def test_the_presenter_view_shows_the_explorable_beside_the_class_answers(browse
     frame = teacher.frame_locator("iframe.bt-present-frame")
     expect(frame.get_by_role("slider", name="Attention update scale")).to_be_enabled()  # no prediction step
     expect(frame.get_by_role("button", name="Commit prediction")).to_have_count(0)
+    # The explorable fills the screen below the header, no band left under it, and is drawn larger.
+    box = teacher.locator("iframe.bt-present-frame").bounding_box()
+    assert box is not None and projector["height"] - 16 <= box["y"] + box["height"] <= projector["height"]
+    assert box["width"] > projector["width"] / 2
+    expect(teacher.locator("iframe.bt-present-frame")).to_have_css("zoom", "1.2")
     teacher.context.close()
     student.context.close()
 
