@@ -1,4 +1,4 @@
-"""Attention-weight heatmaps: a sequential palette, the weight printed in each cell, hover values.
+"""Attention-weight heatmaps: a sequential palette, the weight printed in each cell that can hold it, hover values.
 
 Each theme has its palette (palette.ChartColours.sequential: dark to light blue on white, quiet to light
 blue on the dark theme) and each cell's number is near-black or white, whichever reads better on it.
@@ -9,14 +9,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from bokeh.models import ColumnDataSource, FactorRange, LinearColorMapper
+from bokeh.models import ColumnDataSource, CustomJS, FactorRange, LinearColorMapper
 from bokeh.plotting import figure
 
 from blocktrace.explorables.components.figures import add_hover, house_style, session_colours
 from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.components.palette import ChartColours, text_on
 
-__all__ = ["heatmap_data", "heatmap_figure", "heatmap_sentences", "set_factors", "token_factors"]
+__all__ = ["MIN_CELL_PX", "heatmap_data", "heatmap_figure", "heatmap_sentences", "set_factors", "token_factors"]
+
+MIN_CELL_PX = 40  # a cell narrower than this cannot hold "0.123" at 12 px: its number is left to hover and the words
+
+# The browser knows how wide the figure is drawn: it shows the cells' numbers only while they fit, with no message
+# to the server (eight positions on a phone, or sixteen anywhere, would print numbers over each other).
+NUMBERS_IF_THEY_FIT = f"""
+const cells = fig.x_range.factors.length;
+const width = fig.inner_width;
+if (cells > 0 && Number.isFinite(width) && width > 0) {{ numbers.visible = width / cells >= {MIN_CELL_PX}; }}
+"""
 
 
 def token_factors(tokens: Sequence[str]) -> list[str]:
@@ -59,8 +69,11 @@ def heatmap_figure(title: str, data: dict, rows: Sequence[str], cols: Sequence[s
     mapper = LinearColorMapper(palette=list(colours.sequential), low=0.0, high=1.0)
     fig.rect("col", "row", width=1, height=1, source=src, fill_color={"field": "value", "transform": mapper},
              line_color=colours.cell_line)
-    fig.text("col", "row", text="text", source=src, text_align="center", text_baseline="middle",
-             text_font_size="12px", text_color="text_colour")
+    numbers = fig.text("col", "row", text="text", source=src, text_align="center", text_baseline="middle",
+                       text_font_size="12px", text_color="text_colour", name="cell-numbers")
+    fit = CustomJS(args={"fig": fig, "numbers": numbers}, code=NUMBERS_IF_THEY_FIT)
+    fig.js_on_change("inner_width", fit)
+    fig.x_range.js_on_change("factors", fit)
     add_hover(fig, [("query", "@row"), ("key", "@col"), ("weight", "@value{0.000}")])
     fig.xaxis.axis_label = "key (read from) →"
     fig.yaxis.axis_label = "query (reading) ↓"

@@ -7,6 +7,8 @@ import re
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
+from blocktrace.explorables.components.heatmap import MIN_CELL_PX
+
 pytestmark = pytest.mark.browser
 
 LAB = "/explorables/decoder-block-lab"
@@ -78,6 +80,30 @@ def test_design_choices_update_the_invariants_and_heatmaps(open_page) -> None:
     expect(invariants(page)).to_contain_text("✗ fails")
     page.get_by_label("Heads").select_option(label="2")
     expect(page.get_by_text("Describe “Attention weights, head 1” in words")).to_be_visible()
+    opened.assert_clean()
+
+
+# Each heatmap's numbers (its text renderer named "cell-numbers"): [shown, how wide a cell is drawn in px], once
+# every heatmap is laid out (null before).
+HEATMAP_NUMBERS = """() => {
+  const maps = Array.from(Bokeh.documents[0].all_models)
+    .filter((m) => Array.isArray(m.renderers) && m.renderers.some((r) => r.name === "cell-numbers"));
+  if (maps.length === 0 || !maps.every((map) => map.inner_width > 0)) return null;
+  return maps.map((map) => [map.renderers.find((r) => r.name === "cell-numbers").visible,
+                            map.inner_width / map.x_range.factors.length]);
+}"""
+
+
+@pytest.mark.parametrize("positions", [4, 8])
+def test_heatmap_numbers_show_only_where_a_cell_holds_them(open_page, positions: int) -> None:
+    """At 8 positions the weights' numbers would overlap: the browser leaves them to hover and the words."""
+    opened = open_page(f"{LAB}?T={positions}", teacher_link=True)
+    page = opened.page
+    ready(page)
+    shown = page.wait_for_function(HEATMAP_NUMBERS).json_value()
+    assert all(visible == (cell >= MIN_CELL_PX) for visible, cell in shown), shown
+    if positions == 4:  # the lesson's own size: its numbers are on the map
+        assert all(visible for visible, _ in shown), shown
     opened.assert_clean()
 
 
