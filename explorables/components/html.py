@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from blocktrace.explorables.components.numbers import number
+from blocktrace.explorables.components.numbers import NO_RMS, number
 
 __all__ = ["alt_text", "cell_number", "table"]
 
@@ -17,6 +17,8 @@ def cell_number(value: float | str | None, plain: bool = False) -> str:
     """
     if value is None:
         return '<td class="num empty"></td>'
+    if value == NO_RMS:  # a number column's "none" (stage_rms): in line with the numbers
+        return f'<td class="num none">{NO_RMS}</td>'
     if isinstance(value, str):
         return f'<td class="txt">{escape(value)}</td>'
     text = number(value, signed=not plain)
@@ -37,7 +39,8 @@ def table(
 ) -> str:
     """An accessible table: a caption, column headers, and a header cell naming each row.
 
-    rows: (row label, numbers, options) with options keys `note` (text after the label),
+    rows: (row label, numbers, options) with options keys `note` (an alarm after the label, such as "NaN"),
+    `aside` (a quiet remark after the label),
     `class` (row class), `current` (aria-current for a highlighted row) and `plain`
     (column indexes shown without a sign).
     """
@@ -45,6 +48,7 @@ def table(
     body = []
     for label, numbers, opts in rows:
         note = f' <span class="row-note">{escape(opts["note"])}</span>' if opts.get("note") else ""
+        note += f' <span class="row-aside">{escape(opts["aside"])}</span>' if opts.get("aside") else ""
         cls = f' class="{escape(opts["class"])}"' if opts.get("class") else ""
         current = ' aria-current="step"' if opts.get("current") else ""
         plain = opts.get("plain", ())

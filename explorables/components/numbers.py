@@ -5,7 +5,9 @@
   floating-point noise such as LayerNorm's 1e−17 on a constant vector reads as the zero it stands for;
 - a "+" only where asked (signed table cells, whose sign is also their colour);
 - e-notation once a value has 5 integer digits (1.00e+04), so an overflow demo stays a short cell;
-- NaN as "NaN", infinities as ∞ and −∞.
+- NaN as "NaN", infinities as ∞ and −∞;
+- a stage's RMS as "—" when its values hold −∞ (the attention scores where the causal mask hides a later
+  position: their RMS would read ∞, which says nothing about the scores the mask keeps), with NO_RMS_NOTE to say so.
 
 Prose that compares magnitudes far apart (a gradient of 0.0012 against one of 0.97) asks for significant
 figures instead of decimals; everything else above holds for it too.
@@ -18,9 +20,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["MINUS", "norm", "number", "vector", "words_of_number"]
+from blocktrace.explorables.engine.ops import rms
+
+__all__ = ["MINUS", "NO_RMS", "NO_RMS_NOTE", "norm", "number", "rms_card", "stage_rms", "vector", "words_of_number"]
 
 MINUS = "\u2212"
+NO_RMS = "—"
+NO_RMS_NOTE = "— : −∞ where the mask hides a later position, so no RMS"
 _HUGE = 1e4  # from here on a fixed-decimals number is shown in e-notation
 
 
@@ -68,3 +74,21 @@ def norm(values: np.ndarray) -> float:
 def words_of_number(text: str) -> str:
     """Number text as a sentence reads it: ‖·‖ as "norm", ∞ as "infinity" (the true minus is read as minus)."""
     return text.replace("‖·‖", "norm").replace("∞", "infinity")
+
+
+def stage_rms(values: np.ndarray) -> float | str:
+    """The RMS a stage table shows: the engine's RMS (NaN and an overflow's ∞ included, as failures), or NO_RMS
+    for values that hold −∞ and no NaN (masked attention scores), the same on every page."""
+    v = np.asarray(values, dtype=float)
+    if v.size and np.isneginf(v).any() and not np.isnan(v).any():
+        return NO_RMS
+    return rms(v)
+
+
+def rms_card(values: np.ndarray) -> tuple[str, str]:
+    """A diagram card's RMS line and the words a screen reader says for it."""
+    shown = stage_rms(values)
+    if shown == NO_RMS:
+        return f"RMS {NO_RMS}", "no root mean square: minus infinity where the mask hides a later position"
+    text = f"RMS {number(shown)}"
+    return text, words_of_number(text).replace("RMS", "root mean square")

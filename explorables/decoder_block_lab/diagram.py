@@ -8,12 +8,11 @@ first of them in forward order "first failure".
 from __future__ import annotations
 
 from blocktrace.explorables.components.floor_model import FloorSpec, Shown, shown, spec_from
-from blocktrace.explorables.components.numbers import number, words_of_number
+from blocktrace.explorables.components.numbers import rms_card
 from blocktrace.explorables.decoder_block_lab import checks
 from blocktrace.explorables.decoder_block_lab.state import LabState
 from blocktrace.explorables.engine import Trace
 from blocktrace.explorables.engine.forward import block_keys
-from blocktrace.explorables.engine.ops import rms
 
 __all__ = ["diagram_view"]
 
@@ -70,8 +69,7 @@ def diagram_view(state: LabState) -> Shown:
                 failing.setdefault(PREFIX + stage, []).append(f"{check.name}: {check.detail}")
         values, alerts = {}, {}
         for s in spec.stages:
-            text = f"RMS {number(rms(trace[s.key]))}"
-            said = words_of_number(text).replace("RMS", "root mean square")
+            text, said = rms_card(trace[s.key])
             if s.key in failing:
                 said += ". Check fails: " + " ".join(failing[s.key])
                 alerts[s.key] = FIRST_FAILURE if not alerts else FAILS

@@ -7,7 +7,7 @@ from html import escape
 import numpy as np
 
 from blocktrace.explorables.components.html import table
-from blocktrace.explorables.components.numbers import number
+from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE, number, stage_rms
 from blocktrace.explorables.decoder_block_lab import checks
 from blocktrace.explorables.decoder_block_lab.shapes import block_params, param_rows, shape_rows
 from blocktrace.explorables.decoder_block_lab.state import LabState
@@ -112,12 +112,15 @@ def stage_table_html(state: LabState) -> str:
         shown = [float(v) for v in row[:N_SHOWN]] + [None] * (N_SHOWN - min(N_SHOWN, row.size))
         more = f"+{row.size - N_SHOWN} more" if row.size > N_SHOWN else ""
         opts = {"plain": (2,)}
+        shown_rms = stage_rms(stage.values)
         if np.any(np.isnan(stage.values)):
             opts.update(note="NaN", **{"class": "lost"})
+        elif shown_rms == NO_RMS:
+            opts["aside"] = NO_RMS_NOTE
         if local == state.inspect:  # the stage picked in the floor diagram
             opts["current"] = True
             opts["class"] = (opts.get("class", "") + " current").strip()
-        body.append((stage.label, [local, shape_text(stage.values.shape), rms(stage.values), *shown, more], opts))
+        body.append((stage.label, [local, shape_text(stage.values.shape), shown_rms, *shown, more], opts))
     header = ["Stage", "Key", "Shape", "RMS", *[f"[{i}]" for i in range(N_SHOWN)], ""]
     last = state.T - 1
     caption = (f"Block stages in forward order: batch item 0, last position ({last}, “{state.words[last]}”); "

@@ -12,10 +12,9 @@ import numpy as np
 from blocktrace.explorables.components.floor_model import Shown, shown, spec_from
 from blocktrace.explorables.components.heatmap import heatmap_sentences
 from blocktrace.explorables.components.html import table
-from blocktrace.explorables.components.numbers import number, words_of_number
+from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE, rms_card, stage_rms
 from blocktrace.explorables.engine.config import BlockConfig
 from blocktrace.explorables.engine.forward import block_keys
-from blocktrace.explorables.engine.ops import rms
 from blocktrace.explorables.engine.stages import stage_texts
 from blocktrace.explorables.train_the_block.runner import Look, SideLook
 
@@ -66,8 +65,7 @@ def diagram_view(side: SideLook | None, name: str, config: BlockConfig, floor: i
         return shown(spec, "", None, True, caption=f"{name}, floor {floor + 1}: {WAITING}.", locked_name=WAITING)
     values = {}
     for stage in side.stages:
-        text = f"RMS {number(rms(_row(stage.values, position)))}"
-        values[stage.key] = (text, words_of_number(text).replace("RMS", "root mean square"))
+        values[stage.key] = rms_card(_row(stage.values, position))
     caption = (f"{name}, floor {floor + 1} at step {side.steps}: each card shows its stage's RMS at position "
                f"{position + 1}, as the table below does; select a stage to mark it there.")
     return shown(spec, f"blocks.{floor}.{picked}", values, False, caption=caption)
@@ -84,7 +82,10 @@ def stage_table_html(side: SideLook, name: str, floor: int, position: int, token
         more = f"+{row.size - N_SHOWN} more" if row.size > N_SHOWN else ""
         shape = "[" + ", ".join(str(n) for n in stage.values.shape) + "]"
         opts = {"plain": (2,), **({"current": True, "class": "current"} if stage.local_key == picked else {})}
-        body.append((stage.label, [stage.local_key, shape, float(rms(row)), *first, more], opts))
+        shown_rms = stage_rms(row)
+        if shown_rms == NO_RMS:
+            opts["aside"] = NO_RMS_NOTE
+        body.append((stage.label, [stage.local_key, shape, shown_rms, *first, more], opts))
     header = ["Stage", "Key", "Shape", "RMS", *[f"[{i}]" for i in range(N_SHOWN)], ""]
     caption = (f"{name}, floor {floor + 1}, at step {side.steps}: every stage at position {position + 1} "
                f"(“{token}”); attention rows list every head's weights")

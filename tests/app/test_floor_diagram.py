@@ -11,6 +11,7 @@ import pytest
 from blocktrace.explorables.block_floor import FloorExplorable
 from blocktrace.explorables.components.floor_diagram import DIAGRAM_ENV, FloorDiagram
 from blocktrace.explorables.components.floor_model import LOCKED_NAME
+from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE
 from blocktrace.explorables.decoder_block_lab.view import DecoderLabExplorable
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 from tests.app.bokeh_ws_client import models, pull_document
@@ -170,14 +171,15 @@ def table_rms(stage_table: str) -> dict[str, str]:
 @pytest.mark.parametrize("query", [{}, {"zero_eps": "on"}], ids=["masked-scores-infinite", "eps-0-nan"])
 def test_lab_diagram_and_stage_table_show_one_rms(query: dict[str, str]) -> None:
     """The diagram's card and the stage table give every stage the same RMS, also for the scores, whose masked
-    entries are −∞ (RMS ∞ in both), and for stages holding NaN (NaN in both)."""
+    entries are −∞ (RMS "—" in both, and the table's note says why), and for stages holding NaN (NaN in both)."""
     view = DecoderLabExplorable(query=query, predict=False)
     diagram, table = view.diagram.component, table_rms(view.stage_table.object)
     assert sorted(table) == sorted(LAB_LOCAL)
     assert np.isneginf(view.state.trace["blocks.0.attn.scores"]).any()
     for local, shown in table.items():
         assert diagram.values[f"blocks.0.{local}"] == f"RMS {shown}", local
-    assert table["attn.scores"] == ("NaN" if query else "∞")
+    assert table["attn.scores"] == ("NaN" if query else NO_RMS)
+    assert (NO_RMS_NOTE in view.stage_table.object) != bool(query)
     assert (table["resid_post"] == "NaN") == bool(query)
 
 

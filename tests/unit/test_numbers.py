@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from blocktrace.explorables.components.numbers import norm, number, vector, words_of_number
+from blocktrace.explorables.components.numbers import NO_RMS, norm, number, rms_card, stage_rms, vector, words_of_number
 from blocktrace.explorables.engine import ops
 
 
@@ -63,3 +63,16 @@ def test_rms_and_norm_of_odd_values() -> None:
         assert math.isnan(ops.rms(np.zeros(0)))
     assert ops.rms(np.array([[3.0, 4.0], [0.0, 0.0]])) == pytest.approx(math.sqrt(25 / 4))
     assert norm(np.array([3.0, 4.0])) == 5.0
+
+
+@pytest.mark.parametrize(("values", "shown"), [
+    ([[0.5, -np.inf], [0.25, 1.0]], NO_RMS),  # masked scores: no RMS, whatever the kept scores are
+    ([[0.5, -np.inf], [np.nan, 1.0]], "NaN"),  # a NaN is a failure and says so, mask or not
+    ([1e308, 1e308, np.inf], "∞"),  # an overflow is a failure too
+    ([3.0, -4.0], number(np.sqrt(12.5))),
+], ids=["masked", "nan-wins", "overflow", "finite"])
+def test_a_stage_rms_is_shown_one_way_on_every_page(values, shown) -> None:
+    value = stage_rms(np.array(values))
+    assert (value if value == NO_RMS else number(value)) == shown
+    text, said = rms_card(np.array(values))
+    assert text == f"RMS {shown}" and "RMS" not in said and "∞" not in said
