@@ -1,0 +1,123 @@
+"""One component that draws an explorable's results in the browser from one payload per change (issue 39 spike).
+
+The server sends three parameters: `spec` (JSON, once: palette, the controls to draw), `meta` (JSON per
+change: numbers and short strings) and `values` (a float64 array: Bokeh sends it as a binary buffer). The
+browser half is static/js/trace_view.js; the browser sends a control's change back as `sent`, a JSON text
+{"name", "value", "n"}, which the view checks on the server before it touches its state.
+
+Two variants of the same drawing code, to measure Panel's two custom-component APIs side by side:
+
+- `BrowserView`, a `pn.custom.JSComponent`: the module is served by URL from this package (Panel's
+  component route, `_bundle`), so a browser caches it; BokehJS loads it through es-module-shims, which Panel
+  serves from its own bundle (no CDN), and which app/tuning/first_load.py would have to stop leaving out;
+- `BrowserViewHTML`, a `pn.reactive.ReactiveHTML` as floor_diagram.py is: the script goes inline with every
+  page, no es-module-shims.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from functools import cache
+
+import numpy as np
+import panel as pn
+import param
+from panel.custom import JSComponent
+
+from blocktrace.explorables.components.palette import chart_colours, text_on
+from blocktrace.explorables.components.style import STATIC_DIR, dark, stylesheet
+
+__all__ = ["BrowserView", "BrowserViewHTML", "ENTRY", "spec_json"]
+
+log = logging.getLogger(__name__)
+
+SCRIPT = STATIC_DIR / "js" / "trace_view.js"
+ENTRY = "// --- ESM entry"  # the line of trace_view.js after which only the ES module's entry follows
+
+
+@cache
+def _css() -> str:
+    return (STATIC_DIR / "css" / "trace_view.css").read_text(encoding="utf-8")
+
+
+def spec_json(controls: list[dict], native: bool) -> str:
+    """The part sent once: this session's palette (light or dark) and the controls the browser draws."""
+    c = chart_colours(dark())
+    palette = {"series": list(c.series), "reference": c.reference, "positive": c.positive, "negative": c.negative,
+               "sequential": list(c.sequential), "text_on": [text_on(s) for s in c.sequential],
+               "cell_line": c.cell_line}
+    return json.dumps({"native": native, "controls": controls if native else [], "palette": palette},
+                      ensure_ascii=False)
+
+
+class BrowserView(JSComponent):
+    """The results, drawn by static/js/trace_view.js as an ES module served from this package."""
+
+    spec = param.String(default="{}", doc="JSON sent once: palette and the controls to draw.")
+    meta = param.String(default="", doc="JSON per change: numbers and short strings, no HTML.")
+    values = param.Array(default=np.zeros(0), doc="Every number drawn, float64 (a binary buffer on the wire).")
+    sent = param.String(default="", doc="The browser's last control change, JSON {name, value, n}.")
+
+    _esm = SCRIPT
+    _bundle = SCRIPT  # in a served session Panel sends the module's URL, not its text
+
+    def __init__(self, on_control: Callable[[dict], None] | None = None, **params):
+        params.setdefault("stylesheets", [stylesheet(), _css()])
+        params.setdefault("sizing_mode", "stretch_width")
+        super().__init__(**params)
+        self._on_control = on_control
+        self.param.watch(self._received, ["sent"])
+
+    def _received(self, event) -> None:
+        _dispatch(self._on_control, event.new)
+
+
+@cache
+def _script() -> str:
+    """trace_view.js up to its ES module entry, as ReactiveHTML's render script (a function body)."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    return text.split(ENTRY)[0]
+
+
+class BrowserViewHTML(pn.reactive.ReactiveHTML):
+    """The same drawing as a ReactiveHTML: the script goes inline with the page."""
+
+    spec = param.String(default="{}", doc="JSON sent once: palette and the controls to draw.")
+    meta = param.String(default="", doc="JSON per change: numbers and short strings, no HTML.")
+    values = param.Array(default=np.zeros(0), doc="Every number drawn, float64 (a binary buffer on the wire).")
+    sent = param.String(default="", doc="The browser's last control change, JSON {name, value, n}.")
+
+    _template = '<div id="tvroot" class="tv-host"></div>'
+    _scripts = {
+        "render": _script() + ("state.view = mountTraceView(tvroot, {get: function (n) { return data[n]; }, "
+                               "send: function (o) { data.sent = JSON.stringify(o); }});"),
+        "meta": "state.view.update()",
+        "values": "state.view.update()",
+        "remove": "state.view.remove()",
+    }
+
+    def __init__(self, on_control: Callable[[dict], None] | None = None, **params):
+        params.setdefault("stylesheets", [stylesheet(), _css()])
+        params.setdefault("sizing_mode", "stretch_width")
+        super().__init__(**params)
+        self._on_control = on_control
+        self.param.watch(self._received, ["sent"])
+
+    def _received(self, event) -> None:
+        _dispatch(self._on_control, event.new)
+
+
+def _dispatch(on_control: Callable[[dict], None] | None, text: str) -> None:
+    """Hand a well-formed change to the view; anything else is dropped with one log line (no traceback)."""
+    if on_control is None or not text:
+        return
+    try:
+        change = json.loads(text)
+    except ValueError:
+        change = None
+    if not isinstance(change, dict) or not isinstance(change.get("name"), str) or "value" not in change:
+        log.info("dropped a malformed control change")
+        return
+    on_control(change)
