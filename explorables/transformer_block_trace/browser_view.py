@@ -70,7 +70,9 @@ class TraceBrowserView(pn.viewable.Viewer):
         self.canvas = component(on_control=self._control, spec=spec_json(controls_spec(state), native))
         self.widgets = [] if native else self._widgets()
         self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
-        state.param.watch(self._send, ["trace", "tried", "input_error", *CONTROL_PARAMS])
+        # Every control that changes the results changes the trace; "inspect" only the drawing. A browser change
+        # is answered in _control whatever it did (its input may have to go back).
+        state.param.watch(self._send, ["trace", "tried", "input_error", "inspect"])
         state.prediction.param.watch(self._send, GATE_EVENTS)
         sync_to_url(state, QUERY_KEYS)
         self._send()
@@ -113,7 +115,7 @@ class TraceBrowserView(pn.viewable.Viewer):
                 raise ValueError(f"unknown control {name!r}")
         except (ValueError, TypeError) as err:
             log.info("refused a control change: %s", err)
-            self._send()
+        self._send()
 
     def _act(self, name: str) -> None:
         s = self.state
