@@ -151,8 +151,11 @@ class TraceBrowserView(pn.viewable.Viewer):
 
 
 def _main() -> None:
-    """`panel serve` this file: ?native=0 for Panel widgets, ?kind=html for the ReactiveHTML variant."""
+    """`panel serve` this file: ?native=0 for Panel widgets, ?kind=html for the ReactiveHTML variant,
+    ?predict=off without the gate, ?theme=dark."""
     args = {k: v[-1].decode() for k, v in (pn.state.session_args or {}).items() if v}
+    if args.get("theme") == "dark":
+        pn.config.theme = "dark"  # per session inside a server: the palette and stylesheet follow it
     TraceBrowserView(query=args, predict=args.get("predict", "on") != "off", native=args.get("native", "1") != "0",
                      kind=args.get("kind", "esm")).servable(title="Block trace, drawn in the browser")
 

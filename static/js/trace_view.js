@@ -65,16 +65,27 @@ function mountTraceView(el, io) {
 
   // --- controls drawn here (spec.native) ----------------------------------------------------------
   var controlsBox = null, errorLine = null;
-  function send(name, value) {  // at most one message a frame per control: a dragged slider sends its latest value
-    var first = !(name in pending);
+  // One change in flight at a time: the first goes at once, later ones wait for the server's answer (the
+  // payload's "ack") and only the latest of each control is sent then. A dragged slider is paced by the server.
+  var inflight = 0, inflightSince = 0, inflightName = null;
+  function flush() {
+    var names = Object.keys(pending);
+    if (!names.length) return;
+    if (inflight && performance.now() - inflightSince < 1000) return;
+    var name = names[0], v = pending[name];
+    delete pending[name];
+    sent += 1;
+    inflight = sent;
+    inflightName = name;
+    inflightSince = performance.now();
+    io.send({name: name, value: v, n: sent});
+  }
+  function send(name, value) {
     pending[name] = value;
-    if (!first) return;
-    requestAnimationFrame(function () {
-      var v = pending[name];
-      delete pending[name];
-      sent += 1;
-      io.send({name: name, value: v, n: sent});
-    });
+    flush();
+  }
+  function answered(ack) {
+    if (inflight && ack >= inflight) { inflight = 0; inflightName = null; flush(); }
   }
   if (spec.native) {
     controlsBox = tvNode("form", {"class": "tv-controls bt-card", "aria-label": "Controls"}, root);
@@ -127,7 +138,7 @@ function mountTraceView(el, io) {
     for (var name in inputs) {
       var input = inputs[name];
       input.disabled = !!meta.locked;
-      if (!(name in values) || name in pending) continue;
+      if (!(name in values) || name in pending || name === inflightName) continue;  // the student's newer value
       var v = values[name];
       if (input.type === "checkbox") { if (input.checked !== !!v) input.checked = !!v; }
       else if (input.type === "range") {
@@ -316,6 +327,7 @@ function mountTraceView(el, io) {
     var meta = JSON.parse(metaText);
     var values = io.get("values") || [];
     lastMeta = meta;
+    answered(meta.ack || 0);  // before the controls are shown: a change sent now keeps its input as it is
     drawWidth = Math.floor(root.clientWidth);  // charts are drawn at the width of their place
     showControls(meta);
     live.textContent = meta.announce || "";
