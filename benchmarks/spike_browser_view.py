@@ -266,6 +266,11 @@ ARM = """
 """
 
 
+def is_script(response) -> bool:
+    """A script the page loads: a <script>, or a module fetched by es-module-shims (a .js URL)."""
+    return response.request.resource_type == "script" or response.url.split("?")[0].endswith(".js")
+
+
 DONE = "() => window.__bt.done.then(r => ({...r, key: window.__bt.keydown}))"
 
 
@@ -306,11 +311,22 @@ def browser_run(views: list[str], loads: int, changes: int) -> dict[str, dict]:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium",
                                             args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
                 for view in views:
-                    drawn, framed, firsts, cpu, counted = [], [], [], 0.0, 0
+                    drawn, framed, firsts, cpu, counted, scripts, outside = [], [], [], 0.0, 0, {}, set()
                     for _ in range(loads):
                         context = browser.new_context(viewport={"width": 1200, "height": 900})
                         page = context.new_page()
                         page.add_init_script(PAGE_JS)
+
+                        def seen(response, scripts=scripts, outside=outside) -> None:
+                            if not response.url.startswith("http://127.0.0.1"):
+                                outside.add(response.url)
+                            elif is_script(response) and response.url not in scripts:
+                                try:
+                                    scripts[response.url] = len(response.body())
+                                except Exception:  # noqa: BLE001  (a body gone with its page: not counted)
+                                    pass
+
+                        page.on("response", seen)
                         page.goto(f"{base}?view={view}", wait_until="load")
                         page.wait_for_function("() => window.__bt && window.__bt.ready", timeout=30000)
                         firsts.append(page.evaluate("() => window.__bt.ready"))
@@ -334,7 +350,8 @@ def browser_run(views: list[str], loads: int, changes: int) -> dict[str, dict]:
                     out[view] = {"drawn": statistics.median(drawn) if drawn else float("nan"),
                                  "frame": statistics.median(framed) if framed else float("nan"),
                                  "first": statistics.median(firsts), "n": len(drawn),
-                                 "server_ms": 1000 * cpu / max(counted, 1)}
+                                 "server_ms": 1000 * cpu / max(counted, 1), "script_kb": sum(scripts.values()) / 1024,
+                                 "shims": any("es-module-shims" in u for u in scripts), "outside": len(outside)}
                 browser.close()
         finally:
             server.terminate()
@@ -379,10 +396,11 @@ def main() -> int:
         views = ["current", "esm-native", "esm-widgets", "html-native"]
         found = browser_run(views, args.loads, args.browser_changes)
         print(f"\nslider -> drawn in Chromium, stock `panel serve`, median of {args.browser_changes} x {args.loads}")
-        print(f"{'view':14} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4}")
+        print(f"{'view':14} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4} "
+              f"{'script KB':>9} {'shims':>5} {'outside':>7}")
         for view, r in found.items():
             print(f"{view:14} {r['drawn']:>9.1f} {r['frame']:>9.1f} {r['first']:>14.0f} {r['server_ms']:>13.2f} "
-                  f"{r['n']:>4}")
+                  f"{r['n']:>4} {r['script_kb']:>9.0f} {'yes' if r['shims'] else 'no':>5} {r['outside']:>7}")
     return 0
 
 
