@@ -201,7 +201,11 @@ def measure(name: str, changes: int, sessions: int) -> dict:
 # --- slider -> drawn in Chromium ------------------------------------------------------------------------
 
 APP = """
+import os
 import panel as pn
+if os.environ.get("SPIKE_SOCKET_TUNING") == "1":  # TCP_NODELAY and corked frames (app/tuning/socket_tuning.py)
+    from blocktrace.app.tuning import socket_tuning
+    socket_tuning.apply()
 from blocktrace.explorables.transformer_block_trace.browser_view import TraceBrowserView
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 args = {k: v[-1].decode() for k, v in (pn.state.session_args or {}).items() if v}
@@ -222,8 +226,9 @@ PAGE_JS = """
     }
     return null;
   };
-  const bt = window.__bt = {walk, keydown: null, drawn: null};
+  const bt = window.__bt = {walk, keydown: null, drawMs: []};
   document.addEventListener('keydown', () => { bt.keydown = performance.now(); }, true);
+  document.addEventListener('tv-drawn', e => { bt.drawMs.push(e.detail.ms); }, true);
   const outputRow = () => {
     const t = walk(document, el => el.matches('table.stage-table'));
     return t && t.querySelector('tbody tr:last-child');
@@ -286,7 +291,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def browser_run(views: list[str], loads: int, changes: int) -> dict[str, dict]:
+def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool = False) -> dict[str, dict]:
     from playwright.sync_api import sync_playwright
 
     out: dict[str, dict] = {}
@@ -297,7 +302,8 @@ def browser_run(views: list[str], loads: int, changes: int) -> dict[str, dict]:
         server = subprocess.Popen(
             [sys.executable, "-m", "panel", "serve", str(app), "--port", str(port), "--address", "127.0.0.1",
              "--allow-websocket-origin", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT))
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT),
+            env={**os.environ, "SPIKE_SOCKET_TUNING": "1" if socket_tuned else "0"})
         try:
             base = f"http://127.0.0.1:{port}/spike_app"
             deadline = time.monotonic() + 60
@@ -312,14 +318,17 @@ def browser_run(views: list[str], loads: int, changes: int) -> dict[str, dict]:
                                             args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
                 for view in views:
                     drawn, framed, firsts, cpu, counted, scripts, outside = [], [], [], 0.0, 0, {}, set()
+                    draws: list[float] = []
                     for _ in range(loads):
                         context = browser.new_context(viewport={"width": 1200, "height": 900})
                         page = context.new_page()
                         page.add_init_script(PAGE_JS)
 
                         def seen(response, scripts=scripts, outside=outside) -> None:
+                            if response.url.split(":")[0] in ("blob", "data"):
+                                return  # made in the page, nothing fetched
                             if not response.url.startswith("http://127.0.0.1"):
-                                outside.add(response.url)
+                                outside.add(response.url[:80])
                             elif is_script(response) and response.url not in scripts:
                                 try:
                                     scripts[response.url] = len(response.body())
@@ -345,13 +354,16 @@ def browser_run(views: list[str], loads: int, changes: int) -> dict[str, dict]:
                             drawn.append(result["changed"] - result["key"])
                             framed.append(result["frame"] - result["key"])
                         cpu += cpu_seconds(server.pid) - before
+                        draws += page.evaluate("() => window.__bt.drawMs")
                         counted += changes
                         context.close()
                     out[view] = {"drawn": statistics.median(drawn) if drawn else float("nan"),
                                  "frame": statistics.median(framed) if framed else float("nan"),
                                  "first": statistics.median(firsts), "n": len(drawn),
                                  "server_ms": 1000 * cpu / max(counted, 1), "script_kb": sum(scripts.values()) / 1024,
-                                 "shims": any("es-module-shims" in u for u in scripts), "outside": len(outside)}
+                                 "shims": any("es-module-shims" in u for u in scripts), "outside": len(outside),
+                                 "outside_urls": sorted(outside),
+                                 "draw_ms": statistics.median(draws) if draws else float("nan")}
                 browser.close()
         finally:
             server.terminate()
@@ -394,14 +406,23 @@ def main() -> int:
                   f"{r['cpu_cold']:>6.2f} {r['bytes']:>9.0f} {r['events']:>6.0f} {r['mb']:>7.2f} {r['objects']:>9.0f}")
     if args.browser or args.browser_only:
         views = ["current", "esm-native", "esm-widgets", "html-native"]
-        found = browser_run(views, args.loads, args.browser_changes)
-        print(f"\nslider -> drawn in Chromium, stock `panel serve`, median of {args.browser_changes} x {args.loads}")
-        print(f"{'view':14} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4} "
-              f"{'script KB':>9} {'shims':>5} {'outside':>7}")
-        for view, r in found.items():
-            print(f"{view:14} {r['drawn']:>9.1f} {r['frame']:>9.1f} {r['first']:>14.0f} {r['server_ms']:>13.2f} "
-                  f"{r['n']:>4} {r['script_kb']:>9.0f} {'yes' if r['shims'] else 'no':>5} {r['outside']:>7}")
+        for socket_tuned in (False, True):
+            found = browser_run(views, args.loads, args.browser_changes, socket_tuned)
+            print_browser(found, args, socket_tuned)
     return 0
+
+
+def print_browser(found: dict[str, dict], args, socket_tuned: bool) -> None:
+    how = "with app/tuning/socket_tuning.py only" if socket_tuned else "stock"
+    print(f"\nslider -> drawn in Chromium, `panel serve` {how}, median of {args.browser_changes} x {args.loads}")
+    print(f"{'view':14} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4} "
+          f"{'script KB':>9} {'shims':>5} {'outside':>7} {'JS draw ms':>10}")
+    for view, r in found.items():
+        print(f"{view:14} {r['drawn']:>9.1f} {r['frame']:>9.1f} {r['first']:>14.0f} {r['server_ms']:>13.2f} "
+              f"{r['n']:>4} {r['script_kb']:>9.0f} {'yes' if r['shims'] else 'no':>5} {r['outside']:>7} "
+              f"{r['draw_ms']:>10.1f}")
+        for url in r["outside_urls"]:
+            print(f"    not from this server: {url}")
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 
 The server sends three parameters: `spec` (JSON, once: palette, the controls to draw), `meta` (JSON per
 change: numbers and short strings) and `values` (a float64 array: Bokeh sends it as a binary buffer). The
-browser half is static/js/trace_view.js; the browser sends a control's change back as `sent`, a JSON text
+browser half is trace_view.js beside this file; the browser sends a control's change back as `sent`, a JSON text
 {"name", "value", "n"}, which the view checks on the server before it touches its state.
 
 Two variants of the same drawing code, to measure Panel's two custom-component APIs side by side:
 
 - `BrowserView`, a `pn.custom.JSComponent`: the module is served by URL from this package (Panel's
-  component route, `_bundle`), so a browser caches it; BokehJS loads it through es-module-shims, which Panel
+  component route, `_bundle`; it serves only files inside the component's own package folder, so the script
+  lives here and not in static/), so a browser caches it; BokehJS loads it through es-module-shims, which Panel
   serves from its own bundle (no CDN), and which app/tuning/first_load.py would have to stop leaving out;
 - `BrowserViewHTML`, a `pn.reactive.ReactiveHTML` as floor_diagram.py is: the script goes inline with every
   page, no es-module-shims.
@@ -20,6 +21,7 @@ import json
 import logging
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import panel as pn
@@ -27,19 +29,20 @@ import param
 from panel.custom import JSComponent
 
 from blocktrace.explorables.components.palette import chart_colours, text_on
-from blocktrace.explorables.components.style import STATIC_DIR, dark, stylesheet
+from blocktrace.explorables.components.style import dark, stylesheet
 
 __all__ = ["BrowserView", "BrowserViewHTML", "ENTRY", "spec_json"]
 
 log = logging.getLogger(__name__)
 
-SCRIPT = STATIC_DIR / "js" / "trace_view.js"
+HERE = Path(__file__).parent
+SCRIPT = HERE / "trace_view.js"
 ENTRY = "// --- ESM entry"  # the line of trace_view.js after which only the ES module's entry follows
 
 
 @cache
 def _css() -> str:
-    return (STATIC_DIR / "css" / "trace_view.css").read_text(encoding="utf-8")
+    return (HERE / "trace_view.css").read_text(encoding="utf-8")
 
 
 def spec_json(controls: list[dict], native: bool) -> str:
@@ -53,7 +56,7 @@ def spec_json(controls: list[dict], native: bool) -> str:
 
 
 class BrowserView(JSComponent):
-    """The results, drawn by static/js/trace_view.js as an ES module served from this package."""
+    """The results, drawn by trace_view.js as an ES module served from this package."""
 
     spec = param.String(default="{}", doc="JSON sent once: palette and the controls to draw.")
     meta = param.String(default="", doc="JSON per change: numbers and short strings, no HTML.")
@@ -64,6 +67,9 @@ class BrowserView(JSComponent):
     # Panel's "property changes that should not trigger busy indicator": its busy bookkeeping (the global
     # state's counter, edited read-only parameter by parameter) was a third of a change's server CPU.
     _busy__ignore = ["sent"]
+    # "Property changes which should not be debounced": handled on the next tick, not after Panel's 50 ms
+    # debounce (the browser keeps at most one change in flight, so nothing piles up).
+    _priority_changes = ["sent"]
     _bundle = SCRIPT  # in a served session Panel sends the module's URL, not its text
 
     def __init__(self, on_control: Callable[[dict], None] | None = None, **params):
@@ -94,6 +100,7 @@ class BrowserViewHTML(pn.reactive.ReactiveHTML):
 
     _template = '<div id="tvroot" class="tv-host"></div>'
     _busy__ignore = ["sent"]  # as BrowserView's
+    _priority_changes = ["sent"]
     _scripts = {
         "render": _script() + ("state.view = mountTraceView(tvroot, {get: function (n) { return data[n]; }, "
                                "send: function (o) { data.sent = JSON.stringify(o); }});"),

@@ -1,5 +1,5 @@
 // The block trace drawn in the browser from one payload per change (issue 39 spike).
-// explorables/components/browser_view.py serves this file as the ES module of a Panel JSComponent, and
+// explorables/components/browser_view/__init__.py serves this file as the ES module of a Panel JSComponent, and
 // the same text, up to the "ESM entry" line, as the render script of a ReactiveHTML (the other variant).
 // Input: spec (JSON, once: palette, controls), meta (JSON per change: controls' values, rows, offsets,
 // words) and values (numbers, a typed array decoded by BokehJS from the binary buffer).
@@ -324,6 +324,7 @@ function mountTraceView(el, io) {
   function update() {
     var metaText = io.get("meta");
     if (!metaText) return;
+    var started = performance.now();
     var meta = JSON.parse(metaText);
     var values = io.get("values") || [];
     lastMeta = meta;
@@ -346,7 +347,8 @@ function mountTraceView(el, io) {
     }
     results.replaceWith(fresh);
     results = fresh;
-    el.dispatchEvent(new CustomEvent("tv-drawn", {bubbles: true, composed: true}));
+    // For tests and benchmarks: the drawing is done, and how long it took in this browser.
+    el.dispatchEvent(new CustomEvent("tv-drawn", {bubbles: true, composed: true, detail: {ms: performance.now() - started}}));
   }
 
   var scheduled = false;
