@@ -25,6 +25,8 @@ Variants: current-tuned and current-stock (explorables/transformer_block_trace/v
 app/tuning), and the prototype (explorables/transformer_block_trace/browser_view.py) as esm-native
 (pn.custom.JSComponent, controls drawn by the component), esm-widgets (JSComponent, Panel widgets for the
 controls), html-native (ReactiveHTML, native controls), esm-native-tuned (with app/tuning applied).
+In the browser run also "floor": the esm-native page whose server answers each change with a ready payload
+(no state, no engine): what Bokeh's and Panel's served path costs by itself.
 
 --browser then measures slider -> drawn in headless Chromium (one browser, one server at a time, all served
 by stock `panel serve`, ?predict=off): the keydown of an ArrowRight on the slider (the native range input or
@@ -212,6 +214,16 @@ args = {k: v[-1].decode() for k, v in (pn.state.session_args or {}).items() if v
 view = args.get("view", "esm-native")
 if view == "current":
     pn.panel(TraceExplorable(predict=False)).servable()
+elif view == "floor":  # the served path's floor: the same page, a change answered with a ready payload
+    import json
+    page = TraceBrowserView(predict=False)
+    ready = json.loads(page.canvas.meta)
+
+    def answer(change):
+        page.canvas.meta = json.dumps({**ready, "ack": change.get("n", 0), "announce": str(change.get("n"))})
+
+    page.canvas._on_control = answer
+    pn.panel(page).servable()
 else:
     kind, controls = view.split("-")
     pn.panel(TraceBrowserView(predict=False, native=controls == "native", kind=kind)).servable()
@@ -276,6 +288,8 @@ def is_script(response) -> bool:
     return response.request.resource_type == "script" or response.url.split("?")[0].endswith(".js")
 
 
+# The floor page's table does not change with the slider: watch the live line (the answer's number) instead.
+FLOOR_ROW = "() => { window.__bt.outputRow = () => window.__bt.walk(document, el => el.matches('p.bt-live')); }"
 DONE = "() => window.__bt.done.then(r => ({...r, key: window.__bt.keydown}))"
 
 
@@ -339,6 +353,8 @@ def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool =
                         page.goto(f"{base}?view={view}", wait_until="load")
                         page.wait_for_function("() => window.__bt && window.__bt.ready", timeout=30000)
                         firsts.append(page.evaluate("() => window.__bt.ready"))
+                        if view == "floor":
+                            page.evaluate(FLOOR_ROW)
                         if view == "current" or view.endswith("widgets"):
                             handle = page.locator(".noUi-handle").first  # Panel's slider: the first is attention
                         else:
@@ -405,7 +421,7 @@ def main() -> int:
             print(f"{r['variant']:18} {r['models']:>6} {r['doc_kb']:>7.1f} {r['cpu_warm']:>11.2f} "
                   f"{r['cpu_cold']:>6.2f} {r['bytes']:>9.0f} {r['events']:>6.0f} {r['mb']:>7.2f} {r['objects']:>9.0f}")
     if args.browser or args.browser_only:
-        views = ["current", "esm-native", "esm-widgets", "html-native"]
+        views = ["current", "esm-native", "esm-widgets", "html-native", "floor"]
         for socket_tuned in (False, True):
             found = browser_run(views, args.loads, args.browser_changes, socket_tuned)
             print_browser(found, args, socket_tuned)
