@@ -29,7 +29,8 @@ In the browser run also "floor": the esm-native page whose server answers each c
 (no state, no engine): what Bokeh's and Panel's served path costs by itself.
 
 --browser then measures slider -> drawn in headless Chromium (one browser, one server at a time, all served
-by stock `panel serve`, ?predict=off): the keydown of an ArrowRight on the slider (the native range input or
+by `panel serve` with the app's public settings, app/server/routes.py `configure()`, as with `--no-tuning`;
+?predict=off): the keydown of an ArrowRight on the slider (the native range input or
 Panel's slider handle) to the page drawing the new result (the component's "tv-drawn" event; the current
 view: its stage table's output row changing, as benchmarks/latency.py observes it), and to the next
 animation frame after it; median of --browser-changes over --loads page loads. Also the time to the first
@@ -205,6 +206,8 @@ def measure(name: str, changes: int, sessions: int) -> dict:
 APP = """
 import os
 import panel as pn
+from blocktrace.app.server.routes import configure
+configure()  # the app's public settings, on with --no-tuning too (no Bokeh error diagnostics, no BrowserInfo)
 if os.environ.get("SPIKE_SOCKET_TUNING") == "1":  # TCP_NODELAY and corked frames (app/tuning/socket_tuning.py)
     from blocktrace.app.tuning import socket_tuning
     socket_tuning.apply()
