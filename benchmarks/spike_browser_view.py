@@ -24,7 +24,8 @@ and the memory figures do not leak from one variant into the next) and prints on
 Variants: current-tuned and current-stock (explorables/transformer_block_trace/view.py, with and without
 app/tuning), and the prototype (explorables/transformer_block_trace/browser_view.py) as esm-native
 (pn.custom.JSComponent, controls drawn by the component), esm-widgets (JSComponent, Panel widgets for the
-controls), html-native (ReactiveHTML, native controls), esm-native-tuned (with app/tuning applied).
+controls), html-native (ReactiveHTML, native controls, its script inline), cached-native (ReactiveHTML, the
+script a cached page script), esm-native-tuned (with app/tuning applied).
 In the browser run also "floor": the esm-native page whose server answers each change with a ready payload
 (no state, no engine): what Bokeh's and Panel's served path costs by itself.
 
@@ -61,6 +62,7 @@ VARIANTS = {  # name: (view, tuned)
     "esm-native": ("esm-native", False),
     "esm-widgets": ("esm-widgets", False),
     "html-native": ("html-native", False),
+    "cached-native": ("cached-native", False),
     "esm-native-tuned": ("esm-native", True),
 }
 SCALES = [round(0.05 * i, 2) for i in range(1, 61)]  # 0.05 … 3.0: every step of the slider
@@ -424,7 +426,7 @@ def main() -> int:
             print(f"{r['variant']:18} {r['models']:>6} {r['doc_kb']:>7.1f} {r['cpu_warm']:>11.2f} "
                   f"{r['cpu_cold']:>6.2f} {r['bytes']:>9.0f} {r['events']:>6.0f} {r['mb']:>7.2f} {r['objects']:>9.0f}")
     if args.browser or args.browser_only:
-        views = ["current", "esm-native", "esm-widgets", "html-native", "floor"]
+        views = ["current", "esm-native", "esm-widgets", "html-native", "cached-native", "floor"]
         for socket_tuned in (False, True):
             found = browser_run(views, args.loads, args.browser_changes, socket_tuned)
             print_browser(found, args, socket_tuned)

@@ -3,7 +3,8 @@ one payload per change, one component that draws.
 
     TraceBrowserView(native=True)            # controls drawn by the component (native inputs)
     TraceBrowserView(native=False)           # Panel widgets for the controls, the component for the results
-    TraceBrowserView(kind="html")            # the ReactiveHTML variant of the component
+    TraceBrowserView(kind="html")            # the ReactiveHTML variant, its script inline
+    TraceBrowserView(kind="cached")          # the ReactiveHTML variant, its script a cached page script
 
 The server still decides everything: a change from the browser is checked here (known control, the gate
 unlocked, the parameter's own bounds) before it reaches the state; a refused one is answered with the
@@ -19,7 +20,7 @@ from typing import Any
 import panel as pn
 from panel.io.document import unlocked
 
-from blocktrace.explorables.components.browser_view import BrowserView, BrowserViewHTML, spec_json
+from blocktrace.explorables.components.browser_view import BrowserView, BrowserViewCached, BrowserViewHTML, spec_json
 from blocktrace.explorables.components.locked_controls import LockedControls
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.updates import set_params
@@ -66,7 +67,7 @@ class TraceBrowserView(pn.viewable.Viewer):
         self.native = native
         self._ack = 0
         self.gate = PredictionGate(state.prediction, QUESTION, HINT)
-        component = BrowserView if kind == "esm" else BrowserViewHTML
+        component = {"esm": BrowserView, "html": BrowserViewHTML, "cached": BrowserViewCached}[kind]
         self.canvas = component(on_control=self._control, spec=spec_json(controls_spec(state), native))
         self.widgets = [] if native else self._widgets()
         self.locked_controls = LockedControls(state, CONTROL_PARAMS, state.prediction)
@@ -151,7 +152,7 @@ class TraceBrowserView(pn.viewable.Viewer):
 
 
 def _main() -> None:
-    """`panel serve` this file: ?native=0 for Panel widgets, ?kind=html for the ReactiveHTML variant,
+    """`panel serve` this file: ?native=0 for Panel widgets, ?kind=html or cached for the ReactiveHTML variants,
     ?predict=off without the gate, ?theme=dark."""
     args = {k: v[-1].decode() for k, v in (pn.state.session_args or {}).items() if v}
     if args.get("theme") == "dark":

@@ -19,11 +19,11 @@ VALUES = [0.0, -0.0, 1.5, -0.5, 0.0625, -0.0625, 0.1875, 0.0005, -0.0004, 1e-17,
 
 @pytest.mark.parametrize("digits,signed", [(3, False), (3, True), (2, True), (1, False)])
 def test_the_browser_writes_each_number_as_the_server_does(browser: Browser, digits: int, signed: bool) -> None:
-    """tvNumber in trace_view.js gives numbers.number()'s text for every kind of value."""
+    """btTrace.number (trace_view.js) gives numbers.number()'s text for every kind of value."""
     page = browser.new_page()
     page.set_content("<html><body></body></html>")
     page.add_script_tag(content=_script())
-    shown = page.evaluate("([vs, d, s]) => vs.map(v => tvNumber(v === null ? NaN : v, d, s))",
+    shown = page.evaluate("([vs, d, s]) => vs.map(v => btTrace.number(v === null ? NaN : v, d, s))",
                           [[None if math.isnan(v) else v for v in VALUES], digits, signed])
     page.close()
     assert shown == [number(v, digits, signed=signed) for v in VALUES]

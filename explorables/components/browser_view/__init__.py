@@ -5,14 +5,16 @@ change: numbers and short strings) and `values` (a float64 array: Bokeh sends it
 browser half is trace_view.js beside this file; the browser sends a control's change back as `sent`, a JSON text
 {"name", "value", "n"}, which the view checks on the server before it touches its state.
 
-Two variants of the same drawing code, to measure Panel's two custom-component APIs side by side:
+Three variants of the same drawing code (trace_view.js, a classic script defining window.btTrace), to
+measure Panel's two custom-component APIs side by side:
 
-- `BrowserView`, a `pn.custom.JSComponent`: the module is served by URL from this package (Panel's
-  component route, `_bundle`; it serves only files inside the component's own package folder, so the script
-  lives here and not in static/), so a browser caches it; BokehJS loads it through es-module-shims, which Panel
-  serves from its own bundle (no CDN), and which app/tuning/first_load.py would have to stop leaving out;
-- `BrowserViewHTML`, a `pn.reactive.ReactiveHTML` as floor_diagram.py is: the script goes inline with every
-  page, no es-module-shims.
+- `BrowserView`, a `pn.custom.JSComponent`: a few-line ES module mounts the drawing, which comes as a page
+  script served from this package (`__javascript__`, cached); BokehJS loads the module through
+  es-module-shims, which Panel serves from its own bundle (no CDN), and which app/tuning/first_load.py would
+  have to stop leaving out;
+- `BrowserViewHTML`, a `pn.reactive.ReactiveHTML` as floor_diagram.py is: the whole script goes inline with
+  every page, no es-module-shims;
+- `BrowserViewCached`, the ReactiveHTML mounting the cached page script: no shim, nothing inline.
 """
 
 from __future__ import annotations
@@ -31,13 +33,12 @@ from panel.custom import JSComponent
 from blocktrace.explorables.components.palette import chart_colours, text_on
 from blocktrace.explorables.components.style import dark, stylesheet
 
-__all__ = ["BrowserView", "BrowserViewHTML", "ENTRY", "spec_json"]
+__all__ = ["BrowserView", "BrowserViewCached", "BrowserViewHTML", "spec_json"]
 
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "trace_view.js"
-ENTRY = "// --- ESM entry"  # the line of trace_view.js after which only the ES module's entry follows
 
 
 @cache
@@ -55,22 +56,43 @@ def spec_json(controls: list[dict], native: bool) -> str:
                       ensure_ascii=False)
 
 
-class BrowserView(JSComponent):
-    """The results, drawn by trace_view.js as an ES module served from this package."""
+class _Script:
+    """The drawing code as a page script: Panel's component route serves trace_view.js from this package
+    (it serves only files inside the component's own folder) and every page of a process that imported this
+    module lists it, once (the URL names this class, the one that declares it), cached by the browser."""
+
+    __javascript__ = ["trace_view.js"]
+
+
+# The adapter from each API to window.btTrace.mount(el, io); io.get(name) reads a synced parameter,
+# io.send(change) sets `sent`.
+ESM = """
+export function render({model, el}) {
+  const view = window.btTrace.mount(el, {get: (name) => model[name],
+                                         send: (change) => { model.sent = JSON.stringify(change); }});
+  model.on(["meta", "values"], view.update);
+  model.on("remove", view.remove);
+}
+"""
+HTML_MOUNT = ("state.view = window.btTrace.mount(tvroot, {get: function (n) { return data[n]; }, "
+              "send: function (o) { data.sent = JSON.stringify(o); }});")
+
+
+class BrowserView(_Script, JSComponent):
+    """The results, drawn by trace_view.js (a page script) from a JSComponent's few-line ES module."""
 
     spec = param.String(default="{}", doc="JSON sent once: palette and the controls to draw.")
     meta = param.String(default="", doc="JSON per change: numbers and short strings, no HTML.")
     values = param.Array(default=np.zeros(0), doc="Every number drawn, float64 (a binary buffer on the wire).")
     sent = param.String(default="", doc="The browser's last control change, JSON {name, value, n}.")
 
-    _esm = SCRIPT
+    _esm = ESM
     # Panel's "property changes that should not trigger busy indicator": its busy bookkeeping (the global
     # state's counter, edited read-only parameter by parameter) was a third of a change's server CPU.
     _busy__ignore = ["sent"]
     # "Property changes which should not be debounced": handled on the next tick, not after Panel's 50 ms
     # debounce (the browser keeps at most one change in flight, so nothing piles up).
     _priority_changes = ["sent"]
-    _bundle = SCRIPT  # in a served session Panel sends the module's URL, not its text
 
     def __init__(self, on_control: Callable[[dict], None] | None = None, **params):
         params.setdefault("stylesheets", [stylesheet(), _css()])
@@ -85,13 +107,12 @@ class BrowserView(JSComponent):
 
 @cache
 def _script() -> str:
-    """trace_view.js up to its ES module entry, as ReactiveHTML's render script (a function body)."""
-    text = SCRIPT.read_text(encoding="utf-8")
-    return text.split(ENTRY)[0]
+    """trace_view.js as text (it defines window.btTrace), for the inline variant's render script."""
+    return SCRIPT.read_text(encoding="utf-8")
 
 
 class BrowserViewHTML(pn.reactive.ReactiveHTML):
-    """The same drawing as a ReactiveHTML: the script goes inline with the page."""
+    """The same drawing as a ReactiveHTML whose render script carries the whole drawing code, in every page."""
 
     spec = param.String(default="{}", doc="JSON sent once: palette and the controls to draw.")
     meta = param.String(default="", doc="JSON per change: numbers and short strings, no HTML.")
@@ -102,8 +123,7 @@ class BrowserViewHTML(pn.reactive.ReactiveHTML):
     _busy__ignore = ["sent"]  # as BrowserView's
     _priority_changes = ["sent"]
     _scripts = {
-        "render": _script() + ("state.view = mountTraceView(tvroot, {get: function (n) { return data[n]; }, "
-                               "send: function (o) { data.sent = JSON.stringify(o); }});"),
+        "render": _script() + HTML_MOUNT,
         "meta": "state.view.update()",
         "values": "state.view.update()",
         "remove": "state.view.remove()",
@@ -118,6 +138,12 @@ class BrowserViewHTML(pn.reactive.ReactiveHTML):
 
     def _received(self, event) -> None:
         _dispatch(self._on_control, event.new)
+
+
+class BrowserViewCached(_Script, BrowserViewHTML):
+    """The ReactiveHTML with the drawing code as the cached page script: its render script only mounts it."""
+
+    _scripts = {**BrowserViewHTML._scripts, "render": HTML_MOUNT}
 
 
 def _dispatch(on_control: Callable[[dict], None] | None, text: str) -> None:
