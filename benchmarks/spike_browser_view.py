@@ -213,6 +213,9 @@ configure()  # the app's public settings, on with --no-tuning too (no Bokeh erro
 if os.environ.get("SPIKE_SOCKET_TUNING") == "1":  # TCP_NODELAY and corked frames (app/tuning/socket_tuning.py)
     from blocktrace.app.tuning import socket_tuning
     socket_tuning.apply()
+if os.environ.get("SPIKE_NO_SHIM") == "1":  # no es-module-shims on the page (app/tuning/first_load.py)
+    from blocktrace.app.tuning import first_load
+    first_load.apply()
 from blocktrace.explorables.transformer_block_trace.browser_view import TraceBrowserView
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 args = {k: v[-1].decode() for k, v in (pn.state.session_args or {}).items() if v}
@@ -310,7 +313,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool = False) -> dict[str, dict]:
+def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool = False,
+                no_shim: bool = False) -> dict[str, dict]:
     from playwright.sync_api import sync_playwright
 
     out: dict[str, dict] = {}
@@ -322,7 +326,8 @@ def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool =
             [sys.executable, "-m", "panel", "serve", str(app), "--port", str(port), "--address", "127.0.0.1",
              "--allow-websocket-origin", f"127.0.0.1:{port}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT),
-            env={**os.environ, "SPIKE_SOCKET_TUNING": "1" if socket_tuned else "0"})
+            env={**os.environ, "SPIKE_SOCKET_TUNING": "1" if socket_tuned else "0",
+                 "SPIKE_NO_SHIM": "1" if no_shim else "0"})
         try:
             base = f"http://127.0.0.1:{port}/spike_app"
             deadline = time.monotonic() + 60
@@ -429,12 +434,17 @@ def main() -> int:
         views = ["current", "esm-native", "esm-widgets", "html-native", "cached-native", "floor"]
         for socket_tuned in (False, True):
             found = browser_run(views, args.loads, args.browser_changes, socket_tuned)
-            print_browser(found, args, socket_tuned)
+            print_browser(found, args, "with app/tuning/socket_tuning.py only" if socket_tuned else "stock")
+        # Without es-module-shims the JSComponent cannot load: only the ReactiveHTML variants, and the same
+        # two with the shim, alternated in one run.
+        for no_shim in (True, False):
+            found = browser_run(["html-native", "cached-native"], args.loads, args.browser_changes, True, no_shim)
+            print_browser(found, args, "socket_tuning and first_load (no es-module-shims)" if no_shim
+                          else "socket_tuning, es-module-shims on the page")
     return 0
 
 
-def print_browser(found: dict[str, dict], args, socket_tuned: bool) -> None:
-    how = "with app/tuning/socket_tuning.py only" if socket_tuned else "stock"
+def print_browser(found: dict[str, dict], args, how: str) -> None:
     print(f"\nslider -> drawn in Chromium, `panel serve` {how}, median of {args.browser_changes} x {args.loads}")
     print(f"{'view':14} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4} "
           f"{'script KB':>9} {'shims':>5} {'outside':>7} {'JS draw ms':>10}")
