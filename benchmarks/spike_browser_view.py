@@ -1,0 +1,460 @@
+"""Issue 39 spike: the current block-trace view against the prototype drawn in the browser, in one run.
+
+usage: python benchmarks/spike_browser_view.py [--changes 240] [--sessions 40] [--browser] [--loads 3]
+                                               [--browser-changes 30] [--variants current-tuned,esm-native,...]
+
+Each variant runs in a process of its own (so the tuning layer's patches, which apply to a whole process,
+and the memory figures do not leak from one variant into the next) and prints one row:
+
+- models: Bokeh models in one page's document (the explorable alone, gate included, no page shell);
+- doc KB: the page's document as the browser first receives it (Bokeh's JSON of the whole document);
+- CPU ms warm / cold: server CPU per slider change (this thread's CPU time, median), driven as a served
+  session is: the browser's PATCH-DOC (a new `value` of the "Attention update scale" slider model, or, for
+  the native variants, the component's `sent` text) is applied to the page's Document with Bokeh's own
+  `patch_doc.apply_to_document`; Panel handles it (outside a served session it does so at once); every
+  model change that follows is collected (as Bokeh's ServerSession receives them, the browser's own echo
+  left out) and serialized into one PATCH-DOC as Panel's `unlocked()` sends it (`patch_doc.create`, its
+  JSON and binary buffers). "warm": the settings were seen before in this process (the shared caches answer,
+  a class on the lesson's vector); "cold": every shared cache is emptied before each change (a class where
+  no two students share a setting).
+- bytes/change: the size of that one message (header, metadata, content JSON and buffers), median;
+- MB/session: RSS of the process after building --sessions pages (each its own Document), minus before,
+  over --sessions; objects/session: objects the collector tracks, the same way.
+
+Variants: current-tuned and current-stock (explorables/transformer_block_trace/view.py, with and without
+app/tuning), and the prototype (explorables/transformer_block_trace/browser_view.py) as esm-native
+(pn.custom.JSComponent, controls drawn by the component), esm-widgets (JSComponent, Panel widgets for the
+controls), html-native (ReactiveHTML, native controls, its script inline), cached-native (ReactiveHTML, the
+script a cached page script), esm-native-tuned (with app/tuning applied).
+In the browser run also "floor": the esm-native page whose server answers each change with a ready payload
+(no state, no engine): what Bokeh's and Panel's served path costs by itself.
+
+--browser then measures slider -> drawn in headless Chromium (one browser, one server at a time, all served
+by `panel serve` with the app's public settings, app/server/routes.py `configure()`, as with `--no-tuning`;
+?predict=off): the keydown of an ArrowRight on the slider (the native range input or
+Panel's slider handle) to the page drawing the new result (the component's "tv-drawn" event; the current
+view: its stage table's output row changing, as benchmarks/latency.py observes it), and to the next
+animation frame after it; median of --browser-changes over --loads page loads. Also the time to the first
+drawn result from navigation start, and the server process's CPU time over the changes divided by their
+number (the whole served path: websocket, Tornado, Bokeh's session, Panel; one browser, so little else).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SLIDER_TITLE = "Attention update scale"
+VARIANTS = {  # name: (view, tuned)
+    "current-tuned": ("current", True),
+    "current-stock": ("current", False),
+    "esm-native": ("esm-native", False),
+    "esm-widgets": ("esm-widgets", False),
+    "html-native": ("html-native", False),
+    "cached-native": ("cached-native", False),
+    "esm-native-tuned": ("esm-native", True),
+}
+SCALES = [round(0.05 * i, 2) for i in range(1, 61)]  # 0.05 … 3.0: every step of the slider
+
+
+# --- one variant, in its own process ----------------------------------------------------------------------
+
+class Connection:
+    """Stands in for Bokeh's ServerSession: receives the document's change events as it does."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def _document_patched(self, event) -> None:
+        if event.setter is not self:  # the browser's own change is not sent back to it
+            self.events.append(event)
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def build(view: str):
+    import panel as pn
+
+    if view == "current":
+        from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
+
+        return pn.panel(TraceExplorable(predict=False))
+    from blocktrace.explorables.transformer_block_trace.browser_view import TraceBrowserView
+
+    kind, controls = view.split("-")
+    return pn.panel(TraceBrowserView(predict=False, native=controls == "native", kind=kind))
+
+
+def open_page(view: str):
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc, state
+
+    doc, connection = Document(), Connection()
+    viewable = build(view)
+    viewable.server_doc(doc)
+    doc.on_change_dispatch_to(connection)
+    # As a served session once its websocket is open: Panel then dispatches the events it held (a hold that
+    # ends on a document not connected drops its model changes: the document is sent whole later).
+    with set_curdoc(doc):
+        state._thread_id = threading.get_ident()
+    state._connected[doc] = True
+    return doc, connection, viewable
+
+
+def target(doc, view: str) -> tuple[str, str]:
+    """(model id, property) the browser changes when the student moves the attention slider."""
+    from bokeh.models import Slider
+
+    if view == "current" or view.endswith("widgets"):
+        slider = next(m for m in doc.models if isinstance(m, Slider) and m.title == SLIDER_TITLE)
+        return slider.id, "value"
+    from panel.models.esm import ReactiveESM
+    from panel.models.reactive_html import ReactiveHTML
+
+    host = next(m for m in doc.models if isinstance(m, (ReactiveESM, ReactiveHTML)))
+    return host.data.id, "sent"
+
+
+def clear_caches() -> None:
+    from blocktrace.explorables.transformer_block_trace import diagram, payload, renderings, state
+
+    for cache in (state.TRACES, renderings.RENDERINGS, diagram.VIEWS, payload.PAYLOADS):
+        cache.clear()
+
+
+def one_change(doc, connection: Connection, model_id: str, attr: str, value, n: int) -> tuple[float, int, int]:
+    """(CPU ms, message bytes, events) of one browser change, from its PATCH-DOC to the reply's bytes."""
+    from bokeh.protocol.messages.patch_doc import patch_doc
+
+    new = value if attr == "value" else json.dumps({"name": "attention_scale", "value": value, "n": n})
+    incoming = patch_doc(patch_doc.create_header(), {},
+                         {"events": [{"kind": "ModelChanged", "model": {"id": model_id}, "attr": attr, "new": new}]})
+    connection.events.clear()
+    start = time.thread_time()
+    incoming.apply_to_document(doc, connection)
+    events = list(connection.events)
+    size = 0
+    if events:
+        reply = patch_doc.create(events)
+        size = (len(reply.header_json) + len(reply.metadata_json) + len(reply.content_json)
+                + sum(len(b.to_bytes()) for b in reply.buffers))
+    ms = 1000 * (time.thread_time() - start)
+    return ms, size, len(events)
+
+
+def measure(name: str, changes: int, sessions: int) -> dict:
+    view, tuned = VARIANTS[name]
+    from blocktrace.app import tuning
+    from blocktrace.app.server import routes
+
+    routes.configure()
+    tuning.apply(tuned)
+    from bokeh.core.json_encoder import serialize_json
+    from panel.io.state import set_curdoc
+
+    doc, connection, viewable = open_page(view)
+    models = len(doc.models)
+    doc_kb = len(serialize_json(doc.to_json(deferred=False))) / 1024
+    model_id, attr = target(doc, view)
+    warm, cold, sizes, counts = [], [], [], []
+    with set_curdoc(doc):
+        for n in range(changes):
+            scale = SCALES[n % len(SCALES)]
+            ms, size, count = one_change(doc, connection, model_id, attr, scale, n + 1)
+            if n >= len(SCALES):  # after one pass every setting is in the shared caches
+                warm.append(ms)
+                sizes.append(size)
+                counts.append(count)
+        for n in range(min(changes, 2 * len(SCALES))):
+            clear_caches()
+            scale = SCALES[(n * 7) % len(SCALES)]
+            ms, size, count = one_change(doc, connection, model_id, attr, scale, changes + n + 1)
+            cold.append(ms)
+    del doc, connection, viewable
+    gc.collect()
+    objects, before = len(gc.get_objects()), rss_mb()
+    pages = [open_page(view) for _ in range(sessions)]
+    gc.collect()
+    per_mb = (rss_mb() - before) / sessions
+    per_objects = (len(gc.get_objects()) - objects) / sessions
+    del pages
+    import panel
+    return {
+        "variant": name, "python": sys.version.split()[0], "panel": panel.__version__, "models": models,
+        "doc_kb": doc_kb, "cpu_warm": statistics.median(warm), "cpu_cold": statistics.median(cold),
+        "bytes": statistics.median(sizes), "events": statistics.median(counts), "mb": per_mb,
+        "objects": per_objects,
+    }
+
+
+# --- slider -> drawn in Chromium ------------------------------------------------------------------------
+
+APP = """
+import os
+import panel as pn
+from blocktrace.app.server.routes import configure
+configure()  # the app's public settings, on with --no-tuning too (no Bokeh error diagnostics, no BrowserInfo)
+if os.environ.get("SPIKE_SOCKET_TUNING") == "1":  # TCP_NODELAY and corked frames (app/tuning/socket_tuning.py)
+    from blocktrace.app.tuning import socket_tuning
+    socket_tuning.apply()
+if os.environ.get("SPIKE_NO_SHIM") == "1":  # no es-module-shims on the page (app/tuning/first_load.py)
+    from blocktrace.app.tuning import first_load
+    first_load.apply()
+from blocktrace.explorables.transformer_block_trace.browser_view import TraceBrowserView
+from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
+args = {k: v[-1].decode() for k, v in (pn.state.session_args or {}).items() if v}
+view = args.get("view", "esm-native")
+if view == "current":
+    pn.panel(TraceExplorable(predict=False)).servable()
+elif view == "floor":  # the served path's floor: the same page, a change answered with a ready payload
+    import json
+    page = TraceBrowserView(predict=False)
+    ready = json.loads(page.canvas.meta)
+
+    def answer(change):
+        page.canvas.meta = json.dumps({**ready, "ack": change.get("n", 0), "announce": str(change.get("n"))})
+
+    page.canvas._on_control = answer
+    pn.panel(page).servable()
+else:
+    kind, controls = view.split("-")
+    pn.panel(TraceBrowserView(predict=False, native=controls == "native", kind=kind)).servable()
+"""
+
+PAGE_JS = """
+(() => {
+  const walk = (root, visit) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (visit(el)) return el;
+      if (el.shadowRoot) { const hit = walk(el.shadowRoot, visit); if (hit) return hit; }
+    }
+    return null;
+  };
+  const bt = window.__bt = {walk, keydown: null, drawMs: []};
+  document.addEventListener('keydown', () => { bt.keydown = performance.now(); }, true);
+  document.addEventListener('tv-drawn', e => { bt.drawMs.push(e.detail.ms); }, true);
+  const outputRow = () => {
+    const t = walk(document, el => el.matches('table.stage-table'));
+    return t && t.querySelector('tbody tr:last-child');
+  };
+  bt.outputRow = outputRow;
+  const poll = () => {  // the first drawn result: the output row holds numbers
+    const r = outputRow();
+    if (r && r.textContent.includes('.')) { bt.ready = performance.now(); } else { requestAnimationFrame(poll); }
+  };
+  requestAnimationFrame(poll);
+})();
+"""
+
+ARM = """
+() => {
+  const bt = window.__bt;
+  const before = bt.outputRow().textContent;
+  bt.keydown = null;
+  bt.done = new Promise(resolve => {
+    const timer = setTimeout(() => resolve({timeout: true}), 10000);
+    const check = () => {
+      const row = bt.outputRow();
+      if (row && row.textContent !== before) {
+        const changed = performance.now();
+        requestAnimationFrame(() => { clearTimeout(timer); resolve({changed, frame: performance.now()}); });
+        return true;
+      }
+      return false;
+    };
+    const loop = () => { if (!check()) bt.raf = requestAnimationFrame(loop); };
+    // a MutationObserver on every shadow root is what latency.py does; polling each frame adds at most one frame,
+    // so the changed time is taken by an observer below and the loop is only the fallback.
+    const root = bt.outputRow().getRootNode();
+    const observer = new MutationObserver(() => { if (check()) observer.disconnect(); });
+    observer.observe(root, {subtree: true, childList: true, characterData: true});
+    loop();
+  });
+  return true;
+}
+"""
+
+
+def is_script(response) -> bool:
+    """A script the page loads: a <script>, or a module fetched by es-module-shims (a .js URL)."""
+    return response.request.resource_type == "script" or response.url.split("?")[0].endswith(".js")
+
+
+# The floor page's table does not change with the slider: watch the live line (the answer's number) instead.
+FLOOR_ROW = "() => { window.__bt.outputRow = () => window.__bt.walk(document, el => el.matches('p.bt-live')); }"
+DONE = "() => window.__bt.done.then(r => ({...r, key: window.__bt.keydown}))"
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a process has used."""
+    columns = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(columns[11]) + int(columns[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool = False,
+                no_shim: bool = False) -> dict[str, dict]:
+    from playwright.sync_api import sync_playwright
+
+    out: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        app = Path(tmp) / "spike_app.py"
+        app.write_text(APP)
+        port = free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "panel", "serve", str(app), "--port", str(port), "--address", "127.0.0.1",
+             "--allow-websocket-origin", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT),
+            env={**os.environ, "SPIKE_SOCKET_TUNING": "1" if socket_tuned else "0",
+                 "SPIKE_NO_SHIM": "1" if no_shim else "0"})
+        try:
+            base = f"http://127.0.0.1:{port}/spike_app"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                            args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+                for view in views:
+                    drawn, framed, firsts, cpu, counted, scripts, outside = [], [], [], 0.0, 0, {}, set()
+                    draws: list[float] = []
+                    for _ in range(loads):
+                        context = browser.new_context(viewport={"width": 1200, "height": 900})
+                        page = context.new_page()
+                        page.add_init_script(PAGE_JS)
+
+                        def seen(response, scripts=scripts, outside=outside) -> None:
+                            if response.url.split(":")[0] in ("blob", "data"):
+                                return  # made in the page, nothing fetched
+                            if not response.url.startswith("http://127.0.0.1"):
+                                outside.add(response.url[:80])
+                            elif is_script(response) and response.url not in scripts:
+                                try:
+                                    scripts[response.url] = len(response.body())
+                                except Exception:  # noqa: BLE001  (a body gone with its page: not counted)
+                                    pass
+
+                        page.on("response", seen)
+                        page.goto(f"{base}?view={view}", wait_until="load")
+                        page.wait_for_function("() => window.__bt && window.__bt.ready", timeout=30000)
+                        firsts.append(page.evaluate("() => window.__bt.ready"))
+                        if view == "floor":
+                            page.evaluate(FLOOR_ROW)
+                        if view == "current" or view.endswith("widgets"):
+                            handle = page.locator(".noUi-handle").first  # Panel's slider: the first is attention
+                        else:
+                            handle = page.locator("#tv-attention_scale")
+                        handle.focus()
+                        before = cpu_seconds(server.pid)
+                        for n in range(changes):
+                            page.evaluate(ARM)
+                            handle.press("ArrowRight" if (n // 10) % 2 == 0 else "ArrowLeft")
+                            result = page.evaluate(DONE)
+                            if result.get("timeout") or result.get("key") is None:
+                                continue
+                            drawn.append(result["changed"] - result["key"])
+                            framed.append(result["frame"] - result["key"])
+                        cpu += cpu_seconds(server.pid) - before
+                        draws += page.evaluate("() => window.__bt.drawMs")
+                        counted += changes
+                        context.close()
+                    out[view] = {"drawn": statistics.median(drawn) if drawn else float("nan"),
+                                 "frame": statistics.median(framed) if framed else float("nan"),
+                                 "first": statistics.median(firsts), "n": len(drawn),
+                                 "server_ms": 1000 * cpu / max(counted, 1), "script_kb": sum(scripts.values()) / 1024,
+                                 "shims": any("es-module-shims" in u for u in scripts), "outside": len(outside),
+                                 "outside_urls": sorted(outside),
+                                 "draw_ms": statistics.median(draws) if draws else float("nan")}
+                browser.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=20)
+    return out
+
+
+# --- the run --------------------------------------------------------------------------------------------
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=240)
+    parser.add_argument("--sessions", type=int, default=40)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variant", help=argparse.SUPPRESS)  # one variant, in this process, as JSON
+    parser.add_argument("--browser", action="store_true", help="also slider -> drawn in Chromium")
+    parser.add_argument("--browser-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--loads", type=int, default=3)
+    parser.add_argument("--browser-changes", type=int, default=30)
+    args = parser.parse_args()
+    if args.variant:
+        print(json.dumps(measure(args.variant, args.changes, args.sessions)))
+        return 0
+    if not args.browser_only:
+        rows = []
+        for name in args.variants.split(","):
+            done = subprocess.run([sys.executable, __file__, "--variant", name, "--changes", str(args.changes),
+                                   "--sessions", str(args.sessions)], capture_output=True, text=True, cwd=str(ROOT),
+                                  env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            if done.returncode:
+                print(done.stderr[-2000:], file=sys.stderr)
+                return 1
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        first = rows[0]
+        print(f"Python {first['python']}, Panel {first['panel']}; {args.changes} changes, {args.sessions} sessions")
+        print(f"{'variant':18} {'models':>6} {'doc KB':>7} {'CPU ms warm':>11} {'cold':>6} {'bytes/chg':>9} "
+              f"{'events':>6} {'MB/sess':>7} {'objs/sess':>9}")
+        for r in rows:
+            print(f"{r['variant']:18} {r['models']:>6} {r['doc_kb']:>7.1f} {r['cpu_warm']:>11.2f} "
+                  f"{r['cpu_cold']:>6.2f} {r['bytes']:>9.0f} {r['events']:>6.0f} {r['mb']:>7.2f} {r['objects']:>9.0f}")
+    if args.browser or args.browser_only:
+        views = ["current", "esm-native", "esm-widgets", "html-native", "cached-native", "floor"]
+        for socket_tuned in (False, True):
+            found = browser_run(views, args.loads, args.browser_changes, socket_tuned)
+            print_browser(found, args, "with app/tuning/socket_tuning.py only" if socket_tuned else "stock")
+        # Without es-module-shims the JSComponent cannot load: only the ReactiveHTML variants, and the same
+        # two with the shim, alternated in one run.
+        for no_shim in (True, False):
+            found = browser_run(["html-native", "cached-native"], args.loads, args.browser_changes, True, no_shim)
+            print_browser(found, args, "socket_tuning and first_load (no es-module-shims)" if no_shim
+                          else "socket_tuning, es-module-shims on the page")
+    return 0
+
+
+def print_browser(found: dict[str, dict], args, how: str) -> None:
+    print(f"\nslider -> drawn in Chromium, `panel serve` {how}, median of {args.browser_changes} x {args.loads}")
+    print(f"{'view':14} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4} "
+          f"{'script KB':>9} {'shims':>5} {'outside':>7} {'JS draw ms':>10}")
+    for view, r in found.items():
+        print(f"{view:14} {r['drawn']:>9.1f} {r['frame']:>9.1f} {r['first']:>14.0f} {r['server_ms']:>13.2f} "
+              f"{r['n']:>4} {r['script_kb']:>9.0f} {'yes' if r['shims'] else 'no':>5} {r['outside']:>7} "
+              f"{r['draw_ms']:>10.1f}")
+        for url in r["outside_urls"]:
+            print(f"    not from this server: {url}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
