@@ -1,16 +1,16 @@
-"""The block trace as one compact payload for the browser (issue 39 spike): numbers and short strings, no HTML.
+"""The block trace as one compact payload for the browser: numbers and short strings, no HTML.
 
 A payload is two parts, set together in one batch so one change is one message:
 
 - `meta`: a short JSON text: the controls' values, the stage rows (key, label, short name, width), the
-  announcement, where the input was lost, the verdict line; and the offsets of each block of numbers;
+  announcement, where the input was lost, the verdict line, each chart's text alternative (describe.py); and the
+  offsets of each block of numbers;
 - `values`: every number the page draws, one float64 array (Bokeh sends a NumPy array as a binary buffer,
-  not as a JSON list): the eight stage vectors one after another, the norms of this run and of the default
-  block, the SwiGLU parts, the attention weights.
+  not as a JSON list): the eight stage vectors one after another, the norms of this run, of the default
+  block and of their difference, the SwiGLU parts.
 
-The part that depends only on the settings is shared by the sessions of a process (SharedCache), as the
-current view's renderings are; the array is read-only. While the prediction gate is locked the payload holds
-no value of the trace at all.
+The part that depends only on the settings is shared by the sessions of a process (SharedCache); the array is
+read-only. While the prediction gate is locked the payload holds no value of the trace at all.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.engine import ops
 from blocktrace.explorables.transformer_block_trace import describe
 from blocktrace.explorables.transformer_block_trace.quantities import SHORT
-from blocktrace.explorables.transformer_block_trace.renderings import LOCKED_NOTE
 from blocktrace.explorables.transformer_block_trace.state import CORRECT_PREDICTION, ROW_KEYS, TraceState
 
 __all__ = ["EMPTY", "LOCKED_NOTE", "PAYLOADS", "payload", "trace_part"]
 
 EMPTY = np.zeros(0)
+LOCKED_NOTE = "The trace appears here once you commit your prediction: predict first, then run the block."
 PAYLOADS: SharedCache[tuple[dict, np.ndarray]] = SharedCache(256)
 
 
@@ -57,15 +57,16 @@ def _trace_part(state: TraceState) -> tuple[dict, np.ndarray]:
         put(key, vector)
     put("norm", [norm(trace[k][0]) for k in ROW_KEYS])
     put("norm_base", [norm(base[k][0]) for k in ROW_KEYS])
+    put("norm_diff", [norm(trace[k][0] - base[k][0]) for k in ROW_KEYS])
     gate, value = trace["blocks.0.mlp.gate"][0], trace["blocks.0.mlp.value"][0]
     put("swiglu", np.stack([gate, ops.silu(gate), value, ops.silu(gate) * value]))
-    pattern = trace["blocks.0.attn.pattern"][0]  # [pos, pos] of the one head
-    put("pattern", pattern)
     values = np.concatenate(blocks)
     values.flags.writeable = False
     meta = {
-        "rows": rows, "offsets": offsets, "d_mlp": int(gate.size), "positions": int(pattern.shape[0]),
-        "lost": state.lost_at(), "announce": describe.announcement(state),
+        "rows": rows, "offsets": offsets, "d_mlp": int(gate.size), "lost": state.lost_at(),
+        "announce": describe.announcement(state),
+        "words": {"norm": describe.norm_sentences(state), "comp": describe.component_sentences(state),
+                  "swiglu": describe.swiglu_sentences(state)},
     }
     return meta, values
 
@@ -74,7 +75,9 @@ def payload(state: TraceState, controls: dict, ack: int = 0) -> tuple[str, np.nd
     """(meta as JSON text, values) for this session now: the trace's part once unlocked, its own part always.
     `ack` is the number of the browser's last change answered."""
     p = state.prediction
-    own = {"controls": controls, "ack": ack, "locked": not p.unlocked, "error": state.input_error,
+    error = (f"Could not use this vector: {state.input_error}. The last good vector is still traced."
+             if state.input_error else "")
+    own = {"controls": controls, "ack": ack, "locked": not p.unlocked, "error": error, "error_field": "input_text",
            "verdict": _verdict(state)}
     if not p.unlocked:
         return json.dumps({**own, "note": LOCKED_NOTE, "announce": "Commit your prediction to run the block."},
