@@ -67,8 +67,6 @@ def _race_answers(query: dict[str, str]) -> list[str]:
 
 def _panes(explorable_id: str, view: Any) -> list[str]:
     """The markup of the panes that carry an explorable's answer: its values and verdicts."""
-    if explorable_id == "transformer-block-trace":
-        return [view.stage_table.object, view.swiglu_table.object]
     if explorable_id == "block-floor":
         return [column.table.object for column in view.columns]
     if explorable_id == "decoder-block-lab":  # the invariants, the heatmaps' text alternatives, the causal test
@@ -83,7 +81,17 @@ def explorable_answers(explorable_id: str, query: dict[str, str]) -> list[str]:
     if explorable_id == "train-the-block":
         return _race_answers(query)
     view = EXPLORABLE_SPECS[explorable_id].load()(query=query, embed=True, predict=False)
+    if explorable_id == "transformer-block-trace":  # drawn in the browser: its words come in the payload
+        return _drawn_answers(json.loads(view.drawing.meta))
     return [p for markup in _panes(explorable_id, view) for p in pieces(markup)]
+
+
+def _drawn_answers(meta: dict[str, Any]) -> list[str]:
+    """The words a browser-drawn explorable's payload carries once unlocked: its announcement and each chart's
+    text alternative (every stage's norm, the inspected stage's components, each SwiGLU unit's numbers). Its other
+    numbers travel as one binary buffer, empty before the commit (tests/unit/test_trace_payload.py)."""
+    sentences = [meta["announce"], *(s for words in meta["words"].values() for s in words)]
+    return [t for t in (normalised(s) for s in sentences) if len(t) >= SHORTEST]
 
 
 def _strings(obj: Any) -> Iterator[str]:

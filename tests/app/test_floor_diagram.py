@@ -50,8 +50,8 @@ def test_trace_diagram_follows_the_inspected_stage_both_ways() -> None:
     assert diagram.selected == "blocks.0.attn_out"
     diagram.selected = "blocks.0.ln2.normalized"  # as the browser sends a click or Enter
     assert view.state.inspect == "blocks.0.ln2.normalized"
-    marked = re.findall(r'<tr class="current" aria-current="step"><th scope="row">([^<]*)<', view.stage_table.object)
-    assert marked == [view.state.trace.stage("blocks.0.ln2.normalized").label]
+    shown = json.loads(view.drawing.meta)  # the browser marks the row of the inspected stage (block_trace.js)
+    assert shown["controls"]["inspect"] == "blocks.0.ln2.normalized"
     trace = view.state.trace
     for key in TRACE_KEYS:  # each card shows the norm of its row, as the table's last column does
         assert diagram.values[key] == f"‖·‖ {np.linalg.norm(trace[key][0]):.3f}"
@@ -191,7 +191,7 @@ def test_views_are_built_without_the_diagram_when_switched_off(monkeypatch) -> N
         assert view.diagram.component is None and in_layout(view) == []
     trace = TraceExplorable(predict=False)
     trace.state.inspect = "blocks.0.attn_out"
-    assert 'aria-current="step"' in trace.stage_table.object
+    assert json.loads(trace.drawing.meta)["controls"]["inspect"] == "blocks.0.attn_out"
 
 
 @pytest.mark.parametrize("path", ["/explorables/transformer-block-trace", "/explorables/block-floor"])

@@ -3,6 +3,8 @@ is in the views before the prediction is committed, and the state refuses change
 
 from __future__ import annotations
 
+import json
+
 import panel as pn
 
 from blocktrace.app.server.predict_links import (
@@ -27,9 +29,14 @@ SECRET = b"0123456789abcdef0123456789abcdef"
 TRACE = "/explorables/transformer-block-trace"
 
 
-def sources(e: TraceExplorable) -> list[dict]:
-    f = e.figures
-    return [f.norm_src.data, f.norm_base.data, f.comp_src.data, f.swiglu_src.data]
+def drawn(e: TraceExplorable) -> dict:
+    """What the browser is given to draw: the payload's words and its numbers."""
+    return json.loads(e.drawing.meta)
+
+
+def send(e: TraceExplorable, name: str, value) -> None:
+    """A change as the browser (or a crafted websocket message) sends it to the component."""
+    e.drawing.sent = json.dumps({"name": name, "value": value, "n": 1})
 
 
 def in_layout(e, viewable_type) -> list:
@@ -46,36 +53,42 @@ def no_file_before_the_commit(downloads: Downloads) -> bool:
 
 
 def test_a_link_sets_the_controls_but_the_trace_waits_for_the_commit() -> None:
-    """The issue's link: controls as linked, no table, plot data, announcement or downloads until the commit."""
+    """The issue's link: controls as linked, no table, chart data, words, announcement or downloads until the
+    commit."""
     e = TraceExplorable(query=ISSUE_QUERY)
     assert (e.state.attention_scale, e.state.replace, e.state.input_text) == (0.0, True, "2,2,2,2")
-    assert "stage-table" not in e.stage_table.object and "once you commit" in e.stage_table.object
-    assert "Output norm" not in e.live.object and e.baseline_table.object == "" and e.swiglu_table.object == ""
-    assert all(len(column) == 0 for data in sources(e) for column in data.values())
-    assert e.figures.norm_ref.location is None
+    m = drawn(e)
+    assert m["locked"] and "once you commit" in m["note"]
+    assert not {"rows", "offsets", "lost", "words", "d_mlp"} & set(m) and e.drawing.values.size == 0
+    assert "Output norm" not in m["announce"]
     assert no_file_before_the_commit(e.downloads)
     assert e.state.prediction.commit("keep-erase") is None
-    assert "input lost here" in e.stage_table.object and "Output norm" in e.live.object
-    assert all(len(column) > 0 for data in sources(e) for column in data.values())
+    m = drawn(e)
+    assert m["lost"] == "blocks.0.resid_mid" and "Output norm" in m["announce"]
+    assert e.drawing.values.size > 0 and all(m["words"].values())
     assert e.downloads.buttons.visible and not e.downloads.note.visible
     e.downloads.csv._clicks += 1  # now a click makes the file
     assert e.downloads.csv.data.startswith("data:text/plain")
 
 
 def test_the_state_sets_back_changes_to_locked_controls() -> None:
-    """A locked widget's value or a locked button's click (as a websocket message would make them) is undone."""
+    """A locked control's value or a locked button's click (as a websocket message would send them) is refused,
+    and a change that reaches the state some other way while locked is undone."""
     e = TraceExplorable()
-    e.scale.value = 0.0
-    assert e.state.attention_scale == 1.0 and e.scale.value == 1.0
-    e.zero.clicks += 1
-    e.constant.clicks += 1
+    send(e, "attention_scale", 0.0)
+    assert e.state.attention_scale == 1.0 and drawn(e)["controls"]["attention_scale"] == 1.0
+    send(e, "action", "zero")
+    send(e, "action", "constant")
     assert (e.state.attention_scale, e.state.mlp_scale, e.state.input_text) == (1.0, 1.0, "1.5, -0.5, 0.25, 2")
-    assert e.locked_controls.refused == 3
-    assert "stage-table" not in e.stage_table.object
+    e.state.attention_scale = 0.0  # past the component: the state itself sets it back
+    e.state.input_text = "2, 2, 2, 2"
+    assert (e.state.attention_scale, e.state.input_text) == (1.0, "1.5, -0.5, 0.25, 2")
+    assert e.locked_controls.refused == 2
+    assert drawn(e)["locked"] and e.drawing.values.size == 0
     e.state.prediction.commit("zero-both")
-    e.zero.clicks += 1
+    send(e, "action", "zero")
     assert (e.state.attention_scale, e.state.mlp_scale) == (0.0, 0.0)
-    assert e.locked_controls.refused == 3
+    assert e.locked_controls.refused == 2
 
 
 def test_the_floor_shows_no_trace_claim_or_checkpoint_before_the_bet() -> None:

@@ -1,7 +1,9 @@
-"""What a page's Bokeh figures draw, read from BokehJS in the browser, and the checks a designer makes on it.
+"""What a page's charts draw, read in the browser, and the checks a designer makes on it.
 
-MARKS_JS walks `Bokeh.index` for every figure on the page that has a size (hidden ones are skipped) and
-returns, in each figure's canvas pixels: its frame, its title, its legends' boxes, its text labels (text
+MARKS_JS reads both kinds of chart the pages have: the SVG charts a browser-drawn explorable draws
+(explorables/components/drawn_view/draw.js: `figure.dv-chart`, read from the DOM, DRAWN_MARKS_JS) and Bokeh
+figures. For Bokeh it walks `Bokeh.index` for every figure on the page that has a size (hidden ones are skipped)
+and returns, in each figure's canvas pixels: its frame, its title, its legends' boxes, its text labels (text
 glyphs: value labels, heatmap cell values, an arrow's stage label) with their colours, and its marks
 (bars, cells, line segments, dots, reference lines, arrows) mapped through the figure's scales by
 Bokeh itself. The Python functions then say what a student would see as a defect: text on a mark it does
@@ -13,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MARKS_JS = r"""
+BOKEH_MARKS_JS = r"""
 () => {
+  if (typeof Bokeh === "undefined" || !Bokeh.index) return [];
   const probe = document.createElement("canvas").getContext("2d");  // colours only (text: on the plot's canvas)
   function rgba(c) {  // a packed 0xRRGGBBAA number (Bokeh's visuals) or a CSS colour -> [r, g, b, a]
     if (typeof c === "number") return [c >>> 24, (c >>> 16) & 255, (c >>> 8) & 255, (c & 255) / 255];
@@ -146,14 +149,101 @@ MARKS_JS = r"""
 }
 """
 
-# Every figure shown (at least `count`) has the width of its element again since the viewport changed, has
-# painted since (no painter waits), and has drawn data.
+# The SVG charts of browser-drawn explorables, in the same form: coordinates in the SVG's own pixels, the whole
+# SVG as the frame (a label must stay inside it), value labels (.dv-label, .dv-cell) with their computed colours,
+# marks (.dv-mark: bars, dots, the line's segments, reference lines), the axis label's length against its room,
+# the title's width against its place. Legends are HTML above the chart, off the marks by construction.
+DRAWN_MARKS_JS = r"""
+() => {
+  const probe = document.createElement("canvas").getContext("2d");
+  function rgba(c) {
+    if (c == null || c === "none") return [0, 0, 0, 0];
+    probe.fillStyle = "#000000";
+    probe.fillStyle = c;
+    const s = probe.fillStyle;
+    if (s[0] === "#") return [parseInt(s.slice(1, 3), 16), parseInt(s.slice(3, 5), 16), parseInt(s.slice(5, 7), 16), 1];
+    const v = s.match(/[\d.]+/g).map(Number);
+    return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1];
+  }
+  const found = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll("figure.dv-chart")) found.push(el);
+    for (const el of root.querySelectorAll("*")) if (el.shadowRoot) walk(el.shadowRoot);
+  };
+  walk(document);
+  function background(el) {  // the first opaque background behind el, across shadow roots
+    for (let e = el; e; e = e.parentElement || (e.getRootNode && e.getRootNode().host)) {
+      const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0.5) return c;
+    }
+    return [255, 255, 255, 1];
+  }
+  const figures = [];
+  for (const figure of found) {
+    const svg = figure.querySelector("svg");
+    const r = svg.getBoundingClientRect();
+    if (r.width < 1 || r.height < 1) continue;
+    const at = (el) => {
+      const b = el.getBoundingClientRect();
+      return [b.left - r.left, b.top - r.top, b.right - r.left, b.bottom - r.top];
+    };
+    const caption = figure.querySelector("figcaption");
+    const fig = {title: caption ? caption.textContent : "", width: r.width, height: r.height,
+                 frame: [0, 0, r.width, r.height], background: background(svg), legends: [], labels: [], marks: [],
+                 axis_labels: [], toolbar_active: 0,
+                 title_box: null};
+    if (caption) {
+      fig.title_box = [0, 0, caption.scrollWidth, caption.clientHeight];
+      fig.title_room = [0, caption.clientWidth];
+    }
+    svg.querySelectorAll(".dv-label, .dv-cell").forEach((t, i) => {
+      fig.labels.push({text: t.textContent, source: "svg", index: i, colour: rgba(getComputedStyle(t).fill),
+                       box: at(t)});
+    });
+    svg.querySelectorAll(".dv-mark").forEach((m) => {
+      const cs = getComputedStyle(m);
+      if (m.tagName === "polyline") {
+        const pts = m.getAttribute("points").trim().split(/\s+/).map(p => p.split(",").map(Number));
+        for (let i = 0; i + 1 < pts.length; i++) {
+          fig.marks.push({kind: "line", segment: [...pts[i], ...pts[i + 1]],
+                          width: Number(m.getAttribute("stroke-width") || 1), colour: rgba(cs.stroke)});
+        }
+      } else if (m.tagName === "line") {
+        fig.marks.push({kind: "span", box: at(m), colour: rgba(cs.stroke)});
+      } else {
+        fig.marks.push({kind: m.tagName === "circle" ? "dot" : "bar", box: at(m), colour: rgba(cs.fill)});
+      }
+    });
+    svg.querySelectorAll(".dv-axis-label").forEach((t) => {
+      fig.axis_labels.push({text: t.textContent, needed: t.getComputedTextLength(), room: r.height});
+    });
+    figures.push(fig);
+  }
+  return figures;
+}
+"""
+
+MARKS_JS = f"() => [...({BOKEH_MARKS_JS.strip()})(), ...({DRAWN_MARKS_JS.strip()})()]"
+
+# Every figure shown (at least `count`, Bokeh's and drawn ones together) has the width of its element again since
+# the viewport changed, has painted since (no painter waits), and has drawn data.
 SETTLED_JS = r"""
 (count) => {
-  if (typeof Bokeh === "undefined" || !Bokeh.index) return false;
-  const shown = [...Bokeh.index.query(v => v.model.type == "Figure")]
-    .filter(pv => pv.el.getBoundingClientRect().width >= 1);
-  return shown.length >= count && shown.every(pv => {
+  const drawn = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll("figure.dv-chart svg")) drawn.push(el);
+    for (const el of root.querySelectorAll("*")) if (el.shadowRoot) walk(el.shadowRoot);
+  };
+  walk(document);
+  const shownDrawn = drawn.filter(svg => svg.getBoundingClientRect().width >= 1);
+  const drawnOk = shownDrawn.every(svg => {  // drawn at its place's width (draw.js: at least 240 px)
+    const place = svg.closest("figure").clientWidth;
+    return Math.abs(svg.width.baseVal.value - Math.max(240, place)) < 2 && svg.querySelector(".dv-mark");
+  });
+  const hasBokeh = typeof Bokeh !== "undefined" && Bokeh.index;
+  const shown = hasBokeh ? [...Bokeh.index.query(v => v.model.type == "Figure")]
+    .filter(pv => pv.el.getBoundingClientRect().width >= 1) : [];
+  return shown.length + shownDrawn.length >= count && drawnOk && shown.every(pv => {
     const width = pv.el.getBoundingClientRect().width;
     const painted = !pv._invalidate_all && pv._invalidated_painters.size == 0;
     const drawn = [...pv.renderer_views.values()].some(v => v.glyph && v.glyph.data_size > 0);

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
@@ -37,13 +38,13 @@ def numbers(row: Locator) -> Locator:
 
 
 def slider(page: Page, label: str) -> Locator:
-    """The handle of the slider titled `label` (Bokeh puts the title and the handle in one input group)."""
-    return page.locator(".bk-input-group", has_text=label).get_by_role("slider")
+    """The slider labelled `label` (a range input the component draws, with its <label for>)."""
+    return page.get_by_role("slider", name=label, exact=True)
 
 
 def checkbox(page: Page, label: str) -> Locator:
-    """The checkbox whose visible label is `label` (Bokeh draws the label beside the box, not in a <label>)."""
-    return page.locator(".bk-Checkbox", has_text=label).get_by_role("checkbox")
+    """The checkbox whose visible label is `label`."""
+    return page.get_by_role("checkbox", name=label, exact=True)
 
 
 def ready(page: Page) -> None:
@@ -94,8 +95,7 @@ def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
     expect(page.get_by_label(VECTOR)).to_be_disabled()
     expect(page.get_by_label(NORM)).to_be_disabled()
     expect(checkbox(page, REPLACE)).to_be_disabled()
-    expect(page.locator(".bk-input-group", has_text=SCALE).locator(".noUi-target")).to_have_attribute(
-        "disabled", re.compile(".*"))
+    expect(slider(page, SCALE)).to_be_disabled()
     commit = page.get_by_role("button", name="Commit prediction")
     commit.click()  # nothing chosen yet
     expect(page.get_by_role("alert")).to_contain_text("Pick one of the answers")
@@ -150,7 +150,7 @@ def test_scale_zero_zeroes_attention_and_keeps_the_input(open_page) -> None:
 
 def test_replace_mode_marks_where_the_input_is_lost(open_page) -> None:
     """Replace mode marks "input lost here" on the first residual row, and on no other row; a click on the
-    checkbox's words toggles it, as a label's would (Bokeh draws them beside the box, not in a <label>)."""
+    checkbox's words (its label) toggles it."""
     opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
@@ -161,7 +161,7 @@ def test_replace_mode_marks_where_the_input_is_lost(open_page) -> None:
     expect(table.locator("tbody tr").nth(3)).to_contain_text("input lost here")
     expect(table.locator("tbody tr").nth(3)).to_contain_text("Residual stream")
     expect(page).to_have_url(re.compile(r"[?&]residual=replace(&|$)"))
-    page.locator(".bk-Checkbox", has_text=REPLACE).get_by_text(REPLACE, exact=True).click()
+    page.get_by_text(REPLACE, exact=True).click()
     expect(checkbox(page, REPLACE)).not_to_be_checked()
     expect(table.get_by_text("input lost here")).to_have_count(0)
     opened.assert_clean()
@@ -247,11 +247,17 @@ def test_two_sessions_do_not_affect_each_other(open_page) -> None:
 
 
 def test_the_plots_arrive_once_the_page_is_up(open_page) -> None:
-    """The three plots, sent after the page is drawn, fill their places: three canvases, none left waiting."""
+    """The three charts are drawn with the page's first payload, each an image with its name and its words, none
+    left waiting."""
     opened = open_page(TRACE, teacher_link=True)
     page = opened.page
     ready(page)
-    expect(page.locator(".bk-Canvas")).to_have_count(3)
+    charts = page.locator("figure.dv-chart svg[role=img]")
+    expect(charts).to_have_count(3)
+    for name in ("Norm ‖·‖ at each stage", "Components of the selected stage: Output after residual add 2",
+                 "SwiGLU, hidden unit by hidden unit"):
+        expect(page.get_by_role("img", name=name, exact=True)).to_be_visible()
+        expect(page.get_by_text(f"Describe “{name}” in words")).to_be_visible()
     expect(page.locator(".bt-figure-pending")).to_have_count(0)
     opened.assert_clean()
 
@@ -328,6 +334,83 @@ def test_no_request_leaves_the_server_and_no_console_errors(open_page) -> None:
     assert any(u.startswith("ws://") for u in index.requests), "the websocket was not recorded"
     assert index.outside_requests() == []
     assert index.console_errors == []
+
+
+LINKED = {"input": "0.3, -1.2, 4, 0.5, 2, -0.25", "attention_scale": "0.5", "residual": "replace",
+          "norm": "layernorm", "stage": "blocks.0.mlp.hidden"}
+
+
+def cells_of(table: Locator) -> list[tuple[str, list[str]]]:
+    """(row header, filled cells) of each body row, as the page shows them."""
+    out = []
+    for row in table.locator("tbody tr").all():
+        out.append((row.locator("th").inner_text().strip(), row.locator("td:not(.empty)").all_inner_texts()))
+    return out
+
+
+def test_the_numbers_drawn_are_the_engines(open_page) -> None:
+    """Every number the browser draws from the payload (stage table, SwiGLU and comparison tables, the charts'
+    hover values and words) is the engine's, written as numbers.number() writes it, for a linked state that
+    exercises widths, replace mode, LayerNorm and the hidden stage."""
+    from blocktrace.explorables.components.numbers import norm, number
+    from blocktrace.explorables.transformer_block_trace import describe
+    from blocktrace.explorables.transformer_block_trace.quantities import SWIGLU_SERIES, swiglu_parts
+    from blocktrace.explorables.transformer_block_trace.state import ROW_KEYS, TraceState
+
+    state = TraceState(input_text=LINKED["input"], attention_scale=0.5, replace=True, norm="layernorm",
+                       inspect="blocks.0.mlp.hidden")
+    opened = open_page(f"{TRACE}?{urlencode(LINKED)}", teacher_link=True)
+    page = opened.page
+    ready(page)
+    lost = state.lost_at()
+    expected = [(state.trace.stage(k).label + (" input lost here" if k == lost else ""),
+                 [number(v, signed=True) for v in state.trace[k][0]] + [number(norm(state.trace[k][0]))])
+                for k in ROW_KEYS]
+    assert [(" ".join(h.split()), c) for h, c in cells_of(stage_table(page))] == expected
+    parts = swiglu_parts(state)
+    assert cells_of(page.get_by_role("table", name="SwiGLU detail")) == [
+        (f"h{i}", [number(parts[name][i], signed=True) for name in SWIGLU_SERIES]) for i in range(len(parts["gate"]))]
+    assert cells_of(page.get_by_role("table", name=re.compile("^Compared with the default block"))) == [
+        (state.trace.stage(k).label, [number(norm(state.baseline[k][0])), number(norm(state.trace[k][0])),
+                                      number(norm(state.trace[k][0] - state.baseline[k][0]))]) for k in ROW_KEYS]
+    for title, sentences in (("Norm ‖·‖ at each stage", describe.norm_sentences(state)),
+                             ("SwiGLU, hidden unit by hidden unit", describe.swiglu_sentences(state))):
+        figure = page.locator("figure.dv-chart").filter(has=page.get_by_role("img", name=title, exact=True))
+        figure.get_by_text(f"Describe “{title}” in words").click()
+        expect(figure.locator("details p")).to_have_text(" ".join(sentences))
+    # Hover values: a bar of the inspected stage, then a dot of the norm line.
+    comp = page.locator("figure.dv-chart").filter(has_text="Components of the selected stage")
+    comp.locator("rect.dv-mark").first.hover()
+    expect(comp.locator(".dv-readout")).to_have_text(
+        "h₀: " + number(state.trace["blocks.0.mlp.hidden"][0][0], signed=True))
+    norms = page.locator("figure.dv-chart").filter(has_text="Norm ‖·‖ at each stage")
+    norms.locator("circle.dv-dot").last.hover()
+    expect(norms.locator(".dv-readout")).to_have_text(
+        "this run, output: ‖·‖ " + number(norm(state.trace["blocks.0.resid_post"][0])))
+    opened.assert_clean()
+
+
+def test_each_chart_downloads_as_a_png(open_page) -> None:
+    """Each chart's PNG button gives a PNG of the chart as drawn (twice its size on screen, so it prints sharp);
+    the button waits for the commit with the chart."""
+    opened = open_page(TRACE)
+    page = opened.page
+    locked(page)
+    expect(page.get_by_role("button", name=re.compile("as PNG$"))).to_have_count(0)
+    page.get_by_label(ANSWER).check()
+    page.get_by_role("button", name="Commit prediction").click()
+    ready(page)
+    for title, name in (("Norm ‖·‖ at each stage", "norms"), ("SwiGLU, hidden unit by hidden unit", "swiglu")):
+        svg = page.get_by_role("img", name=title, exact=True)
+        width = int(svg.get_attribute("width"))
+        height = int(svg.get_attribute("height"))
+        with page.expect_download() as info:
+            page.get_by_role("button", name=f"Download “{title}” as PNG").click()
+        assert info.value.suggested_filename == f"transformer-block-trace-{name}.png"
+        data = Path(info.value.path()).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+        assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == (2 * width, 2 * height)
+    opened.assert_clean()
 
 
 def test_server_logged_no_traceback(server) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from blocktrace.explorables.transformer_block_trace.state import CORRECT_PREDICTION
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
@@ -10,7 +12,8 @@ WRONG = "what you saw differs"
 
 
 def live(explorable: TraceExplorable) -> str:
-    return explorable.live.object
+    """The line under the announcement, as the payload gives it to the browser."""
+    return json.loads(explorable.drawing.meta)["verdict"][0]
 
 
 def test_no_verdict_on_commit_only_once_both_experiments_were_seen() -> None:
@@ -45,9 +48,9 @@ def test_the_run_that_counts_as_an_experiment_still_updates_the_trace() -> None:
     state = explorable.state
     assert state.prediction.commit(CORRECT_PREDICTION) is None
     state.input_text = CONSTANT_INPUT
-    explorable.zero.clicks += 1
+    explorable.drawing.sent = json.dumps({"name": "action", "value": "zero", "n": 1})  # the browser's button
     assert state.tried == ["zero-add"]
     assert state.trace["blocks.0.resid_post"][0].tolist() == state.vector
-    table = " ".join(explorable.stage_table.object.split())
-    row = table[table.index("Output after residual add 2"):][:400]
-    assert row.count("+2.000") == 4 and "4.000" in row
+    shown = json.loads(explorable.drawing.meta)
+    at = shown["offsets"]["blocks.0.resid_post"]
+    assert explorable.drawing.values[at:at + 4].tolist() == [2.0] * 4

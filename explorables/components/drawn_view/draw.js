@@ -230,20 +230,23 @@
       node("label", {"for": id}, row, c.label);
       input.addEventListener("change", function () { send(c.name, input.checked); });
     } else {
-      var label = node("label", {"for": id}, row, c.label);
+      var head = node("div", {"class": "dv-field-head"}, row);
+      node("label", {"for": id}, head, c.label);
       if (c.kind === "range") {
-        var out = node("output", {"for": id, "class": "dv-out"}, label);
+        var out = node("output", {"for": id, "class": "dv-out"}, head);
         input = node("input", {type: "range", id: id, min: c.min, max: c.max, step: c.step}, row);
         input.addEventListener("input", function () {
-          out.textContent = ": " + Number(input.value).toFixed(2);
+          out.textContent = Number(input.value).toFixed(2);
           input.setAttribute("aria-valuenow", input.value);
           send(c.name, Number(input.value));
         });
         input.dvOut = out;
       } else if (c.kind === "select") {
+        // Each option's value is its words, as the student reads them; the server gets the state's value.
         input = node("select", {id: id}, row);
-        c.options.forEach(function (o) { node("option", {value: o[1]}, input, o[0]); });
-        input.addEventListener("change", function () { send(c.name, input.value); });
+        input.dvLabels = {}; var values = {};
+        c.options.forEach(function (o) { node("option", {value: o[0]}, input, o[0]); input.dvLabels[o[1]] = o[0]; values[o[0]] = o[1]; });
+        input.addEventListener("change", function () { send(c.name, values[input.value]); });
       } else {
         input = node("input", {type: "text", id: id, "aria-describedby": (c.hint ? id + "-hint " : "") + id + "-error",
                                autocomplete: "off", spellcheck: "false"}, row);
@@ -267,8 +270,11 @@
     else if (input.type === "range") {
       if (Number(input.value) !== v) input.value = String(v);
       input.setAttribute("aria-valuenow", String(v));
-      input.dvOut.textContent = ": " + Number(v).toFixed(2);
-    } else if (input.tagName === "SELECT") { if (input.value !== String(v)) input.value = String(v); }
+      input.dvOut.textContent = Number(v).toFixed(2);
+    } else if (input.tagName === "SELECT") {
+      var label = input.dvLabels[v];
+      if (label !== undefined && input.value !== label) input.value = label;
+    }
     else if (input.type === "text") {
       if (document.activeElement !== input && input.getRootNode().activeElement !== input && input.value !== String(v)) {
         input.value = String(v);

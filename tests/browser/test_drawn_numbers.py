@@ -1,4 +1,4 @@
-"""The issue 39 spike formats numbers in the browser: the same text as the server's numbers.number()."""
+"""The browser writes numbers as the server does: draw.js's number() against numbers.number()."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 from playwright.sync_api import Browser
 
-from blocktrace.explorables.components.browser_view import _script
+from blocktrace.explorables.components.drawn_view import drawing_script
 from blocktrace.explorables.components.numbers import number
 
 pytestmark = pytest.mark.browser
@@ -19,11 +19,11 @@ VALUES = [0.0, -0.0, 1.5, -0.5, 0.0625, -0.0625, 0.1875, 0.0005, -0.0004, 1e-17,
 
 @pytest.mark.parametrize("digits,signed", [(3, False), (3, True), (2, True), (1, False)])
 def test_the_browser_writes_each_number_as_the_server_does(browser: Browser, digits: int, signed: bool) -> None:
-    """btTrace.number (trace_view.js) gives numbers.number()'s text for every kind of value."""
+    """btDraw.number (drawn_view/draw.js) gives numbers.number()'s text for every kind of value."""
     page = browser.new_page()
     page.set_content("<html><body></body></html>")
-    page.add_script_tag(content=_script())
-    shown = page.evaluate("([vs, d, s]) => vs.map(v => btTrace.number(v === null ? NaN : v, d, s))",
+    page.add_script_tag(content=drawing_script("block_trace.js"))
+    shown = page.evaluate("([vs, d, s]) => vs.map(v => btDraw.number(v === null ? NaN : v, d, s))",
                           [[None if math.isnan(v) else v for v in VALUES], digits, signed])
     page.close()
     assert shown == [number(v, digits, signed=signed) for v in VALUES]
