@@ -15,10 +15,9 @@ read-only. While the prediction gate is locked the payload holds no value of the
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
+from blocktrace.explorables.components.drawn_view import json_text
 from blocktrace.explorables.components.numbers import norm
 from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.engine import ops
@@ -80,10 +79,9 @@ def payload(state: TraceState, controls: dict, ack: int = 0) -> tuple[str, np.nd
     own = {"controls": controls, "ack": ack, "locked": not p.unlocked, "error": error, "error_field": "input_text",
            "verdict": _verdict(state)}
     if not p.unlocked:
-        return json.dumps({**own, "note": LOCKED_NOTE, "announce": "Commit your prediction to run the block."},
-                          ensure_ascii=False), EMPTY
+        return json_text({**own, "note": LOCKED_NOTE, "announce": "Commit your prediction to run the block."}), EMPTY
     meta, values = trace_part(state)
-    return json.dumps({**meta, **own}, ensure_ascii=False), values
+    return json_text({**meta, **own}), values
 
 
 def _verdict(state: TraceState) -> list:

@@ -361,7 +361,7 @@ def test_the_numbers_drawn_are_the_engines(open_page) -> None:
                        inspect="blocks.0.mlp.hidden")
     opened = open_page(f"{TRACE}?{urlencode(LINKED)}", teacher_link=True)
     page = opened.page
-    ready(page)
+    expect(stage_row(page, "Output after the MLP replaced it")).to_be_visible()
     lost = state.lost_at()
     expected = [(state.trace.stage(k).label + (" input lost here" if k == lost else ""),
                  [number(v, signed=True) for v in state.trace[k][0]] + [number(norm(state.trace[k][0]))])

@@ -97,3 +97,15 @@ def test_a_malformed_change_is_dropped() -> None:
     for text in ("not json", "[1, 2]", '{"value": 1}', '{"name": 3, "value": 1}'):
         view.drawing.sent = text
     assert view.drawing.meta == before and view.state.attention_scale == 1.0
+
+
+def test_the_payload_text_passes_panels_sanitizer_unchanged() -> None:
+    """Typed markup and the words' "<" reach the browser as JSON escapes: no <, > or & in the text Panel's HTML
+    sanitizer would rewrite, and the same strings once parsed."""
+    view = TraceExplorable(predict=False)
+    view.drawing.sent = json.dumps({"name": "input_text", "value": "<img src=x onerror=alert(1)> & 'q'", "n": 1})
+    text = view.drawing.meta
+    assert not set("<>&") & set(text) and not set("<>&") & set(view.drawing.spec)
+    m = json.loads(text)
+    assert m["controls"]["input_text"] == "<img src=x onerror=alert(1)> & 'q'" and "'<img'" in m["error"]
+    assert any("< 0.05" in s for s in m["words"]["swiglu"])

@@ -27,7 +27,7 @@ import param
 from blocktrace.explorables.components.palette import chart_colours, text_on
 from blocktrace.explorables.components.style import dark, stylesheet
 
-__all__ = ["DrawnView", "drawing_script", "spec_json"]
+__all__ = ["DrawnView", "drawing_script", "json_text", "spec_json"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,14 @@ HERE = Path(__file__).parent
 @cache
 def _read(name: str) -> str:
     return (HERE / name).read_text(encoding="utf-8")
+
+
+def json_text(obj) -> str:
+    """obj as JSON text with no <, > or &: Panel passes a ReactiveHTML's text parameters through its HTML sanitizer
+    on the way to the browser, which would rewrite those (a typed "<img src=x>" became invalid JSON, "< 0.05" read
+    "&lt; 0.05"). As \\u escapes they are the same JSON, and JSON.parse gives the characters back."""
+    text = json.dumps(obj, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def drawing_script(view_file: str) -> str:
@@ -50,7 +58,7 @@ def spec_json(controls: list[dict], embed: bool = False) -> str:
     palette = {"series": list(c.series), "reference": c.reference, "positive": c.positive, "negative": c.negative,
                "sequential": list(c.sequential), "text_on": [text_on(s) for s in c.sequential],
                "cell_line": c.cell_line}
-    return json.dumps({"controls": controls, "palette": palette, "embed": embed}, ensure_ascii=False)
+    return json_text({"controls": controls, "palette": palette, "embed": embed})
 
 
 class DrawnView(pn.reactive.ReactiveHTML):

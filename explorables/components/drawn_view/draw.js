@@ -77,7 +77,7 @@
     return rows.map(function (r) {
       var tr = node("tr", {"class": r.className || null, "aria-current": r.current ? "step" : null}, body);
       var th = node("th", {scope: "row"}, tr, r.label);
-      if (r.note) node("span", {"class": "row-note"}, th, r.note);
+      if (r.note) { th.appendChild(document.createTextNode(" ")); node("span", {"class": "row-note"}, th, r.note); }
       var plain = r.plain || [];
       r.values.forEach(function (v, i) { cell(tr, v, plain.indexOf(i) >= 0); });
       return tr;
@@ -226,8 +226,9 @@
       input = node("button", {type: "button", id: id}, row, c.label);
       input.addEventListener("click", function () { send("action", c.name); });
     } else if (c.kind === "checkbox") {
-      input = node("input", {type: "checkbox", id: id}, row);
-      node("label", {"for": id}, row, c.label);
+      var wrap = node("label", {"for": id}, row);  // the box inside its label: the words toggle it
+      input = node("input", {type: "checkbox", id: id}, wrap);
+      wrap.appendChild(document.createTextNode(c.label));
       input.addEventListener("change", function () { send(c.name, input.checked); });
     } else {
       var head = node("div", {"class": "dv-field-head"}, row);
