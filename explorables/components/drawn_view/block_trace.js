@@ -104,7 +104,8 @@
       groups.forEach(function (g) { g.bars.forEach(function (b) { if (Number.isFinite(b.v)) all.push(b.v); }); });
       var lo = Math.min.apply(null, [0].concat(all)), hi = Math.max.apply(null, [0].concat(all));
       var span = (hi - lo) || 1, labelled = groups[0] && groups[0].label;
-      lo = lo < 0 ? lo - 0.22 * span : 0; hi = hi > 0 ? hi + 0.22 * span : (lo < 0 ? 0 : 1);
+      var room = labelled ? 0.22 : 0.05;  // beyond the longest bars: for their labels, or a little air
+      lo = lo < 0 ? lo - room * span : 0; hi = hi > 0 ? hi + room * span : (lo < 0 ? 0 : 1);
       var sy = function (v) { return topPad + (hi - Math.max(lo, Math.min(hi, v))) / (hi - lo) * (c.h - topPad - bottom); };
       D.yAxis(c, lo, hi, sy, left, right, axisLabel);
       var band = (c.w - left - right) / groups.length;
