@@ -1,42 +1,37 @@
-"""Issue 39 spike: the current block-trace view against the prototype drawn in the browser, in one run.
+"""The block trace's cost per session and per change: this tree's view, and another tree's for before/after.
 
-usage: python benchmarks/spike_browser_view.py [--changes 240] [--sessions 40] [--browser] [--loads 3]
-                                               [--browser-changes 30] [--variants current-tuned,esm-native,...]
+usage: python benchmarks/browser_view.py [--changes 240] [--sessions 40] [--browser] [--loads 3]
+                                         [--browser-changes 30] [--before-python PATH]
 
-Each variant runs in a process of its own (so the tuning layer's patches, which apply to a whole process,
-and the memory figures do not leak from one variant into the next) and prints one row:
+--before-python: an interpreter whose blocktrace is another tree (e.g. a venv with main installed editable);
+its rows are measured by this same script in that interpreter, so both trees are measured in one run, with the
+same method. The script reads either kind of page: Panel widgets (a Bokeh Slider) or the browser-drawn
+component (explorables/components/drawn_view, changes arrive as its `sent`).
+
+Each variant runs in a process of its own (the tuning layer's patches apply to a whole process, and the memory
+figures must not leak from one variant into the next) and prints one row:
 
 - models: Bokeh models in one page's document (the explorable alone, gate included, no page shell);
 - doc KB: the page's document as the browser first receives it (Bokeh's JSON of the whole document);
 - CPU ms warm / cold: server CPU per slider change (this thread's CPU time, median), driven as a served
-  session is: the browser's PATCH-DOC (a new `value` of the "Attention update scale" slider model, or, for
-  the native variants, the component's `sent` text) is applied to the page's Document with Bokeh's own
-  `patch_doc.apply_to_document`; Panel handles it (outside a served session it does so at once); every
-  model change that follows is collected (as Bokeh's ServerSession receives them, the browser's own echo
-  left out) and serialized into one PATCH-DOC as Panel's `unlocked()` sends it (`patch_doc.create`, its
-  JSON and binary buffers). "warm": the settings were seen before in this process (the shared caches answer,
-  a class on the lesson's vector); "cold": every shared cache is emptied before each change (a class where
-  no two students share a setting).
+  session is: the browser's PATCH-DOC (a new `value` of the "Attention update scale" slider, or the
+  component's `sent` text) is applied to the page's Document with Bokeh's own `patch_doc.apply_to_document`;
+  Panel handles it (outside a served session it does so at once); every model change that follows is
+  collected (as Bokeh's ServerSession receives them, the browser's own echo left out) and serialized into one
+  PATCH-DOC as Panel's `unlocked()` sends it. "warm": the settings were seen before in this process (the shared
+  caches answer, a class on the lesson's vector); "cold": every shared cache is emptied before each change.
 - bytes/change: the size of that one message (header, metadata, content JSON and buffers), median;
 - MB/session: RSS of the process after building --sessions pages (each its own Document), minus before,
   over --sessions; objects/session: objects the collector tracks, the same way.
 
-Variants: current-tuned and current-stock (explorables/transformer_block_trace/view.py, with and without
-app/tuning), and the prototype (explorables/transformer_block_trace/browser_view.py) as esm-native
-(pn.custom.JSComponent, controls drawn by the component), esm-widgets (JSComponent, Panel widgets for the
-controls), html-native (ReactiveHTML, native controls, its script inline), cached-native (ReactiveHTML, the
-script a cached page script), esm-native-tuned (with app/tuning applied).
-In the browser run also "floor": the esm-native page whose server answers each change with a ready payload
-(no state, no engine): what Bokeh's and Panel's served path costs by itself.
+Variants: tuned and stock (with and without app/tuning).
 
---browser then measures slider -> drawn in headless Chromium (one browser, one server at a time, all served
-by `panel serve` with the app's public settings, app/server/routes.py `configure()`, as with `--no-tuning`;
-?predict=off): the keydown of an ArrowRight on the slider (the native range input or
-Panel's slider handle) to the page drawing the new result (the component's "tv-drawn" event; the current
-view: its stage table's output row changing, as benchmarks/latency.py observes it), and to the next
-animation frame after it; median of --browser-changes over --loads page loads. Also the time to the first
-drawn result from navigation start, and the server process's CPU time over the changes divided by their
-number (the whole served path: websocket, Tornado, Bokeh's session, Panel; one browser, so little else).
+--browser then measures slider -> drawn in headless Chromium (one browser, one `panel serve` at a time, with
+the app's public settings, app/server/routes.py `configure()`, and app/tuning/socket_tuning.py or not;
+?predict=off): the keydown of an ArrowRight on the slider to the stage table's output row changing, and to the
+next animation frame after it; median of --browser-changes over --loads page loads. Also the time to the first
+drawn result from navigation start, and the server process's CPU time over the changes divided by their number
+(the whole served path: websocket, Tornado, Bokeh's session, Panel; one browser, so little else).
 """
 
 from __future__ import annotations
@@ -54,17 +49,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 SLIDER_TITLE = "Attention update scale"
-VARIANTS = {  # name: (view, tuned)
-    "current-tuned": ("current", True),
-    "current-stock": ("current", False),
-    "esm-native": ("esm-native", False),
-    "esm-widgets": ("esm-widgets", False),
-    "html-native": ("html-native", False),
-    "cached-native": ("cached-native", False),
-    "esm-native-tuned": ("esm-native", True),
-}
+VARIANTS = {"tuned": True, "stock": False}  # name: app/tuning applied
 SCALES = [round(0.05 * i, 2) for i in range(1, 61)]  # 0.05 … 3.0: every step of the slider
 
 
@@ -88,25 +74,20 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def build(view: str):
+def build():
     import panel as pn
 
-    if view == "current":
-        from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
+    from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 
-        return pn.panel(TraceExplorable(predict=False))
-    from blocktrace.explorables.transformer_block_trace.browser_view import TraceBrowserView
-
-    kind, controls = view.split("-")
-    return pn.panel(TraceBrowserView(predict=False, native=controls == "native", kind=kind))
+    return pn.panel(TraceExplorable(predict=False))
 
 
-def open_page(view: str):
+def open_page():
     from bokeh.document import Document
     from panel.io.state import set_curdoc, state
 
     doc, connection = Document(), Connection()
-    viewable = build(view)
+    viewable = build()
     viewable.server_doc(doc)
     doc.on_change_dispatch_to(connection)
     # As a served session once its websocket is open: Panel then dispatches the events it held (a hold that
@@ -117,25 +98,30 @@ def open_page(view: str):
     return doc, connection, viewable
 
 
-def target(doc, view: str) -> tuple[str, str]:
+def target(doc) -> tuple[str, str]:
     """(model id, property) the browser changes when the student moves the attention slider."""
     from bokeh.models import Slider
 
-    if view == "current" or view.endswith("widgets"):
-        slider = next(m for m in doc.models if isinstance(m, Slider) and m.title == SLIDER_TITLE)
+    slider = next((m for m in doc.models if isinstance(m, Slider) and m.title == SLIDER_TITLE), None)
+    if slider is not None:  # Panel's widget
         return slider.id, "value"
-    from panel.models.esm import ReactiveESM
-    from panel.models.reactive_html import ReactiveHTML
-
-    host = next(m for m in doc.models if isinstance(m, (ReactiveESM, ReactiveHTML)))
-    return host.data.id, "sent"
+    host = next(m for m in doc.models if "sent" in getattr(getattr(m, "data", None), "properties", lambda: ())())
+    return host.data.id, "sent"  # the browser-drawn component's data
 
 
 def clear_caches() -> None:
-    from blocktrace.explorables.transformer_block_trace import diagram, payload, renderings, state
+    """Empty every shared cache of the block trace this tree has (trees differ in which they have)."""
+    import importlib
 
-    for cache in (state.TRACES, renderings.RENDERINGS, diagram.VIEWS, payload.PAYLOADS):
-        cache.clear()
+    for module, name in (("state", "TRACES"), ("renderings", "RENDERINGS"), ("diagram", "VIEWS"),
+                         ("payload", "PAYLOADS")):
+        try:
+            found = importlib.import_module(f"blocktrace.explorables.transformer_block_trace.{module}")
+        except ImportError:
+            continue
+        cache = getattr(found, name, None)
+        if cache is not None:
+            cache.clear()
 
 
 def one_change(doc, connection: Connection, model_id: str, attr: str, value, n: int) -> tuple[float, int, int]:
@@ -159,7 +145,7 @@ def one_change(doc, connection: Connection, model_id: str, attr: str, value, n: 
 
 
 def measure(name: str, changes: int, sessions: int) -> dict:
-    view, tuned = VARIANTS[name]
+    tuned = VARIANTS[name]
     from blocktrace.app import tuning
     from blocktrace.app.server import routes
 
@@ -168,10 +154,10 @@ def measure(name: str, changes: int, sessions: int) -> dict:
     from bokeh.core.json_encoder import serialize_json
     from panel.io.state import set_curdoc
 
-    doc, connection, viewable = open_page(view)
+    doc, connection, viewable = open_page()
     models = len(doc.models)
     doc_kb = len(serialize_json(doc.to_json(deferred=False))) / 1024
-    model_id, attr = target(doc, view)
+    model_id, attr = target(doc)
     warm, cold, sizes, counts = [], [], [], []
     with set_curdoc(doc):
         for n in range(changes):
@@ -189,7 +175,7 @@ def measure(name: str, changes: int, sessions: int) -> dict:
     del doc, connection, viewable
     gc.collect()
     objects, before = len(gc.get_objects()), rss_mb()
-    pages = [open_page(view) for _ in range(sessions)]
+    pages = [open_page() for _ in range(sessions)]
     gc.collect()
     per_mb = (rss_mb() - before) / sessions
     per_objects = (len(gc.get_objects()) - objects) / sessions
@@ -210,31 +196,11 @@ import os
 import panel as pn
 from blocktrace.app.server.routes import configure
 configure()  # the app's public settings, on with --no-tuning too (no Bokeh error diagnostics, no BrowserInfo)
-if os.environ.get("SPIKE_SOCKET_TUNING") == "1":  # TCP_NODELAY and corked frames (app/tuning/socket_tuning.py)
+if os.environ.get("BENCH_SOCKET_TUNING") == "1":  # TCP_NODELAY and corked frames (app/tuning/socket_tuning.py)
     from blocktrace.app.tuning import socket_tuning
     socket_tuning.apply()
-if os.environ.get("SPIKE_NO_SHIM") == "1":  # no es-module-shims on the page (app/tuning/first_load.py)
-    from blocktrace.app.tuning import first_load
-    first_load.apply()
-from blocktrace.explorables.transformer_block_trace.browser_view import TraceBrowserView
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
-args = {k: v[-1].decode() for k, v in (pn.state.session_args or {}).items() if v}
-view = args.get("view", "esm-native")
-if view == "current":
-    pn.panel(TraceExplorable(predict=False)).servable()
-elif view == "floor":  # the served path's floor: the same page, a change answered with a ready payload
-    import json
-    page = TraceBrowserView(predict=False)
-    ready = json.loads(page.canvas.meta)
-
-    def answer(change):
-        page.canvas.meta = json.dumps({**ready, "ack": change.get("n", 0), "announce": str(change.get("n"))})
-
-    page.canvas._on_control = answer
-    pn.panel(page).servable()
-else:
-    kind, controls = view.split("-")
-    pn.panel(TraceBrowserView(predict=False, native=controls == "native", kind=kind)).servable()
+pn.panel(TraceExplorable(predict=False)).servable()
 """
 
 PAGE_JS = """
@@ -248,7 +214,7 @@ PAGE_JS = """
   };
   const bt = window.__bt = {walk, keydown: null, drawMs: []};
   document.addEventListener('keydown', () => { bt.keydown = performance.now(); }, true);
-  document.addEventListener('tv-drawn', e => { bt.drawMs.push(e.detail.ms); }, true);
+  document.addEventListener('dv-drawn', e => { bt.drawMs.push(e.detail.ms); }, true);
   const outputRow = () => {
     const t = walk(document, el => el.matches('table.stage-table'));
     return t && t.querySelector('tbody tr:last-child');
@@ -296,8 +262,6 @@ def is_script(response) -> bool:
     return response.request.resource_type == "script" or response.url.split("?")[0].endswith(".js")
 
 
-# The floor page's table does not change with the slider: watch the live line (the answer's number) instead.
-FLOOR_ROW = "() => { window.__bt.outputRow = () => window.__bt.walk(document, el => el.matches('p.bt-live')); }"
 DONE = "() => window.__bt.done.then(r => ({...r, key: window.__bt.keydown}))"
 
 
@@ -313,23 +277,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool = False,
-                no_shim: bool = False) -> dict[str, dict]:
+def browser_run(trees: dict[str, str], loads: int, changes: int, socket_tuned: bool = False) -> dict[str, dict]:
+    """Per tree (name -> the Python whose blocktrace it is), its figures in Chromium."""
+    return {tree: _browser_tree(python, loads, changes, socket_tuned) for tree, python in trees.items()}
+
+
+def _browser_tree(python: str, loads: int, changes: int, socket_tuned: bool) -> dict:
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        app = Path(tmp) / "spike_app.py"
+        app = Path(tmp) / "bench_app.py"
         app.write_text(APP)
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "panel", "serve", str(app), "--port", str(port), "--address", "127.0.0.1",
+            [python, "-m", "panel", "serve", str(app), "--port", str(port), "--address", "127.0.0.1",
              "--allow-websocket-origin", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT),
-            env={**os.environ, "SPIKE_SOCKET_TUNING": "1" if socket_tuned else "0",
-                 "SPIKE_NO_SHIM": "1" if no_shim else "0"})
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp,
+            env={**os.environ, "BENCH_SOCKET_TUNING": "1" if socket_tuned else "0"})
         try:
-            base = f"http://127.0.0.1:{port}/spike_app"
+            base = f"http://127.0.0.1:{port}/bench_app"
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 try:
@@ -340,7 +306,7 @@ def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool =
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium",
                                             args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
-                for view in views:
+                for _tree in ("this",):
                     drawn, framed, firsts, cpu, counted, scripts, outside = [], [], [], 0.0, 0, {}, set()
                     draws: list[float] = []
                     for _ in range(loads):
@@ -360,15 +326,11 @@ def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool =
                                     pass
 
                         page.on("response", seen)
-                        page.goto(f"{base}?view={view}", wait_until="load")
+                        page.goto(base, wait_until="load")
                         page.wait_for_function("() => window.__bt && window.__bt.ready", timeout=30000)
                         firsts.append(page.evaluate("() => window.__bt.ready"))
-                        if view == "floor":
-                            page.evaluate(FLOOR_ROW)
-                        if view == "current" or view.endswith("widgets"):
-                            handle = page.locator(".noUi-handle").first  # Panel's slider: the first is attention
-                        else:
-                            handle = page.locator("#tv-attention_scale")
+                        native = page.locator("#dv-attention_scale")  # the browser-drawn range input
+                        handle = native if native.count() else page.locator(".noUi-handle").first  # Panel's
                         handle.focus()
                         before = cpu_seconds(server.pid)
                         for n in range(changes):
@@ -383,7 +345,7 @@ def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool =
                         draws += page.evaluate("() => window.__bt.drawMs")
                         counted += changes
                         context.close()
-                    out[view] = {"drawn": statistics.median(drawn) if drawn else float("nan"),
+                    result_row = {"drawn": statistics.median(drawn) if drawn else float("nan"),
                                  "frame": statistics.median(framed) if framed else float("nan"),
                                  "first": statistics.median(firsts), "n": len(drawn),
                                  "server_ms": 1000 * cpu / max(counted, 1), "script_kb": sum(scripts.values()) / 1024,
@@ -394,7 +356,7 @@ def browser_run(views: list[str], loads: int, changes: int, socket_tuned: bool =
         finally:
             server.terminate()
             server.wait(timeout=20)
-    return out
+    return result_row
 
 
 # --- the run --------------------------------------------------------------------------------------------
@@ -404,6 +366,7 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=240)
     parser.add_argument("--sessions", type=int, default=40)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--before-python", help="a Python whose blocktrace is the tree to compare with")
     parser.add_argument("--variant", help=argparse.SUPPRESS)  # one variant, in this process, as JSON
     parser.add_argument("--browser", action="store_true", help="also slider -> drawn in Chromium")
     parser.add_argument("--browser-only", action="store_true", help=argparse.SUPPRESS)
@@ -413,45 +376,39 @@ def main() -> int:
     if args.variant:
         print(json.dumps(measure(args.variant, args.changes, args.sessions)))
         return 0
+    trees = {"this": sys.executable, **({"before": args.before_python} if args.before_python else {})}
     if not args.browser_only:
         rows = []
-        for name in args.variants.split(","):
-            done = subprocess.run([sys.executable, __file__, "--variant", name, "--changes", str(args.changes),
-                                   "--sessions", str(args.sessions)], capture_output=True, text=True, cwd=str(ROOT),
-                                  env={**os.environ, "PYTHONWARNINGS": "ignore"})
-            if done.returncode:
-                print(done.stderr[-2000:], file=sys.stderr)
-                return 1
-            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        for tree, python in trees.items():
+            for name in args.variants.split(","):
+                done = subprocess.run([python, __file__, "--variant", name, "--changes", str(args.changes),
+                                       "--sessions", str(args.sessions)], capture_output=True, text=True,
+                                      cwd=tempfile.gettempdir(), env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                if done.returncode:
+                    print(done.stderr[-2000:], file=sys.stderr)
+                    return 1
+                rows.append({**json.loads(done.stdout.strip().splitlines()[-1]), "tree": tree})
         first = rows[0]
         print(f"Python {first['python']}, Panel {first['panel']}; {args.changes} changes, {args.sessions} sessions")
-        print(f"{'variant':18} {'models':>6} {'doc KB':>7} {'CPU ms warm':>11} {'cold':>6} {'bytes/chg':>9} "
+        print(f"{'tree':7} {'variant':7} {'models':>6} {'doc KB':>7} {'CPU ms warm':>11} {'cold':>6} {'bytes/chg':>9} "
               f"{'events':>6} {'MB/sess':>7} {'objs/sess':>9}")
         for r in rows:
-            print(f"{r['variant']:18} {r['models']:>6} {r['doc_kb']:>7.1f} {r['cpu_warm']:>11.2f} "
+            print(f"{r['tree']:7} {r['variant']:7} {r['models']:>6} {r['doc_kb']:>7.1f} {r['cpu_warm']:>11.2f} "
                   f"{r['cpu_cold']:>6.2f} {r['bytes']:>9.0f} {r['events']:>6.0f} {r['mb']:>7.2f} {r['objects']:>9.0f}")
     if args.browser or args.browser_only:
-        views = ["current", "esm-native", "esm-widgets", "html-native", "cached-native", "floor"]
         for socket_tuned in (False, True):
-            found = browser_run(views, args.loads, args.browser_changes, socket_tuned)
+            found = browser_run(trees, args.loads, args.browser_changes, socket_tuned)
             print_browser(found, args, "with app/tuning/socket_tuning.py only" if socket_tuned else "stock")
-        # Without es-module-shims the JSComponent cannot load: only the ReactiveHTML variants, and the same
-        # two with the shim, alternated in one run.
-        for no_shim in (True, False):
-            found = browser_run(["html-native", "cached-native"], args.loads, args.browser_changes, True, no_shim)
-            print_browser(found, args, "socket_tuning and first_load (no es-module-shims)" if no_shim
-                          else "socket_tuning, es-module-shims on the page")
     return 0
 
 
 def print_browser(found: dict[str, dict], args, how: str) -> None:
     print(f"\nslider -> drawn in Chromium, `panel serve` {how}, median of {args.browser_changes} x {args.loads}")
-    print(f"{'view':14} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4} "
-          f"{'script KB':>9} {'shims':>5} {'outside':>7} {'JS draw ms':>10}")
-    for view, r in found.items():
-        print(f"{view:14} {r['drawn']:>9.1f} {r['frame']:>9.1f} {r['first']:>14.0f} {r['server_ms']:>13.2f} "
-              f"{r['n']:>4} {r['script_kb']:>9.0f} {'yes' if r['shims'] else 'no':>5} {r['outside']:>7} "
-              f"{r['draw_ms']:>10.1f}")
+    print(f"{'tree':8} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4} "
+          f"{'script KB':>9} {'outside':>7} {'JS draw ms':>10}")
+    for tree, r in found.items():
+        print(f"{tree:8} {r['drawn']:>9.1f} {r['frame']:>9.1f} {r['first']:>14.0f} {r['server_ms']:>13.2f} "
+              f"{r['n']:>4} {r['script_kb']:>9.0f} {r['outside']:>7} {r['draw_ms']:>10.1f}")
         for url in r["outside_urls"]:
             print(f"    not from this server: {url}")
 
