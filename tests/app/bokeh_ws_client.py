@@ -7,6 +7,8 @@ with Bokeh's own message classes. Every read is bounded by a timeout.
 from __future__ import annotations
 
 import asyncio
+import base64
+import gzip
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +20,9 @@ from bokeh.protocol.messages.patch_doc import patch_doc
 from bokeh.protocol.receiver import Receiver
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
+
+import blocktrace.explorables.components.floor_diagram  # noqa: F401  (custom components read in a document)
+import blocktrace.explorables.transformer_block_trace.view  # noqa: F401
 
 PROTOCOL = Protocol()
 READ_TIMEOUT_S = 30.0
@@ -54,6 +59,20 @@ def models(node: Any) -> Iterator[dict]:
     elif isinstance(node, list):
         for value in node:
             yield from models(value)
+
+
+def inline_buffers(node: Any, buffers: dict[str, bytes]) -> None:
+    """Put each binary buffer a message refers to ({"type": "bytes", "data": {"id": …}}) into its content as
+    gzipped base64, the inline form Bokeh's deserializer reads without the buffers."""
+    if isinstance(node, dict):
+        data = node.get("data")
+        if node.get("type") == "bytes" and isinstance(data, dict) and data.get("id") in buffers:
+            node["data"] = base64.b64encode(gzip.compress(buffers[data["id"]])).decode("ascii")
+        for value in node.values():
+            inline_buffers(value, buffers)
+    elif isinstance(node, list):
+        for value in node:
+            inline_buffers(value, buffers)
 
 
 class Session:
@@ -112,6 +131,8 @@ class Session:
             assert fragment is not None, "the server closed the websocket"
             message = await self.receiver.consume(fragment)
             if message is not None:
+                if message.buffers:  # a NumPy array's bytes (the drawing component's numbers): inline, as base64
+                    inline_buffers(message.content, {b.id: b.to_bytes() for b in message.buffers})
                 return message
 
     async def send(self, *events: dict) -> None:

@@ -8,12 +8,14 @@ would render, without a browser.
 from __future__ import annotations
 
 import html
+import json
 import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import panel.models  # noqa: F401  (registers Panel's Bokeh models so the client can read a document)
@@ -22,6 +24,7 @@ from bokeh.document import Document
 from bokeh.model import Model
 
 import blocktrace.explorables.components.floor_diagram  # noqa: F401  (the floor diagram's model, read too)
+import blocktrace.explorables.transformer_block_trace.view  # noqa: F401  (the block trace's drawing component, read too)
 from blocktrace.app.server.catalogue import EXPLORABLES, explorable
 from tests.app.bokeh_ws_client import pull_document
 
@@ -58,14 +61,31 @@ class Served:
         return "\n".join(html.unescape(m.text) for m in self.models
                          if type(m).__name__ == "HTML" and isinstance(getattr(m, "text", None), str))
 
-    def text(self) -> str:
-        """The HTML panes' visible text, tags stripped and entities decoded."""
-        return html.unescape(re.sub(r"<[^>]+>", " ", self.html()))
+    def drawn(self) -> tuple[dict, dict]:
+        """(spec, meta) of the browser-drawn component's payload, ({}, {}) when the page has none."""
+        found = [m for m in self.models if {"spec", "meta", "sent"} <= set(m.properties())]
+        if not found:
+            return {}, {}
+        return json.loads(found[0].spec), (json.loads(found[0].meta) if found[0].meta else {})
 
-    def widget(self, label: str) -> Model:
-        """The one widget model whose title (or checkbox label) is `label`."""
+    def text(self) -> str:
+        """The HTML panes' visible text, tags stripped and entities decoded, then the words the drawing component
+        writes (its stage labels, announcement, note and error)."""
+        _, meta = self.drawn()
+        words = [*(row[1] for row in meta.get("rows", [])), meta.get("announce", ""), meta.get("note", ""),
+                 meta.get("error", "")]
+        return html.unescape(re.sub(r"<[^>]+>", " ", self.html())) + "\n" + "\n".join(words)
+
+    def widget(self, label: str) -> Model | SimpleNamespace:
+        """The one widget model whose title (or checkbox label) is `label`, or the control the drawing component
+        draws with this label: its value (`active` for a checkbox) and `disabled` as the payload gives them."""
+        spec, meta = self.drawn()
+        drawn = [c for c in spec.get("controls", []) if c["label"] == label]
         found = [m for m in self.models
                  if getattr(m, "title", None) == label or (type(m).__name__ == "Checkbox" and m.label == label)]
+        if drawn and not found:
+            value = meta["controls"].get(drawn[0]["name"])
+            return SimpleNamespace(value=value, active=value, disabled=meta["locked"])
         assert len(found) == 1, f"expected one widget labelled {label!r}, found {len(found)}"
         return found[0]
 

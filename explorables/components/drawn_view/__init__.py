@@ -91,6 +91,7 @@ class DrawnView(pn.reactive.ReactiveHTML):
     def __init__(self, on_control: Callable[[dict], None] | None = None, **params):
         params.setdefault("stylesheets", [stylesheet(), _read("drawn_view.css")])
         params.setdefault("sizing_mode", "stretch_width")
+        params.setdefault("margin", (5, 10))  # as Panel's panes beside it
         super().__init__(**params)
         self._on_control = on_control
         self.param.watch(self._received, ["sent"])
