@@ -148,6 +148,40 @@ def the_choices(sent: list[dict], label: str) -> tuple[dict, int]:
     raise AssertionError(f"no radio group offers {label!r}")
 
 
+# --- the browser-drawn block trace: one component, its payload (meta, values) and the browser's `sent` ---------
+
+def the_drawing(sent: list[dict]) -> dict:
+    """The drawing component's data model in the first document."""
+    found = [m for m in models(sent[0]) if {"spec", "meta"} <= set(m.get("attributes", {}))]
+    assert len(found) == 1, f"{len(found)} drawing components"
+    return found[0]
+
+
+def metas(sent: list[dict]) -> list[dict]:
+    """Every `meta` the drawing component was given, in order: the document's, then each patch's."""
+    drawing = the_drawing(sent)
+    out = [drawing["attributes"]["meta"]]
+    out += [e["new"] for content in sent[1:] for e in content.get("events", [])
+            if e.get("kind") == "ModelChanged" and e.get("model", {}).get("id") == drawing["id"]
+            and e.get("attr") == "meta"]
+    return [json.loads(m) for m in out if m]
+
+
+def values_sizes(sent: list[dict]) -> set[int]:
+    """The sizes of every `values` array (the numbers drawn) the drawing component was given."""
+    drawing = the_drawing(sent)
+    arrays = [drawing["attributes"].get("values")]
+    arrays += [e["new"] for content in sent[1:] for e in content.get("events", [])
+               if e.get("kind") == "ModelChanged" and e.get("model", {}).get("id") == drawing["id"]
+               and e.get("attr") == "values"]
+    return {int((a.get("shape") or [0])[0]) for a in arrays if isinstance(a, dict)}
+
+
+async def send_change(session: Session, sent: list[dict], name: str, value, n: int) -> None:
+    """A control's change as the browser sends it (drawn_view/draw.js)."""
+    await session.set(the_drawing(sent)["id"], "sent", json.dumps({"name": name, "value": value, "n": n}))
+
+
 async def commit_over_the_websocket(session: Session, sent: list[dict]) -> None:
     radio, index = the_choices(sent, PREDICTION_CHOICES["keep-erase"])
     await session.set(radio["id"], "active", index)
@@ -156,7 +190,7 @@ async def commit_over_the_websocket(session: Session, sent: list[dict]) -> None:
 
 
 def test_a_state_link_shows_no_result_before_the_prediction_is_committed(either_server) -> None:
-    """The issue's link sets the controls, but no trace value, plot data or verdict is sent until the
+    """The issue's link sets the controls, but no trace value, chart number, word or verdict is sent until the
     prediction is committed; after the commit the same session receives them (so the check can fail)."""
 
     async def run() -> tuple[list[dict], list[dict], bool]:
@@ -164,55 +198,50 @@ def test_a_state_link_shows_no_result_before_the_prediction_is_committed(either_
         before = list(sent)
         try:
             await commit_over_the_websocket(session, sent)
-            arrived = await read_until(session, sent, lambda s: "input lost here" in text_sent(s))
+            arrived = await read_until(session, sent, lambda s: metas(s)[-1].get("lost") == "blocks.0.resid_mid")
         finally:
             await session.close_and_wait()
         return before, sent, arrived
 
     before, after, arrived = asyncio.run(run())
     text = text_sent(before)
-    assert the_model(before, "Slider", title="Attention update scale")["attributes"]["value"] == 0  # the link's
-    assert "input lost here" not in text and "stage-table" not in text and "Output norm" not in text
+    [shown] = metas(before)
+    assert shown["controls"]["attention_scale"] == 0 and shown["locked"] is True  # the link's value, held
+    assert not {"rows", "offsets", "lost", "words"} & set(shown), "the trace's part was sent before the commit"
+    assert "Output norm" not in text  # (the drawing script itself names "input lost here" and "stage-table")
     assert "once you commit your prediction" in text
-    lengths = data_sent(before)
-    assert lengths and set(lengths) == {0}, "a plot's source carried data before the commit"
+    assert values_sizes(before) == {0}, "numbers of the trace were sent before the commit"
+    assert set(data_sent(before)) <= {0}, "a plot's source carried data before the commit"
     assert arrived, "the trace never arrived after the commit"
-    assert "stage-table" in text_sent(after) and max(data_sent(after)) > 0
-
-
-def value_events(contents: list[dict], model_id: str) -> list:
-    """The values the server sent for one widget model, in order."""
-    return [e.get("new") for content in contents for e in content.get("events", [])
-            if e.get("kind") == "ModelChanged" and e.get("model", {}).get("id") == model_id
-            and e.get("attr") == "value"]
+    assert "Output norm" in text_sent(after) and max(values_sizes(after)) > 0
 
 
 def test_a_change_to_a_locked_control_is_set_back_and_shows_nothing(either_server) -> None:
-    """A websocket change to a disabled slider, and a click on a disabled button, are undone by the server."""
+    """A websocket change to a locked control, and a press of a locked button, are refused by the server: the
+    answer puts the browser's control back, and nothing of the trace is sent."""
 
-    async def run() -> tuple[list[dict], list, list]:
+    async def run() -> tuple[list[dict], list[dict], list[dict]]:
         session, sent = await open_and_collect(either_server.url(TRACE))
         try:
-            slider = the_model(sent, "Slider", title="Attention update scale")
-            mlp = the_model(sent, "Slider", title="MLP update scale")
-            assert slider["attributes"]["disabled"] is True and mlp["attributes"]["value"] == 1.0
+            assert metas(sent)[0]["locked"] is True and metas(sent)[0]["controls"]["mlp_scale"] == 1.0
             start = len(sent)
-            await session.set(slider["id"], "value", 0.0)
-            await read_until(session, sent, lambda s: value_events(s[start:], slider["id"])[-1:] == [1.0])
-            first = value_events(sent[start:], slider["id"])
-            # The click's answer: the MLP slider set to 0 and then back (or, were it refused silently, nothing:
-            # then this waits out the deadline and the assertion below still holds).
-            clicked = len(sent)
-            await session.send(button_click(the_model(sent, "Button", label="Zero updates")["id"]))
-            await read_until(session, sent, lambda s: value_events(s[clicked:], mlp["id"])[-1:] == [1.0])
-            return sent, first, value_events(sent[clicked:], mlp["id"])
+            await send_change(session, sent, "attention_scale", 0.0, 1)
+            await read_until(session, sent, lambda s: metas(s)[-1]["ack"] == 1)
+            first = metas(sent)[-1]
+            assert len(sent) > start
+            # The press's answer: acknowledged with the MLP scale as it was (were it refused silently, nothing:
+            # then this waits out the deadline and the assertions below still hold).
+            await send_change(session, sent, "action", "zero", 2)
+            await read_until(session, sent, lambda s: metas(s)[-1]["ack"] == 2)
+            return sent, [first], [metas(sent)[-1]]
         finally:
             await session.close_and_wait()
 
-    sent, slider_values, mlp_values = asyncio.run(run())
-    assert slider_values and slider_values[-1] == 1.0, "the locked slider's change was not set back"
-    assert not mlp_values or mlp_values[-1] == 1.0, "a click on the locked Zero updates button changed the MLP scale"
-    assert "stage-table" not in text_sent(sent) and set(data_sent(sent)) == {0}
+    sent, [after_slider], [after_press] = asyncio.run(run())
+    assert after_slider["ack"] == 1 and after_slider["controls"]["attention_scale"] == 1.0, "not set back"
+    assert after_press["controls"]["mlp_scale"] == 1.0, "a press of the locked Zero updates changed the MLP scale"
+    assert all(m["locked"] and "rows" not in m for m in metas(sent))
+    assert "Output norm" not in text_sent(sent) and values_sizes(sent) == {0}
     assert "Traceback" not in either_server.log()
 
 
@@ -224,17 +253,20 @@ def test_a_typed_predict_off_shows_the_gate_and_says_why(server) -> None:
     for query in ({"predict": "off"}, forged, other_route, longer):
         sent = collect(server.url(TRACE + "?" + urlencode(query)), "Attention update scale")
         text = text_sent(sent)
-        assert the_model(sent, "Slider", title="Attention update scale")["attributes"]["disabled"] is True, query
+        assert metas(sent)[-1]["locked"] is True, query  # the drawn controls are disabled, and refused
         assert UNSIGNED_NOTICE in text and "Commit prediction" in text, query
-        assert "stage-table" not in text, query
+        assert "rows" not in metas(sent)[-1] and values_sizes(sent) == {0} and "Output norm" not in text, query
 
 
 def test_the_teachers_signed_link_opens_without_the_gate(server) -> None:
     """The signed predict=off unlocks every control at once and sends the trace; no notice."""
-    for route, shows in ((TRACE, "stage-table"), (FLOOR, "floor-table"), (LAB, "Invariants now")):
+    for route, shows in ((TRACE, "Output norm"), (FLOOR, "floor-table"), (LAB, "Invariants now")):
         sent = collect(server.url(server.teacher_link(route)), shows)
         text = text_sent(sent)
         assert UNSIGNED_NOTICE not in text, route
+        if route == TRACE:  # drawn in the browser: its controls and numbers come in the payload
+            assert metas(sent)[-1]["locked"] is False and max(values_sizes(sent)) > 0
+            continue
         sliders = [m for content in sent for m in models(content) if name_of(m) == "Slider"]
         assert sliders and not any(m["attributes"].get("disabled") for m in sliders), route
         assert max(data_sent(sent)) > 0, route
@@ -290,7 +322,7 @@ def test_an_expired_teacher_link_shows_the_gate_and_says_so(server) -> None:
     expired = teacher_arguments(TRACE, server.secret(), valid_s=-60)
     sent = collect(server.url(TRACE + "?" + urlencode(expired)), "Attention update scale")
     text = text_sent(sent)
-    assert the_model(sent, "Slider", title="Attention update scale")["attributes"]["disabled"] is True
+    assert metas(sent)[-1]["locked"] is True
     assert EXPIRED_NOTICE in text and UNSIGNED_NOTICE not in text
 
 
