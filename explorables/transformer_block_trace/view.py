@@ -167,10 +167,10 @@ class TraceExplorable(ExplorableView):
             changes["meta"] = meta
         if values is not self.drawing.values:
             changes["values"] = values
-        if changes:
-            with unlocked():
+        with unlocked():  # the payload and the diagram's cards: one message
+            if changes:
                 set_params(self.drawing, **changes)
-        self.diagram.show(lambda: diagram_view(s))
+            self.diagram.show(lambda: diagram_view(s))
 
     # --- layout -----------------------------------------------------------------------------
 

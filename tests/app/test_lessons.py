@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -20,6 +21,7 @@ from blocktrace.app.lessons.markdown import render
 from blocktrace.app.lessons.page import HELD_BY_TEACHER, WAITING, LessonView, explanation_counter
 from blocktrace.app.server.pages import lesson_cards
 from blocktrace.explorables.block_floor.state import FloorState
+from blocktrace.explorables.components.drawn_view import DrawnView
 from blocktrace.explorables.engine import ops, run_preset
 from tests.answers import directive_texts, lesson_answers, normalised
 
@@ -93,6 +95,10 @@ def widget_labels(explorable: Any) -> set[str]:
     for value in vars(explorable).values():
         if isinstance(value, pn.reactive.ReactiveHTML) and "label" in value.param:  # e.g. the race's Play button
             labels.add(value.label)
+        if isinstance(value, DrawnView):  # controls drawn in the browser: their labels and options come in its spec
+            for control in json.loads(value.spec)["controls"]:
+                labels.add(control["label"])
+                labels.update(str(option[0]) for option in control.get("options", []))
         if isinstance(value, pn.widgets.Widget):
             labels.add(getattr(value, "label", None) or value.name)
             options = getattr(value, "options", None)
