@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.app.bokeh_ws_client import Session, fetch_token
+from tests.app.bokeh_ws_client import Session, fetch_token, models
 from tests.conftest import module_server
 
 TRACE = "/explorables/transformer-block-trace"
@@ -65,8 +65,8 @@ def test_closed_tabs_are_taken_apart_and_an_open_one_keeps_working(server) -> No
             await session.close_and_wait()
         await asyncio.to_thread(until, lambda: memory(server)["closed_taken_apart"] == LEAVING,
                                 "closed pages taken apart")
-        slider = staying.find("Slider", title="Attention update scale")
-        await staying.set(slider["id"], "value", 0.5)
+        drawing = next(m for m in models(staying.document) if {"spec", "meta"} <= set(m.get("attributes", {})))
+        await staying.set(drawing["id"], "sent", json.dumps({"name": "attention_scale", "value": 0.5, "n": 1}))
         kinds = []
         while "PATCH-DOC" not in kinds:
             kinds.append((await staying.read()).msgtype)

@@ -55,8 +55,8 @@ def test_without_allowed_origins_only_this_server_may_frame_a_page(server) -> No
 async def oversized_then_normal(ws_url: str) -> tuple[bool, bool]:
     """Send one message over the cap on one session; is that socket closed, and does another still answer?"""
     big = await Session.open(ws_url)
-    slider = big.find("Slider", title="Attention update scale")
-    await big.set(slider["id"], "title", "x" * (MAX_MESSAGE_BYTES + 1))
+    button = big.find("Button", label="Commit prediction")
+    await big.set(button["id"], "label", "x" * (MAX_MESSAGE_BYTES + 1))
     closed = False
     try:
         while True:
@@ -69,7 +69,7 @@ async def oversized_then_normal(ws_url: str) -> tuple[bool, bool]:
         big.close()  # our end too, so no open client socket is left for the collector
     other = await Session.open(ws_url)
     try:
-        answered = bool(other.find("Slider", title="Attention update scale"))
+        answered = bool(other.find("Button", label="Commit prediction"))
     finally:
         await other.close_and_wait()
     return closed, answered
@@ -77,7 +77,7 @@ async def oversized_then_normal(ws_url: str) -> tuple[bool, bool]:
 
 def test_a_message_over_the_cap_closes_its_socket_and_others_go_on(server) -> None:
     """A websocket message larger than MAX_MESSAGE_BYTES ends that connection unparsed; other sessions answer."""
-    ws_url = server.url(TRACE + "/ws").replace("http://", "ws://")  # the slider is there, locked or not
+    ws_url = server.url(TRACE + "/ws").replace("http://", "ws://")  # the gate's button is there
     closed, answered = asyncio.run(oversized_then_normal(ws_url))
     assert closed and answered
     assert "Traceback" not in server.log()

@@ -38,7 +38,8 @@ async def change_and_collect(page_url: str, value: float) -> list:
 
 def test_a_slider_change_is_answered_by_a_single_message(server):
     messages = asyncio.run(change_and_collect(server.url(server.teacher_link(ROUTE)), 0.35))
-    assert len(messages) == 2, [sorted({(e.get("attr") or e.get("kind")) for e in m.content["events"]}) for m in messages]
+    assert len(messages) == 2, [sorted({e.get("attr") or e.get("kind") for e in m.content["events"]})
+                                for m in messages]
     address = messages[1].content["events"]
     assert [e.get("kind") for e in address if e.get("attr") == "search"] == ["ModelChanged"]
     assert "attention_scale=0.35" in next(e["new"] for e in address if e.get("attr") == "search")
