@@ -19,6 +19,7 @@ from blocktrace.explorables.components.downloads import Downloads, worksheet_htm
 from blocktrace.explorables.components.drawn_view import DrawnView, spec_json
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.locked_controls import LockedControls
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
@@ -189,4 +190,6 @@ class TraceExplorable(ExplorableView):
             if self.diagram.panes else []
         top = pn.FlexBox(*gate, *diagram, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
                          sizing_mode="stretch_width")
-        return pn.Column(*head, *self.notice_panes(), top, self.drawing, share, sizing_mode="stretch_width")
+        # The save-and-share card is below the first screen: it follows once the page is up (fewer models first).
+        share_place = DrawnAfterLoad().later(lambda: [share], sizing_mode="stretch_width")
+        return pn.Column(*head, *self.notice_panes(), top, self.drawing, share_place, sizing_mode="stretch_width")
