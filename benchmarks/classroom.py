@@ -436,6 +436,7 @@ class Student:
     outstanding: list[tuple[float, float]] = field(default_factory=list)  # (value, sent at)
     latencies_ms: list[float] = field(default_factory=list)
     unmatched_tables: int = 0
+    drawn_n: int = 0  # the drawn page's changes sent (its `sent` numbers them)
     sent: list[float] = field(default_factory=list)  # every value sent, in order
     answered: int = 0  # how many of them (in order) the server has answered with their table
     bursts: int = 0
@@ -514,7 +515,9 @@ class Student:
         """The ids of the models this student uses, from a document or a patch of it."""
         for obj in _objects(content, []):
             attrs = obj.get("attributes", {})
-            if obj.get("name") == "Slider" and attrs.get("title") == SLIDER_TITLE:
+            if "spec" in attrs and "meta" in attrs:  # a page drawn in the browser: one component takes every change
+                self.ids.update(drawing=obj["id"], slider=obj["id"], vector=obj["id"], table=obj["id"])
+            elif obj.get("name") == "Slider" and attrs.get("title") == SLIDER_TITLE:
                 self.ids["slider"] = obj["id"]
             elif obj.get("name", "").endswith("TextInput") and attrs.get("title") == VECTOR_TITLE:
                 self.ids["vector"] = obj["id"]
@@ -538,10 +541,25 @@ class Student:
                 model = (event.get("model") or {}).get("id")
                 if event.get("kind") != "ModelChanged" or model is None:
                     continue
+                if model == self.ids.get("drawing"):
+                    if event.get("attr") == "meta":
+                        self._meta_arrived(event.get("new"), now)
+                    continue
                 if model == self.ids["slider"] and event.get("attr") == "disabled" and event.get("new") is False:
                     self.enabled.set()
                 elif event.get("attr") == "text" and self._is_table(model, str(event.get("new"))):
                     self._table_arrived(html.unescape(str(event.get("new"))), now)
+
+    def _meta_arrived(self, text: object, now: float) -> None:
+        """A payload of the drawn page: unlocked once the commit is final; its slider value is a change shown."""
+        try:
+            meta = json.loads(str(text))
+        except ValueError:
+            return
+        if not meta.get("locked", True):
+            self.enabled.set()
+        if "rows" in meta:  # the trace, drawn for this value of the slider
+            self._value_shown(meta["controls"]["attention_scale"], now)
 
     def _is_table(self, model: str, text: str) -> bool:
         if "table" not in self.ids and "stage-table" in text:
@@ -549,7 +567,9 @@ class Student:
         return model == self.ids.get("table")
 
     def _table_arrived(self, text: str, now: float) -> None:
-        value = self.tables.get(text)
+        self._value_shown(self.tables.get(text), now)
+
+    def _value_shown(self, value: float | None, now: float) -> None:
         matches = [i for i, (v, _sent) in enumerate(self.outstanding) if v == value]
         if not matches:
             self.unmatched_tables += 1
@@ -601,9 +621,13 @@ class Student:
         """Type an input vector (as on Enter) and wait for its stage table; it is not counted as a change."""
         self.tables = tables
         self.outstanding.append((self.last_value, time.perf_counter()))
-        await _patch({"kind": "ModelChanged", "model": {"id": self.ids["vector"]}, "attr": "value_input", "new": text},
-                     {"kind": "ModelChanged", "model": {"id": self.ids["vector"]}, "attr": "value", "new": text},
-                     ).send(self.sock)
+        if "drawing" in self.ids:
+            await self._send_drawn("input_text", text)
+        else:
+            await _patch({"kind": "ModelChanged", "model": {"id": self.ids["vector"]}, "attr": "value_input",
+                          "new": text},
+                         {"kind": "ModelChanged", "model": {"id": self.ids["vector"]}, "attr": "value", "new": text},
+                         ).send(self.sock)
         while self.outstanding:
             await asyncio.sleep(0.02)
         self.latencies_ms.clear()
@@ -622,14 +646,23 @@ class Student:
                 busy = {v for v, _ in self.outstanding} | {self.last_value}
                 value = rng.choice([v for v in SLIDER_VALUES if v not in busy])
                 self.outstanding.append((value, time.perf_counter()))
-                await _patch({"kind": "ModelChanged", "model": {"id": self.ids["slider"]}, "attr": "value",
-                              "new": value}).send(self.sock)
+                if "drawing" in self.ids:
+                    await self._send_drawn("attention_scale", value)
+                else:
+                    await _patch({"kind": "ModelChanged", "model": {"id": self.ids["slider"]}, "attr": "value",
+                                  "new": value}).send(self.sock)
                 self.last_value = value
                 self.sent.append(value)
                 if i < burst - 1:
                     await asyncio.sleep(BURST_GAP)
             self.bursts += 1
             await asyncio.sleep(rng.uniform(0.5, 1.5) * pause if jitter else pause)
+
+    async def _send_drawn(self, name: str, value: object) -> None:
+        """A control's change as the drawn page's browser sends it (explorables/components/drawn_view/draw.js)."""
+        self.drawn_n += 1
+        await _patch({"kind": "ModelChanged", "model": {"id": self.ids["drawing"]}, "attr": "sent",
+                      "new": json.dumps({"name": name, "value": value, "n": self.drawn_n})}).send(self.sock)
 
     def on(self, page: WebSocketClientConnection | None) -> bool:
         """Still on the page whose websocket is `page` (not closed, not reopened since)."""
