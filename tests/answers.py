@@ -97,6 +97,12 @@ def _drawn_answers(meta: dict[str, Any]) -> list[str]:
 def _strings(obj: Any) -> Iterator[str]:
     if isinstance(obj, str):
         yield obj
+        if obj.startswith("{"):  # JSON text inside a property (a drawn page's payload): its strings too
+            try:
+                inner = json.loads(obj)
+            except ValueError:
+                return
+            yield from _strings(inner)
     elif isinstance(obj, dict):
         for value in obj.values():
             yield from _strings(value)
