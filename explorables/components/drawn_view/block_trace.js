@@ -116,8 +116,8 @@
           var rect = N("rect", {x: x + inner * 0.05, width: inner * 0.9, y: Math.min(y0, y1), height: Math.max(1, Math.abs(y1 - y0)),
                                 fill: b.colour, "class": "dv-mark"}, c.svg);
           D.hover(rect, c.readout, b.hover);
-          if (labelled && inner >= 48) {
-            N("text", {x: x + inner / 2, y: b.v >= 0 ? y1 - 4 : y1 + 14, "text-anchor": "middle", "class": "dv-label"},
+          if (labelled && inner >= 48) {  // 4 px clear of its bar, above a rise, below a fall (12 px text)
+            N("text", {x: x + inner / 2, y: b.v >= 0 ? y1 - 7 : y1 + 16, "text-anchor": "middle", "class": "dv-label"},
               c.svg, D.number(b.v, 3, true));
           }
         });
