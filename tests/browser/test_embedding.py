@@ -126,7 +126,7 @@ def test_iframe_embed_renders_responds_and_fits_its_content(browser: Browser, ho
     expect(table.locator("tr", has_text="Attention update").locator("td.num").first).to_have_text("0.000")
     frame.get_by_role("button", name="Constant 2, 2, 2, 2").click()
     expect(table.locator("tr", has_text="Input residual stream").locator("td.num").first).to_have_text("+2.000")
-    expect(frame.locator(".bk-Canvas")).to_have_count(3)  # the plots, sent once the page is up
+    expect(frame.locator("figure.dv-chart svg[role=img]")).to_have_count(3)  # the charts, drawn in the browser
     inner = page.locator("iframe").element_handle().content_frame()
     inner.wait_for_function(FITS, arg=[True, 1500])  # the whole explorable, far taller than the snippet's 700 px
     tall = inner.evaluate("window.innerHeight")
@@ -154,7 +154,7 @@ def test_script_tag_embed_renders_and_responds(browser: Browser, host_page: str)
     expect(table.locator("tr", has_text="Attention update").locator("td.num").first).to_have_text("0.000")
     embedded.get_by_role("button", name="Constant 2, 2, 2, 2").click()
     expect(table.locator("tr", has_text="Input residual stream").locator("td.num").first).to_have_text("+2.000")
-    expect(embedded.locator(".bk-Canvas")).to_have_count(3)  # the plots, sent once the page is up
+    expect(embedded.locator("figure.dv-chart svg[role=img]")).to_have_count(3)  # the charts, drawn in the browser
     assert page.url == f"{host_page}/script.html", "the embed must not rewrite the host page's address"
     expect(embedded.locator("[data-blocktrace-embed]")).to_have_attribute("data-blocktrace-checked", "allowed")
     expect(page.locator(".blocktrace-embed-refused")).to_have_count(0)
