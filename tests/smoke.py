@@ -55,7 +55,9 @@ def lessons() -> list[tuple[str, str]]:
 
 
 def slider(page: Page, label: str):
-    return page.locator(".bk-input-group", has_text=label).get_by_role("slider")
+    """The slider labelled `label`: a range input a browser-drawn page draws, or Panel's slider handle."""
+    drawn = page.get_by_role("slider", name=label, exact=True)
+    return drawn.or_(page.locator(".bk-input-group", has_text=label).get_by_role("slider")).first
 
 
 def change_trace(page: Page) -> None:
