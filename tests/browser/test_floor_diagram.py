@@ -100,7 +100,7 @@ def test_floor_diagram_by_keyboard_following_the_controls_and_hiding_values_unti
     page.get_by_label("Stage to inspect").select_option(label=STAGES["blocks.0.resid_pre"])
     expect(node(page, "blocks.0.resid_pre")).to_have_attribute("aria-pressed", "true")
     expect(node(page, "blocks.0.attn_out")).to_have_attribute("aria-pressed", "false")
-    page.locator(".bk-Checkbox", has_text="Replace instead of add residuals").get_by_role("checkbox").check()
+    page.get_by_role("checkbox", name="Replace instead of add residuals (broken)").check()
     expect(page.locator(".fd-cut-label").first).to_have_text("identity path cut")
     expect(page.get_by_role("button", name=re.compile(r"\(blocks\.0\.resid_mid\): .*Input lost\.$"))).to_be_visible()
 
