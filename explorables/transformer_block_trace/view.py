@@ -97,6 +97,7 @@ class TraceExplorable(ExplorableView):
         state = TraceState()
         super().__init__(state, state.prediction, QUERY_KEYS, query, embed, predict)
         self._ack = 0
+        self._answering = False
         self.gate = PredictionGate(state.prediction, QUESTION, HINT)
         self.drawing = TraceDrawing(on_control=self._control, spec=spec_json(controls_spec(state), embed))
         self.diagram = DiagramPlace(lambda key: setattr(state, "inspect", key))  # a stage picked in it is inspected
@@ -137,6 +138,7 @@ class TraceExplorable(ExplorableView):
         if not self.state.prediction.unlocked:
             self._send()  # the browser's input goes back to the held value
             return
+        self._answering = True  # the state's watchers leave the answer to the end: one payload, built once
         try:
             if name == "action" and value in ACTIONS:
                 self._act(value)
@@ -146,6 +148,8 @@ class TraceExplorable(ExplorableView):
                 raise ValueError(f"unknown control {name!r}")
         except (ValueError, TypeError) as err:
             log.info("refused a control change: %s", err)
+        finally:
+            self._answering = False
         self._send()
 
     def _act(self, name: str) -> None:
@@ -159,7 +163,9 @@ class TraceExplorable(ExplorableView):
 
     # --- one payload per change ---------------------------------------------------------------------
 
-    def _send(self, *_events) -> None:
+    def _send(self, *events) -> None:
+        if events and self._answering:
+            return
         s = self.state
         # "ack": the browser's last change answered, so a refused one also gets its answer (its input goes back)
         meta, values = payload(s, {name: getattr(s, name) for name in CONTROL_PARAMS}, ack=self._ack)
