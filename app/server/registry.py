@@ -24,6 +24,11 @@ class ExplorableSpec:
     def title(self) -> str:
         return import_module(self.module + ".view").TITLE
 
+    def question(self) -> str | None:
+        """The question the explorable asks first (its prediction or bet), as its page shows it."""
+        view = import_module(self.module + ".view")
+        return getattr(view, "QUESTION", None) or getattr(view, "BET_QUESTION", None)
+
     def query_keys(self) -> dict[str, Any]:
         """The URL-state keys the explorable accepts, besides embed and predict."""
         return dict(import_module(self.module + ".state").QUERY_KEYS)

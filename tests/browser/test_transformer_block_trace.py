@@ -413,6 +413,27 @@ def test_each_chart_downloads_as_a_png(open_page) -> None:
     opened.assert_clean()
 
 
+def test_the_title_and_question_show_before_the_scripts_run(browser, server) -> None:
+    """With none of its scripts loaded (a slow school network, 2.7 MB still on the way), the page already shows its
+    title and its question, as plain HTML; once the page is drawn they are not shown twice."""
+    from blocktrace.explorables.transformer_block_trace.view import QUESTION, TITLE
+
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        page = context.new_page()
+        page.route(re.compile(r"\.js(\?|$)"), lambda route: route.abort())
+        for _ in range(2):  # the route's first page, then an early one (app/tuning/early_page.py)
+            page.goto(server.url(TRACE))
+            expect(page.get_by_role("heading", name=TITLE, level=1)).to_be_visible()
+            expect(page.get_by_text(QUESTION)).to_be_visible()
+        page.unroute(re.compile(r"\.js(\?|$)"))
+        page.goto(server.url(TRACE))
+        locked(page)
+        expect(page.get_by_role("heading", name=TITLE, level=1)).to_have_count(1)  # the page's own, drawn
+    finally:
+        context.close()
+
+
 def test_server_logged_no_traceback(server) -> None:
     """After every browser session above (bad input included), the server has logged no traceback."""
     log = server.log()
