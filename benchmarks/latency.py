@@ -301,6 +301,10 @@ def title_seen(browser: Browser, url: str, headers: dict, wifi: float | None) ->
     return seen, y
 
 
+def title_kind(route: str) -> str:
+    return "lesson" if route.startswith("/lessons/") else "explorable"
+
+
 def empty_ratio(interactive: list[float], empty: list[float]) -> str:
     return f"{statistics.median(interactive) / statistics.median(empty):.2f}"
 
@@ -471,8 +475,8 @@ def compare(a: argparse.Namespace, arms: tuple[Arm, Arm], title: str, note, befo
     print(versions())
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after (other work on the machine inflates every figure)")
-    print(f"interleaved: loads alternate {first}, {second}, ...; changes alternate, {CHANGE_BLOCK} on one server "
-          "at a time (after 2 unmeasured of each)")
+    print(f"interleaved: loads alternate {EMPTY_NAME + ', ' if empty else ''}{first}, {second}, ...; changes "
+          f"alternate, {CHANGE_BLOCK} on one server at a time (after 2 unmeasured of each); then the title loads")
     ratio = f"{second}/{first}"
     print(f"\n{'ms':<34} {'n':>3} {first:>8} {first:>8} {second:>8} {second:>8} {ratio:>11}")
     print(f"{'':<34} {'':>3} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'(medians)':>11}")
@@ -482,7 +486,7 @@ def compare(a: argparse.Namespace, arms: tuple[Arm, Arm], title: str, note, befo
             print(compared(f"{label}: {what}", [s[key] for s in samples[first]],
                            [s[key] for s in samples[second]]))
     for route in titles:
-        print(compared(f"title+question: {route.rsplit('/', 1)[-1]}", [t for t, _ in seen[(first, route)]],
+        print(compared(f"title+question: {title_kind(route)}", [t for t, _ in seen[(first, route)]],
                        [t for t, _ in seen[(second, route)]]))
     if empty:
         print(f"\n{EMPTY_NAME} (plain `panel serve` {EMPTY_APP.name}), {len(empty)} loads: median "
@@ -493,7 +497,7 @@ def compare(a: argparse.Namespace, arms: tuple[Arm, Arm], title: str, note, befo
           "changes: ms from keydown")
     print("title+question: navigation start -> the h1 and the first question laid out and not hidden, on the "
           "student's\npage (" + ", ".join(titles) + "); question " + ", ".join(
-              f"{route.rsplit('/', 1)[-1]} {statistics.median(y for _, y in seen[(first, route)]):.0f} px"
+              f"{title_kind(route)} {statistics.median(y for _, y in seen[(first, route)]):.0f} px"
               for route in titles) + f" down the page ({first}); aim (issue 39): <= 300 ms")
     print("target (issue 3): median <= 80 ms, p95 <= 150 ms")
     return 0
