@@ -49,6 +49,11 @@ from tests.app.bokeh_ws_client import Session, models  # noqa: E402
 TOP = 5  # model types shown per page
 
 
+def top(types: Counter) -> str:
+    """The TOP most frequent types, ties by name (the same order on every run)."""
+    return ", ".join(f"{name} {n}" for name, n in sorted(types.items(), key=lambda item: (-item[1], item[0]))[:TOP])
+
+
 @dataclass(frozen=True)
 class PageFigures:
     """One page's row: its models by type, and the server's memory and CPU a session."""
@@ -176,21 +181,20 @@ def print_rows(rows: list[PageFigures], sessions_n: int, warmup: int, tuned: boo
     print(versions())
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
     print(f"{sessions_n} sessions a page, after {warmup} unmeasured; every session kept open to the end\n")
-    width = max(len(r.path) for r in rows)
+    width = max(len("all pages"), *(len(r.path) for r in rows))
     print(f"{'page':<{width}} {'models':>6} {'MB/sess':>7} {'CPU ms':>7}  top {TOP} model types")
     for r in rows:
-        top = ", ".join(f"{name} {n}" for name, n in r.types.most_common(TOP))
         print(f"{r.path:<{width}} {sum(r.types.values()):>6} {r.mb_per_session:>7.2f} {r.cpu_ms_per_session:>7.0f}  "
-              f"{top}")
+              f"{top(r.types)}")
     total = Counter()
     for r in rows:
         total += r.types
-    print(f"{'all pages':<{width}} {sum(total.values()):>6} {'':>7} {'':>7}  "
-          + ", ".join(f"{name} {n}" for name, n in total.most_common(TOP)))
+    print(f"{'all pages':<{width}} {sum(total.values()):>6} {'':>7} {'':>7}  {top(total)}")
     print("\nmodels: Bokeh models in one session's document once its figures are placed (PULL-DOC, then the "
           "patches\napplied, counted from the roots); MB/sess: server VmRSS after the page's sessions minus "
           "before, over\nthe sessions (server idle at both readings); CPU ms: server CPU time (user + system) "
-          "over those\nsessions, over the sessions (build, serialize, send).")
+          "over those\nsessions, over the sessions (build, serialize, send). A small page's MB/sess near 0 is "
+          "below what\nan RSS difference resolves: the process reuses memory it freed earlier before it grows.")
 
 
 def main() -> int:
