@@ -43,7 +43,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # tests/, and classroom.py
 
 from classroom import Server, start_server, stop_server, wait_until_idle  # noqa: E402
 
-from blocktrace.explorables.components.figures import DrawnAfterLoad  # noqa: E402
 from tests.app.bokeh_ws_client import Session, models  # noqa: E402
 
 TOP = 5  # model types shown per page
@@ -111,29 +110,11 @@ def document_models(document: dict, patches: list[dict]) -> Counter:
     return Counter(known[model_id]["name"].rsplit(".", 1)[-1] for model_id in seen)
 
 
-def unfilled(document: dict, patches: list[dict]) -> set[str]:
-    """The places the first document left for after load (DrawnAfterLoad, empty) still without content once the
-    patches are applied."""
-    children = {model["id"]: model.get("attributes", {}).get("children") for model in models(document)
-                if DrawnAfterLoad.PENDING in (model.get("attributes", {}).get("css_classes") or [])}
-    for patch in patches:
-        for event in patch["events"]:
-            if event.get("kind") == "ModelChanged" and event["attr"] == "children" \
-                    and event["model"]["id"] in children:
-                children[event["model"]["id"]] = event["new"]
-    return {place for place, content in children.items() if not content}
-
-
 async def open_filled(base: str, path: str) -> tuple[Session, Counter]:
     """One student's session of `path`, open and filled; its document's models by type."""
     ws_url = base.replace("http://", "ws://", 1) + path.rstrip("/") + "/ws"
     session = await Session.open(ws_url)
     patches = await session.filled()
-    # Panel 1.10 sends a place's new class and its content as two messages, the class first: read on to the content.
-    while unfilled(session.document, patches):
-        message = await session.read()
-        if message.msgtype == "PATCH-DOC":
-            patches.append(message.content)
     return session, document_models(session.document, patches)
 
 
