@@ -121,7 +121,8 @@ HELPERS = """
 """
 
 # Time to the title and the question seen: poll every frame from the start of the document for the page's h1 and
-# its first question, each with its text laid out and not hidden (through open shadow roots, as above).
+# its first question, each with its text laid out and not hidden (through open shadow roots, as above): those the
+# page's HTML shows before its scripts run (app/server/templates/page.html), or the drawn page's.
 TITLE_PROBE = """
 (() => {
   const walk = (root, visit) => {
@@ -139,8 +140,8 @@ TITLE_PROBE = """
   };
   window.__bt = {};
   const poll = () => {
-    const title = walk(document, el => el.matches('h1.bt-title'));
-    const question = walk(document, el => el.matches('.bt-question'));
+    const title = walk(document, el => el.matches('h1.bt-title, h1.bt-early-title') && shown(el));
+    const question = walk(document, el => el.matches('.bt-question, .bt-early-question') && shown(el));
     if (shown(title) && shown(question)) {
       window.__bt.seen = performance.now();
       window.__bt.questionY = question.getBoundingClientRect().top + window.scrollY;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from html import escape
+from pathlib import Path
 from urllib.parse import urlencode
 
 import panel as pn
@@ -50,12 +51,10 @@ def theme_link(query: Mapping[str, str]) -> str:
     return f'<a class="bt-theme" href="{escape(href)}">{"Light" if other == "light" else "Dark"} theme</a>'
 
 
-# Panel's page template with the viewport a phone needs to lay the page out at its own width (without it a phone
-# lays every page out 980 px wide and shrinks it), compiled once: a document's template given as text is compiled
-# again for every page.
-PAGE_TEMPLATE = get_env().from_string(  # Bokeh's own template environment
-    '{% extends base %}{% block postamble %}<meta name="viewport" content="width=device-width, initial-scale=1">'
-    "{% endblock %}")
+# Panel's page template with the viewport for phones and the title and question shown before the scripts run
+# (templates/page.html), compiled once in Bokeh's own template environment: a document's template given as text
+# is compiled again for every page.
+PAGE_TEMPLATE = get_env().from_string((Path(__file__).parent / "templates" / "page.html").read_text("utf-8"))
 
 
 def page_title(title: str) -> str:
@@ -63,16 +62,19 @@ def page_title(title: str) -> str:
     return f"{title} · {SITE}"
 
 
-def shell(body: pn.viewable.Viewable, title: str, embed: bool = False) -> pn.viewable.Viewable:
+def shell(body: pn.viewable.Viewable, title: str, embed: bool = False,
+          question: str | None = None) -> pn.viewable.Viewable:
     """Header with the home link around a page's body; the body alone when embedded (?embed=1), which in an
-    iframe reports its height to the page around it (explorables/components/embed.py)."""
+    iframe reports its height to the page around it (explorables/components/embed.py). The page's HTML shows
+    its title and `question` while its scripts load (templates/page.html)."""
     from blocktrace.explorables.components.a11y import name_widgets_script
 
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = page_title(title)
-        pn.state.curdoc.template = PAGE_TEMPLATE
+        pn.state.curdoc.template = PAGE_TEMPLATE  # the same for every link of a route: early_page keeps one
+        pn.state.curdoc.template_variables.update(early_title=title, early_question=question, early_dark=dark())
     if embed:  # as tall as its content: the page framing it sizes the iframe to the height it reports
         from blocktrace.explorables.components.embed import frame_height_script, is_script_tag_session
 

@@ -24,6 +24,10 @@ class ExplorableSpec:
     def title(self) -> str:
         return import_module(self.module + ".view").TITLE
 
+    def question(self) -> str:
+        """The question its prediction (or bet) asks."""
+        return import_module(self.module + ".view").QUESTION
+
     def query_keys(self) -> dict[str, Any]:
         """The URL-state keys the explorable accepts, besides embed and predict."""
         return dict(import_module(self.module + ".state").QUERY_KEYS)
