@@ -72,9 +72,10 @@ def _frozen(data: dict[str, list]) -> tuple:
     return tuple((column, tuple(values)) for column, values in data.items())
 
 
-LOCKED_NOTE = "The trace appears here once you commit your prediction: predict first, then run the block."
+LOCKED_NOTE = ("The trace appears here once you commit your prediction: the stage table, the norm at each stage, "
+               "each stage's components and the SwiGLU gates. Predict first, then run the block.")
 # What every view shows while the prediction gate is locked: no value of the trace, in any table,
-# text alternative or plot (the figures keep their axes, with empty sources).
+# text alternative or plot (the figures, out of sight until the commit, keep empty sources).
 LOCKED = Rendered(
     stage_table=f'<p class="bt-muted bt-locked" role="status">{LOCKED_NOTE}</p>',
     baseline_table="", swiglu_table="", norm_alt="", comp_alt="", swiglu_alt="",

@@ -126,6 +126,7 @@ class TraceExplorable(ExplorableView):
             self.live.stylesheets = [*self.live.stylesheets, TIGHT_LINES]
         self.diagram = DiagramPlace(lambda key: setattr(s, "inspect", key))  # a stage picked in it is inspected
         self.diagram.show(lambda: diagram_view(s))
+        self.charts = pn.Column(sizing_mode="stretch_width", margin=0, visible=s.prediction.unlocked)
         self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet, s.prediction,
                                    FILES_NOTE)
 
@@ -185,6 +186,7 @@ class TraceExplorable(ExplorableView):
         locked = not self.state.prediction.unlocked
         for widget in self.controls:
             widget.disabled = locked
+        self.charts.visible = not locked
         self._refresh()  # the trace arrives with the unlock, not before
 
     # --- layout -----------------------------------------------------------------------------
@@ -217,14 +219,15 @@ class TraceExplorable(ExplorableView):
             "its value. A gate near 0 (or well below it) lets almost nothing through; for a large positive gate "
             "SiLU is close to the gate itself, so the unit can pass more than its whole value.</p>",
             **styled(sizing_mode="stretch_width"))
-        right = pn.Column(
-            self.live, *self.diagram.panes, self.stage_table,
+        # Until the commit the charts would be empty frames: the stage table's note says what will come.
+        self.charts.objects = [
             plot("norm", after=[self.norm_alt]),
             self.inspect, plot("comp", after=[self.comp_alt]),  # the stage picker above the chart it drives
             plot("swiglu", before=[swiglu_heading], after=[self.swiglu_alt]),
             after_load.later(lambda: [self.swiglu_table, self.baseline_table]),
-            styles=self.main_styles("36rem"),
-        )
+        ]
+        right = pn.Column(self.live, *self.diagram.panes, self.stage_table, self.charts,
+                          styles=self.main_styles("36rem"))
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
         notice_pane = self.notice_panes()

@@ -91,6 +91,11 @@ def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
     opened = open_page(TRACE)
     page = opened.page
     locked(page)
+    # No empty chart frames either: the plots, sent once the page is up, wait out of sight
+    expect(page.locator(".bt-figure-pending")).to_have_count(0)
+    expect(page.locator(".bk-Canvas")).to_have_count(3)
+    expect(page.locator(".bk-Canvas:visible")).to_have_count(0)
+    expect(page.get_by_label("Stage to inspect")).to_be_hidden()
     expect(page.get_by_label(VECTOR)).to_be_disabled()
     expect(page.get_by_label(NORM)).to_be_disabled()
     expect(checkbox(page, REPLACE)).to_be_disabled()
@@ -107,6 +112,8 @@ def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
     expect(checkbox(page, REPLACE)).to_be_enabled()
     expect(page.get_by_text("Your prediction (final)")).to_be_visible()
     expect(page.get_by_role("button", name="Commit prediction")).to_be_hidden()
+    expect(page.locator(".bk-Canvas:visible")).to_have_count(3)
+    expect(page.get_by_label("Stage to inspect")).to_be_enabled()
     slider_to_zero(page)  # the unlocked controls really drive the trace
     expect(numbers(stage_row(page, "Attention update"))).to_have_text(["0.000"] * 5)
     opened.assert_clean()
