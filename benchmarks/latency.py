@@ -91,9 +91,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 CHANGE_BLOCK = 5  # with --compare-tuning: changes measured on one server before switching to the other
 
-# Shared page-side helpers: find things through open shadow roots, as a person sees them.
-HELPERS = """
-(() => {
+# The first element `visit` accepts, looking through open shadow roots, as a person sees the page.
+WALK = """
   const walk = (root, visit) => {
     for (const el of root.querySelectorAll('*')) {
       if (visit(el)) return el;
@@ -101,7 +100,11 @@ HELPERS = """
     }
     return null;
   };
-  const stageTable = () => walk(document, el => el.matches('table.stage-table'));
+"""
+
+# Shared page-side helpers: find things through open shadow roots, as a person sees them.
+HELPERS = """
+(() => {""" + WALK + """  const stageTable = () => walk(document, el => el.matches('table.stage-table'));
   const outputRow = () => { const t = stageTable(); return t ? t.querySelector('tbody tr:last-child') : null; };
   const vectorField = () => {
     const label = walk(document, el => el.tagName === 'LABEL' && el.textContent.trim() === 'Input vector');
@@ -124,15 +127,7 @@ HELPERS = """
 # its first question, each with its text laid out and not hidden (through open shadow roots, as above): those the
 # page's HTML shows before its scripts run (app/server/templates/page.html), or the drawn page's.
 TITLE_PROBE = """
-(() => {
-  const walk = (root, visit) => {
-    for (const el of root.querySelectorAll('*')) {
-      if (visit(el)) return el;
-      if (el.shadowRoot) { const hit = walk(el.shadowRoot, visit); if (hit) return hit; }
-    }
-    return null;
-  };
-  const shown = el => {
+(() => {""" + WALK + """  const shown = el => {
     if (!el || !el.textContent.trim()) return false;
     const box = el.getBoundingClientRect();
     return box.width > 0 && box.height > 0
@@ -190,21 +185,7 @@ def start_server(log_path: Path, *extra: str, env: dict[str, str] | None = None)
                                    env={**os.environ, "PYTHONUNBUFFERED": "1", "BLOCKTRACE_SECRET": SECRET,
                                         **(env or {})})
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return process, base
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        try:
-            process.wait(timeout=0.2)  # a pause between polls that also notices a crash
-            raise SystemExit(f"the server exited:\n{log_path.read_text()}")
-        except subprocess.TimeoutExpired:
-            continue
-    process.terminate()
-    raise SystemExit("the server did not answer /health within 60 s")
+    return process, answering(process, base, base + "/health", log_path, "the server")
 
 
 def start_empty_page(log_path: Path) -> tuple[subprocess.Popen, str]:
@@ -216,21 +197,26 @@ def start_empty_page(log_path: Path) -> tuple[subprocess.Popen, str]:
                                    cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}/{EMPTY_APP.stem}"
+    return process, answering(process, url, url, log_path, "panel serve")
+
+
+def answering(process: subprocess.Popen, address: str, probe: str, log_path: Path, what: str) -> str:
+    """`address` once `probe` answers 200 (within 60 s); a crash or no answer ends the benchmark with the log."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=5) as r:
+            with urllib.request.urlopen(probe, timeout=5) as r:
                 if r.status == 200:
-                    return process, url
+                    return address
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         try:
             process.wait(timeout=0.2)  # a pause between polls that also notices a crash
-            raise SystemExit(f"panel serve exited:\n{log_path.read_text()}")
+            raise SystemExit(f"{what} exited:\n{log_path.read_text()}")
         except subprocess.TimeoutExpired:
             continue
     process.terminate()
-    raise SystemExit(f"panel serve did not answer {url} within 60 s")
+    raise SystemExit(f"{what} did not answer {probe} within 60 s")
 
 
 def stop(process: subprocess.Popen) -> None:

@@ -34,7 +34,6 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # tests/, and classroom.py beside this file (no package)
 
 from classroom import Server, start_server, stop_server, wait_until_idle  # noqa: E402
+from latency import versions  # noqa: E402
 
 from tests.app.bokeh_ws_client import Session, models  # noqa: E402
 
@@ -145,16 +145,6 @@ async def measure(server: Server, pages: list[str], sessions_n: int, warmup: int
         for session in kept:
             session.close()
     return rows
-
-
-def versions() -> str:
-    found = []
-    for name in ("panel", "bokeh", "tornado", "param"):
-        try:
-            found.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            found.append(f"{name} (not installed)")
-    return f"python {sys.version.split()[0]}, " + ", ".join(found)
 
 
 def print_rows(rows: list[PageFigures], sessions_n: int, warmup: int, tuned: bool, load: tuple) -> None:

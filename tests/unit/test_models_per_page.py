@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
-from types import ModuleType
 
 from bokeh.document import Document
 from bokeh.models import Button, Column, Div, Row, TextInput
 from bokeh.protocol import Protocol
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "models_per_page.py"
-
-
-def load_benchmark() -> ModuleType:
-    """benchmarks/models_per_page.py as a module (benchmarks/ is no package)."""
-    spec = importlib.util.spec_from_file_location("models_per_page_under_test", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmark_module import load_benchmark
 
 
 def by_type(doc: Document) -> Counter:
@@ -31,7 +18,7 @@ def by_type(doc: Document) -> Counter:
 def test_counts_the_document_after_its_patches_as_bokeh_does() -> None:
     """From a pulled document and a patch that replaces a pane with another (a place filled after load), the
     count is Bokeh's own set of the document's models: the new pane's models in, the replaced pane's out."""
-    count = load_benchmark().document_models
+    count = load_benchmark("models_per_page").document_models
     doc = Document()
     field = TextInput(title="Input vector")
     page = Column(children=[Div(text="<p>Drawing the plot…</p>"), field])
