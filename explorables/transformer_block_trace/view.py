@@ -126,7 +126,7 @@ class TraceExplorable(ExplorableView):
             self.live.stylesheets = [*self.live.stylesheets, TIGHT_LINES]
         self.diagram = DiagramPlace(lambda key: setattr(s, "inspect", key))  # a stage picked in it is inspected
         self.diagram.show(lambda: diagram_view(s))
-        self.charts = pn.Column(sizing_mode="stretch_width", margin=0, visible=s.prediction.unlocked)
+        self.charts = pn.Column(sizing_mode="stretch_width", margin=0)  # shown by _lock once unlocked
         self.downloads = Downloads("transformer-block-trace", lambda: s.trace, self._worksheet, s.prediction,
                                    FILES_NOTE)
 
