@@ -1,7 +1,7 @@
 """Latency of the block-trace explorable in headless Chromium: control change -> updated value on the page.
 
 usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL | --compare-tuning | --compare-diagram]
-                                   [--wifi MBIT]
+                                   [--wifi MBIT] [--no-baseline]
 
 Starts `python -m blocktrace.app.cli serve` on a free port (unless --url is given), opens the
 explorable through the teacher's signed link without the prediction step (the server started here gets
@@ -12,7 +12,14 @@ measures, with the page's own clock (performance.now()):
   (each load in a fresh browser context, so nothing is cached; the next load starts once this page
   has drawn its figures, which come after it is interactive);
 - per change: the keydown that changes a control -> the stage table's output row showing a new value
-  (a MutationObserver on the table's shadow root), and -> the next animation frame after it.
+  (a MutationObserver on the table's shadow root), and -> the next animation frame after it;
+- the baseline (issue 39): the same "interactive" of an empty Panel page, one text field and one table
+  (benchmarks/empty_panel_page.py, served by plain `panel serve` started here), its loads alternating with
+  the explorable's; the explorable's median is printed as a ratio to the empty page's (--no-baseline: not);
+- title and question visible: navigation start -> the page's title (h1) and its first question (the
+  prediction gate's, or a checkpoint's) laid out with their text, not hidden (polled every frame, as for
+  interactive), on the student's page of the first lesson and of the block trace (not the teacher's link:
+  it has no question), each load in a fresh context; printed with how far down the page the question is.
 
 --wifi MBIT loads the pages through Chromium's network throttling (MBIT Mbit/s each way, 20 ms
 round trip), as one student's share of a classroom access point might be; changes are then measured
@@ -25,9 +32,9 @@ Tab (leaving the field). Target from issue 3: median <= 80 ms, p95 <= 150 ms.
 
 --compare-tuning starts two servers from this Python, one as usual (tuned) and one with --no-tuning
 (stock Panel, Bokeh and Tornado), and measures both in one browser, interleaved so that the machine's
-drift in speed falls on both alike: the loads alternate (tuned, stock, tuned, ...), and so do the
-changes, in blocks of a few per server. It prints the median and p95 of each figure for both, and the
-ratio stock/tuned of the medians.
+drift in speed falls on both alike: the loads alternate (empty Panel page, tuned, stock, empty, ...), and
+so do the changes, in blocks of a few per server, and the title loads. It prints the median and p95 of
+each figure for both, the ratio stock/tuned of the medians, and each one's ratio to the empty page.
 
 --compare-diagram does the same with two servers that differ only in the floor diagram
 (explorables/components/floor_diagram.py): one as usual, one started with BLOCKTRACE_DIAGRAM=off, whose
@@ -58,7 +65,17 @@ from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = "/explorables/transformer-block-trace"
+EMPTY_APP = ROOT / "benchmarks" / "empty_panel_page.py"  # the baseline, served by plain `panel serve`
+EMPTY_NAME = "empty Panel page"
 SECRET = secrets.token_hex(32)  # the servers started here sign with it (BLOCKTRACE_SECRET)
+
+
+def title_routes() -> list[str]:
+    """The pages timed to their title and question: the first lesson's and the block trace's, as a student opens
+    them (with the prediction gate, whose question is the one to see)."""
+    from blocktrace.app.lessons.loading import load_lessons
+
+    return [load_lessons()[0].route, PATH]
 
 
 def teacher_route() -> str:
@@ -74,9 +91,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 CHANGE_BLOCK = 5  # with --compare-tuning: changes measured on one server before switching to the other
 
-# Shared page-side helpers: find things through open shadow roots, as a person sees them.
-HELPERS = """
-(() => {
+# The first element `visit` accepts, looking through open shadow roots, as a person sees the page.
+WALK = """
   const walk = (root, visit) => {
     for (const el of root.querySelectorAll('*')) {
       if (visit(el)) return el;
@@ -84,7 +100,11 @@ HELPERS = """
     }
     return null;
   };
-  const stageTable = () => walk(document, el => el.matches('table.stage-table'));
+"""
+
+# Shared page-side helpers: find things through open shadow roots, as a person sees them.
+HELPERS = """
+(() => {""" + WALK + """  const stageTable = () => walk(document, el => el.matches('table.stage-table'));
   const outputRow = () => { const t = stageTable(); return t ? t.querySelector('tbody tr:last-child') : null; };
   const vectorField = () => {
     const label = walk(document, el => el.tagName === 'LABEL' && el.textContent.trim() === 'Input vector');
@@ -98,6 +118,29 @@ HELPERS = """
     const field = vectorField();
     const ok = field && !field.disabled && field.getBoundingClientRect().width > 0 && outputRow();
     if (ok) { window.__bt.interactive = performance.now(); } else { requestAnimationFrame(poll); }
+  };
+  requestAnimationFrame(poll);
+})();
+"""
+
+# Time to the title and the question seen: poll every frame from the start of the document for the page's h1 and
+# its first question, each with its text laid out and not hidden (through open shadow roots, as above): those the
+# page's HTML shows before its scripts run (app/server/templates/page.html), or the drawn page's.
+TITLE_PROBE = """
+(() => {""" + WALK + """  const shown = el => {
+    if (!el || !el.textContent.trim()) return false;
+    const box = el.getBoundingClientRect();
+    return box.width > 0 && box.height > 0
+      && (!el.checkVisibility || el.checkVisibility({opacityProperty: true, visibilityProperty: true}));
+  };
+  window.__bt = {};
+  const poll = () => {
+    const title = walk(document, el => el.matches('h1.bt-title, h1.bt-early-title') && shown(el));
+    const question = walk(document, el => el.matches('.bt-question, .bt-early-question') && shown(el));
+    if (shown(title) && shown(question)) {
+      window.__bt.seen = performance.now();
+      window.__bt.questionY = question.getBoundingClientRect().top + window.scrollY;
+    } else { requestAnimationFrame(poll); }
   };
   requestAnimationFrame(poll);
 })();
@@ -142,21 +185,43 @@ def start_server(log_path: Path, *extra: str, env: dict[str, str] | None = None)
                                    env={**os.environ, "PYTHONUNBUFFERED": "1", "BLOCKTRACE_SECRET": SECRET,
                                         **(env or {})})
     base = f"http://127.0.0.1:{port}"
+    return process, answering(process, base, base + "/health", log_path, "the server")
+
+
+def start_empty_page(log_path: Path) -> tuple[subprocess.Popen, str]:
+    """`panel serve benchmarks/empty_panel_page.py` on a free port (stock Panel and Bokeh); the page's address."""
+    port = free_port()
+    with log_path.open("w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "panel", "serve", str(EMPTY_APP), "--port", str(port),
+                                    "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}"],
+                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}/{EMPTY_APP.stem}"
+    return process, answering(process, url, url, log_path, "panel serve")
+
+
+def answering(process: subprocess.Popen, address: str, probe: str, log_path: Path, what: str) -> str:
+    """`address` once `probe` answers 200 (within 60 s); a crash or no answer ends the benchmark with the log."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
+            with urllib.request.urlopen(probe, timeout=5) as r:
                 if r.status == 200:
-                    return process, base
+                    return address
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         try:
             process.wait(timeout=0.2)  # a pause between polls that also notices a crash
-            raise SystemExit(f"the server exited:\n{log_path.read_text()}")
+            raise SystemExit(f"{what} exited:\n{log_path.read_text()}")
         except subprocess.TimeoutExpired:
             continue
     process.terminate()
-    raise SystemExit("the server did not answer /health within 60 s")
+    raise SystemExit(f"{what} did not answer {probe} within 60 s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    process.wait(timeout=10)
 
 
 def measure(page: Page, act) -> dict:
@@ -189,15 +254,17 @@ def vector_changes(page: Page, n: int, start: int = 0) -> list[dict]:
     return samples
 
 
-def load_page(browser: Browser, url: str, headers: dict, wifi: float | None) -> tuple[BrowserContext, Page, float]:
-    """Open url in a fresh browser context; returns it, its page, and the page's time to interactive (ms).
+def load_page(browser: Browser, url: str, headers: dict, wifi: float | None,
+              probe: str = HELPERS, mark: str = "interactive") -> tuple[BrowserContext, Page, float]:
+    """Open url in a fresh browser context; returns it, its page, and the page's time to interactive (ms): the
+    `mark` the `probe` (an init script) sets on window.__bt, by default HELPERS' interactive.
 
     Returns once the page has drawn its figures (they come after it is interactive), so the next load
     meets a server with nothing of this one left to do.
     """
     context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers)
     page = context.new_page()
-    page.add_init_script(HELPERS)
+    page.add_init_script(probe)
     if wifi:
         bytes_per_s = wifi * 1e6 / 8
         cdp = context.new_cdp_session(page)
@@ -206,10 +273,27 @@ def load_page(browser: Browser, url: str, headers: dict, wifi: float | None) -> 
             "offline": False, "latency": 20, "downloadThroughput": bytes_per_s,
             "uploadThroughput": bytes_per_s})
     page.goto(url, wait_until="commit")
-    page.wait_for_function("window.__bt && window.__bt.interactive !== undefined", timeout=60_000)
-    interactive = page.evaluate("window.__bt.interactive")
+    page.wait_for_function(f"window.__bt && window.__bt.{mark} !== undefined", timeout=60_000)
+    interactive = page.evaluate(f"window.__bt.{mark}")
     page.locator(".bt-figure-pending").first.wait_for(state="detached", timeout=60_000)
     return context, page, interactive
+
+
+def title_seen(browser: Browser, url: str, headers: dict, wifi: float | None) -> tuple[float, float]:
+    """Load url in a fresh context: ms from navigation start to its title and question seen, and how far down
+    the page (px) the question was then."""
+    context, page, seen = load_page(browser, url, headers, wifi, probe=TITLE_PROBE, mark="seen")
+    y = page.evaluate("window.__bt.questionY")
+    context.close()
+    return seen, y
+
+
+def title_kind(route: str) -> str:
+    return "lesson" if route.startswith("/lessons/") else "explorable"
+
+
+def empty_ratio(interactive: list[float], empty: list[float]) -> str:
+    return f"{statistics.median(interactive) / statistics.median(empty):.2f}"
 
 
 def summary(name: str, values: list[float]) -> str:
@@ -307,19 +391,30 @@ def compare(a: argparse.Namespace, arms: tuple[Arm, Arm], title: str, note, befo
     logs = {name: Path(log_dir.name) / name / "server.log" for name in names}
     processes: dict[str, subprocess.Popen] = {}
     urls: dict[str, str] = {}
+    bases: dict[str, str] = {}
+    empty_url = None
+    titles = title_routes()
     try:
         for arm in arms:
             logs[arm.name].parent.mkdir()
             extra = (["--use-xheaders"] if headers else []) + list(arm.extra)
-            processes[arm.name], base = start_server(logs[arm.name], *extra, env=dict(arm.env))
-            urls[arm.name] = base + teacher_route()
+            processes[arm.name], bases[arm.name] = start_server(logs[arm.name], *extra, env=dict(arm.env))
+            urls[arm.name] = bases[arm.name] + teacher_route()
+        if a.baseline:
+            processes[EMPTY_NAME], empty_url = start_empty_page(Path(log_dir.name) / "empty.log")
         interactive: dict[str, list[float]] = {name: [] for name in names}
+        empty: list[float] = []
         slider: dict[str, list[dict]] = {name: [] for name in names}
         vector: dict[str, list[dict]] = {name: [] for name in names}
+        seen: dict[tuple[str, str], list[tuple[float, float]]] = {(n, r): [] for n in names for r in titles}
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
             kept: dict[str, tuple[BrowserContext, Page]] = {}
             for i in range(a.loads):
+                if empty_url:  # empty, first, second, empty, first, second, ...
+                    context, _, t = load_page(browser, empty_url, headers, a.wifi)
+                    empty.append(t)
+                    context.close()
                 for name in names:  # first, second, first, second, ...
                     context, page, t = load_page(browser, urls[name], headers, a.wifi)
                     interactive[name].append(t)
@@ -344,6 +439,10 @@ def compare(a: argparse.Namespace, arms: tuple[Arm, Arm], title: str, note, befo
                         samples[name] += changes(page, n, start)
             for context, _ in kept.values():
                 context.close()
+            for _ in range(a.loads):
+                for route in titles:
+                    for name in names:
+                        seen[(name, route)].append(title_seen(browser, bases[name] + route, headers, a.wifi))
             browser.close()
         if before_close is not None:
             for name in names:
@@ -363,8 +462,8 @@ def compare(a: argparse.Namespace, arms: tuple[Arm, Arm], title: str, note, befo
     print(versions())
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after (other work on the machine inflates every figure)")
-    print(f"interleaved: loads alternate {first}, {second}, ...; changes alternate, {CHANGE_BLOCK} on one server "
-          "at a time (after 2 unmeasured of each)")
+    print(f"interleaved: loads alternate {EMPTY_NAME + ', ' if empty else ''}{first}, {second}, ...; changes "
+          f"alternate, {CHANGE_BLOCK} on one server at a time (after 2 unmeasured of each); then the title loads")
     ratio = f"{second}/{first}"
     print(f"\n{'ms':<34} {'n':>3} {first:>8} {first:>8} {second:>8} {second:>8} {ratio:>11}")
     print(f"{'':<34} {'':>3} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'(medians)':>11}")
@@ -373,8 +472,20 @@ def compare(a: argparse.Namespace, arms: tuple[Arm, Arm], title: str, note, befo
         for key, what in (("changed", "output row changed"), ("frame", "next frame after it")):
             print(compared(f"{label}: {what}", [s[key] for s in samples[first]],
                            [s[key] for s in samples[second]]))
+    for route in titles:
+        print(compared(f"title+question: {title_kind(route)}", [t for t, _ in seen[(first, route)]],
+                       [t for t, _ in seen[(second, route)]]))
+    if empty:
+        print(f"\n{EMPTY_NAME} (plain `panel serve` {EMPTY_APP.name}), {len(empty)} loads: median "
+              f"{statistics.median(empty):.1f} ms, p95 {np.percentile(empty, 95):.1f} ms; time to interactive "
+              f"page / {EMPTY_NAME}: {first} {empty_ratio(interactive[first], empty)}, "
+              f"{second} {empty_ratio(interactive[second], empty)} (medians; aim, issue 39: <= 1.1)")
     print("\ntime to interactive page: navigation start -> Input vector enabled and stage table drawn; "
           "changes: ms from keydown")
+    print("title+question: navigation start -> the h1 and the first question laid out and not hidden, on the "
+          "student's\npage (" + ", ".join(titles) + "); question " + ", ".join(
+              f"{title_kind(route)} {statistics.median(y for _, y in seen[(first, route)]):.0f} px"
+              for route in titles) + f" down the page ({first}); aim (issue 39): <= 300 ms")
     print("target (issue 3): median <= 80 ms, p95 <= 150 ms")
     return 0
 
@@ -393,6 +504,8 @@ def main() -> int:
                         "measure both, interleaved (not with --url)")
     p.add_argument("--wifi", type=float, metavar="MBIT",
                    help="throttle the browser's network to MBIT Mbit/s with a 20 ms round trip (default: none)")
+    p.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True,
+                   help=f"also time the {EMPTY_NAME} ({EMPTY_APP.name}, plain `panel serve`) (default: yes)")
     a = p.parse_args()
     if a.compare_tuning:
         if a.url:
@@ -411,14 +524,22 @@ def main() -> int:
     # takes the client's address from X-Forwarded-For), so it gets the scripts gzipped as a student
     # would; a browser on the server's own machine gets them uncompressed.
     headers = {"X-Forwarded-For": STUDENT_ADDRESS} if a.wifi and base is None else {}
-    if base is None:
-        process, base = start_server(Path(log_dir.name) / "server.log", *(["--use-xheaders"] if headers else []))
-    url = base + (a.link if a.url and a.link else teacher_route())
+    empty_process = empty_url = None
+    titles = title_routes()
     try:
+        if base is None:
+            process, base = start_server(Path(log_dir.name) / "server.log", *(["--use-xheaders"] if headers else []))
+        if a.baseline:
+            empty_process, empty_url = start_empty_page(Path(log_dir.name) / "empty.log")
+        url = base + (a.link if a.url and a.link else teacher_route())
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            interactive = []
+            interactive, empty = [], []
             for _ in range(a.loads):
+                if empty_url:  # the loads alternate: empty page, explorable, empty page, ...
+                    empty_context, _, t = load_page(browser, empty_url, headers, a.wifi)
+                    empty.append(t)
+                    empty_context.close()
                 context, page, t = load_page(browser, url, headers, a.wifi)
                 interactive.append(t)
                 if len(interactive) < a.loads:
@@ -430,11 +551,15 @@ def main() -> int:
             slider = slider_changes(page, a.changes)
             vector = vector_changes(page, a.changes)
             context.close()
+            seen: dict[str, list[tuple[float, float]]] = {route: [] for route in titles}
+            for _ in range(a.loads):
+                for route in titles:
+                    seen[route].append(title_seen(browser, base + route, headers, a.wifi))
             browser.close()
     finally:
-        if process is not None:
-            process.terminate()
-            process.wait(timeout=10)
+        for started in (process, empty_process):
+            if started is not None:
+                stop(started)
         log_dir.cleanup()
 
     network = f", network throttled to {a.wifi:g} Mbit/s and 20 ms" if a.wifi else ""
@@ -444,6 +569,18 @@ def main() -> int:
     print(f"time to interactive page (navigation start -> Input vector enabled and stage table drawn), "
           f"{a.loads} loads: median {statistics.median(interactive):.0f} ms, "
           f"runs {', '.join(f'{t:.0f}' for t in interactive)} ms")
+    if empty:
+        print(f"{EMPTY_NAME} (plain `panel serve` {EMPTY_APP.name}, one text field and one table), same probe, "
+              f"{len(empty)} loads alternating with the above: median {statistics.median(empty):.0f} ms, "
+              f"runs {', '.join(f'{t:.0f}' for t in empty)} ms")
+        print(f"time to interactive page / {EMPTY_NAME}: {empty_ratio(interactive, empty)} (medians; aim, "
+              "issue 39: <= 1.1)")
+    print("title and question visible (navigation start -> the h1 and the first question laid out and not hidden, "
+          "the student's page; aim, issue 39: <= 300 ms):")
+    for route, samples in seen.items():
+        times = [t for t, _ in samples]
+        print(f"  {route}: median {statistics.median(times):.0f} ms, runs {', '.join(f'{t:.0f}' for t in times)} "
+              f"ms; the question {statistics.median(y for _, y in samples):.0f} px down the page")
     print(f"\n{'ms from keydown to ...':<34} {'n':>3} {'median':>8} {'p95':>8} {'min':>8} {'max':>8}")
     print(summary("slider: output row changed", [s["changed"] for s in slider]))
     print(summary("slider: next frame after it", [s["frame"] for s in slider]))

@@ -149,7 +149,8 @@ def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]
     page.on("pageerror", lambda err: problems.append(f"page error: {err}"))
     try:
         page.goto(base + (link or check.path))
-        expect(page.get_by_text(check.shows).first).to_be_visible()
+        expect(page.locator(".bt-early")).to_be_hidden()  # the page is drawn: what follows checks the drawn page
+        expect(page.get_by_text(check.shows).filter(visible=True).first).to_be_visible()
         if check.gated and link is None:
             commit_prediction(page)
         # The house stylesheet reached the page's shadow roots: its headings carry its colours.
@@ -162,6 +163,7 @@ def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]
         viewport = page.evaluate("document.querySelector('meta[name=viewport]')?.content || ''")
         if "width=device-width" not in viewport:
             problems.append("no viewport meta: a phone lays the page out 980 px wide and shrinks it")
+        problems += shown_before_the_scripts(browser, base + (link or check.path), headers, page)
         if check.change is not None:
             check.change(page)
         if expect_gzip and encodings.get("bokeh.min.js") != "gzip":
@@ -170,6 +172,32 @@ def visit(browser: Browser, base: str, check: PageCheck, headers: dict[str, str]
         problems.append(f"{type(error).__name__}: " + " | ".join(str(error).splitlines()[:6]))
     except Exception as error:  # a Playwright timeout or a closed page: report it, go on with the next page
         problems.append(f"{type(error).__name__}: " + " | ".join(str(error).splitlines()[:6]))
+    finally:
+        context.close()
+    return problems
+
+
+def shown_before_the_scripts(browser: Browser, url: str, headers: dict[str, str], drawn: Page) -> list[str]:
+    """What the page's HTML shows before any script runs (a context with JavaScript off): its title, and the
+    question the drawn page (`drawn`, where visit() has already seen that early block hidden) asks first."""
+    problems = []
+    context = browser.new_context(java_script_enabled=False, extra_http_headers=headers)
+    try:
+        page = context.new_page()
+        page.goto(url)
+        title = page.locator(".bt-early-title")
+        if not title.is_visible():
+            return ["no title in the page's HTML: a blank page until the scripts have run"]
+        if title.inner_text() + " · blocktrace" != drawn.title():
+            problems.append(f"the title shown before the scripts, {title.inner_text()!r}, is not the page's")
+        early = page.locator(".bt-early-question")
+        # The gate's question (a teacher's link has none: the early one is the route's, whatever the link)
+        asked = drawn.locator(".bt-predict .bt-question:visible")
+        if asked.count() and not early.is_visible():
+            problems.append("the page's question is not shown before the scripts have run")
+        if asked.count() and early.is_visible() and early.inner_text() != asked.first.inner_text():
+            problems.append(f"the question shown before the scripts, {early.inner_text()!r}, is not the one "
+                            f"the page asks first, {asked.first.inner_text()!r}")
     finally:
         context.close()
     return problems

@@ -545,13 +545,23 @@ def steps_beside(blocks: list, parts: list) -> list:
     return out
 
 
+def first_question(lesson: Lesson) -> str | None:
+    """The first question the lesson's page asks: its first prediction's or checkpoint's, outside any answer."""
+    for block in lesson.blocks:
+        if isinstance(block, Directive) and block.name == "predict":
+            return EXPLORABLE_SPECS[block.attrs["explorable"]].question()
+        if isinstance(block, Directive) and block.name == "checkpoint":
+            return str(block.attrs["question"])
+    return None
+
+
 def lesson_routes() -> dict[str, Callable[[], pn.viewable.Viewable]]:
     def page_for(lesson: Lesson) -> Callable[[], pn.viewable.Viewable]:
         def page() -> pn.viewable.Viewable:
             query = session_query()
             apply_theme(query)
             recorder = start_session(query, lesson=lesson.id)
-            return shell(LessonView(lesson, recorder=recorder), lesson.title)
+            return shell(LessonView(lesson, recorder=recorder), lesson.title, question=first_question(lesson))
         page.__name__ = lesson.id.replace("-", "_") + "_lesson"
         page.title = lesson.title
         return page

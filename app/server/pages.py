@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from html import escape
+from pathlib import Path
 from urllib.parse import urlencode
 
 import panel as pn
@@ -50,23 +51,10 @@ def theme_link(query: Mapping[str, str]) -> str:
     return f'<a class="bt-theme" href="{escape(href)}">{"Light" if other == "light" else "Dark"} theme</a>'
 
 
-# Panel's page template with the viewport a phone needs to lay the page out at its own width (without it a phone
-# lays every page out 980 px wide and shrinks it), compiled once: a document's template given as text is compiled
-# again for every page. A page with `bt_early` (an explorable's title and question) shows them as plain HTML
-# before its scripts: the scripts move from the head to just after them (a script in the head holds back all
-# of the body until the 2.7 MB have loaded and run), and the words hide once the page's own root is drawn.
-PAGE_TEMPLATE = get_env().from_string(  # Bokeh's own template environment
-    '{% extends base %}{% block postamble %}<meta name="viewport" content="width=device-width, initial-scale=1">'
-    "{% endblock %}"
-    "{% block js_resources %}{% if not bt_early %}{{ super() }}{% endif %}{% endblock %}"
-    "{% block inner_body %}{% if bt_early %}"
-    '<div id="bt-early" style="max-width: 1400px; margin: 0 auto; padding: 0.5rem 0.75rem; '
-    "font-family: system-ui, 'DejaVu Sans', sans-serif; line-height: 1.5; "
-    "{% if theme_name == 'dark' %}color: #e6edf3{% else %}color: #1b1f24{% endif %}\">"
-    '<h1 style="font-size: 1.6rem; margin: 0.4rem 0">{{ bt_early.title | e }}</h1>'
-    '<p style="font-size: 1.05rem; max-width: 48rem">{{ bt_early.question | e }}</p></div>'
-    "<style>body:has(.bk-panel-models-layout-Column) #bt-early { display: none; }</style>"
-    "{{ bokeh_js if bokeh_js }}{% endif %}{{ super() }}{% endblock %}")
+# Panel's page template with the viewport for phones and the title and question shown before the scripts run
+# (templates/page.html), compiled once in Bokeh's own template environment: a document's template given as text
+# is compiled again for every page.
+PAGE_TEMPLATE = get_env().from_string((Path(__file__).parent / "templates" / "page.html").read_text("utf-8"))
 
 
 def page_title(title: str) -> str:
@@ -77,17 +65,16 @@ def page_title(title: str) -> str:
 def shell(body: pn.viewable.Viewable, title: str, embed: bool = False,
           question: str | None = None) -> pn.viewable.Viewable:
     """Header with the home link around a page's body; the body alone when embedded (?embed=1), which in an
-    iframe reports its height to the page around it (explorables/components/embed.py). With a `question`, the
-    page's HTML shows the title and the question before its scripts run (PAGE_TEMPLATE)."""
+    iframe reports its height to the page around it (explorables/components/embed.py). The page's HTML shows
+    its title and `question` while its scripts load (templates/page.html)."""
     from blocktrace.explorables.components.a11y import name_widgets_script
 
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.curdoc.js_on_event("document_ready", name_widgets_script())
     if pn.state.curdoc is not None:
         pn.state.curdoc.title = page_title(title)
-        pn.state.curdoc.template = PAGE_TEMPLATE
-        if question:  # embedded too: an early frame serves every page of its route
-            pn.state.curdoc.template_variables["bt_early"] = {"title": title, "question": question}
+        pn.state.curdoc.template = PAGE_TEMPLATE  # the same for every link of a route: early_page keeps one
+        pn.state.curdoc.template_variables.update(early_title=title, early_question=question, early_dark=dark())
     if embed:  # as tall as its content: the page framing it sizes the iframe to the height it reports
         from blocktrace.explorables.components.embed import frame_height_script, is_script_tag_session
 

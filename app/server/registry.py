@@ -24,10 +24,9 @@ class ExplorableSpec:
     def title(self) -> str:
         return import_module(self.module + ".view").TITLE
 
-    def question(self) -> str | None:
-        """The question the explorable asks first (its prediction or bet), as its page shows it."""
-        view = import_module(self.module + ".view")
-        return getattr(view, "QUESTION", None) or getattr(view, "BET_QUESTION", None)
+    def question(self) -> str:
+        """The question its prediction (or bet) asks."""
+        return import_module(self.module + ".view").QUESTION
 
     def query_keys(self) -> dict[str, Any]:
         """The URL-state keys the explorable accepts, besides embed and predict."""

@@ -47,8 +47,8 @@ def explorable_page(spec: ExplorableSpec) -> Callable[[], pn.viewable.Viewable]:
             bar = None if embed else learner_bar(recorder)
             return explorable if bar is None else pn.Column(bar, explorable, sizing_mode="stretch_width")
 
-        return shell(build_limits.limited(content), spec.title(), embed=embed,  # now, once loaded, or refused
-                     question=spec.question())
+        # now, once loaded, or refused; the question shown while the scripts load is the route's, whatever the link
+        return shell(build_limits.limited(content), spec.title(), embed=embed, question=spec.question())
 
     page.__name__ = spec.id.replace("-", "_") + "_page"
     page.title = spec.title()

@@ -37,7 +37,7 @@ INTRO = (
     "reversed; each further floor adds six more stages. Every vector has two components, so each number can be "
     "read and drawn. Find the first stage where the tracked word's two traces differ."
 )
-BET_QUESTION = "When the MLP contributes a correction, what happens to the incoming residual stream?"
+QUESTION = "When the MLP contributes a correction, what happens to the incoming residual stream?"
 BET_HINT = "Your prediction settles at stage 8, “+ residual = block output”. Once committed it is final."
 # The state's parameters the controls set: held by the server while the bet is not committed.
 CONTROL_PARAMS = ("phrase", "positions", "tracked", "reverse", "causal", "stage", "floors")
@@ -208,7 +208,7 @@ class FloorExplorable(ExplorableView):
 
     def _build(self) -> None:
         s = self.state
-        self.gate = PredictionGate(s.bet, BET_QUESTION, BET_HINT, heading="Your prediction")
+        self.gate = PredictionGate(s.bet, QUESTION, BET_HINT, heading="Your prediction")
         self.phrase = pn.widgets.TextInput.from_param(s.param.phrase, label="Phrase", sizing_mode="stretch_width",
                                                       description=f"1 to {MAX_WORDS} words; press Enter")
         self.phrase_error = LiveHTML("", **styled(sizing_mode="stretch_width"))

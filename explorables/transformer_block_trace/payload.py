@@ -28,7 +28,8 @@ from blocktrace.explorables.transformer_block_trace.state import CORRECT_PREDICT
 __all__ = ["EMPTY", "LOCKED_NOTE", "PAYLOADS", "payload", "trace_part"]
 
 EMPTY = np.zeros(0)
-LOCKED_NOTE = "The trace appears here once you commit your prediction: predict first, then run the block."
+LOCKED_NOTE = ("The trace appears here once you commit your prediction: the stage table, the norm at each stage, "
+               "each stage's components and the SwiGLU gates. Predict first, then run the block.")
 PAYLOADS: SharedCache[tuple[dict, np.ndarray]] = SharedCache(256)
 
 

@@ -101,21 +101,28 @@ class Session:
         return session
 
     async def filled(self) -> list[dict]:
-        """Read until every place the first document left for after load (DrawnAfterLoad) is filled; the
-        PATCH-DOC contents read on the way (none if the page left no place). Panel sends them in one message
-        (1.9) or one per change (1.10)."""
+        """Read until every place the first document left for after load (DrawnAfterLoad) has lost its
+        pending class and holds its content; the PATCH-DOC contents read on the way (none if the page left no
+        place). Panel 1.9 sends both in one message; 1.10 sends them one per change, the class first."""
         from blocktrace.explorables.components.figures import DrawnAfterLoad
 
         pending = {m["id"] for m in models(self.document)
                    if DrawnAfterLoad.PENDING in (m.get("attributes", {}).get("css_classes") or [])}
+        empty = set(pending)
         patches = []
-        while pending:
+        while pending or empty:
             message = await self.read()
-            if message.msgtype == "PATCH-DOC":
-                patches.append(message.content)
-                pending -= {e["model"]["id"] for e in message.content["events"]
-                            if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
-                            and DrawnAfterLoad.PENDING not in e["new"]}
+            if message.msgtype != "PATCH-DOC":
+                continue
+            patches.append(message.content)
+            for event in message.content["events"]:
+                if event.get("kind") != "ModelChanged":
+                    continue
+                place, attr, new = event["model"]["id"], event.get("attr"), event.get("new")
+                if attr == "css_classes" and DrawnAfterLoad.PENDING not in new:
+                    pending.discard(place)
+                elif attr in ("children", "objects") and new:
+                    empty.discard(place)
         return patches
 
     def find(self, name: str, **attributes: Any) -> dict:

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
+import gzip
 import json
 
+import numpy as np
+
+from blocktrace.explorables.transformer_block_trace.payload import trace_part
+from blocktrace.explorables.transformer_block_trace.state import TraceState
 from tests.app.bokeh_ws_client import Session, fetch_token, models
 
 ROUTE = "/explorables/transformer-block-trace"
@@ -29,6 +35,13 @@ async def first_and_after_load(page_url: str) -> tuple[dict, list[dict]]:
         await session.close_and_wait()
 
 
+def array_of(attribute: dict) -> np.ndarray:
+    """A NumPy array as the document carries it (an ndarray whose bytes the client inlined as base64)."""
+    raw = base64.b64decode(attribute["array"]["data"])
+    raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    return np.frombuffer(raw, dtype=attribute["dtype"]).reshape(attribute["shape"])
+
+
 def test_the_first_document_leaves_the_share_card_for_after_load(server):
     """The first document holds the gate, the diagram and the drawing component with its whole payload (its
     controls, the stage rows, every chart's words and numbers); the share card's downloads follow once the page
@@ -41,7 +54,11 @@ def test_the_first_document_leaves_the_share_card_for_after_load(server):
     assert controls["Attention update scale"] == controls["MLP update scale"] == "range"
     assert controls["Input vector"] == "text"
     meta = json.loads(drawing["meta"])
-    assert len(meta["rows"]) == 8 and all(meta["words"].values()) and drawing["values"]["shape"][0] > 0
+    assert len(meta["rows"]) == 8 and all(meta["words"].values())
+    # Everything the charts and lower tables draw is there at once, and it is the engine's trace of the page's state
+    expected_meta, expected_values = trace_part(TraceState())
+    assert meta["rows"] == expected_meta["rows"] and meta["words"] == expected_meta["words"]
+    np.testing.assert_array_equal(array_of(drawing["values"]), expected_values)
     assert kinds["FileDownload"] == 0 and kinds["Figure"] == 0
     assert "Save and share" not in texts(first)
     after = collections.Counter(name_of(m) for patch in patches for m in models(patch))

@@ -85,6 +85,27 @@ def fits_within(page: Page, width: int) -> None:
         pytest.fail(f"wider than {width} px: {page.evaluate('document.scrollingElement.scrollWidth')} px")
 
 
+# A phone as Chromium emulates one: a mobile viewport honours the page's <meta name="viewport">, and without it
+# lays the page out 980 px wide and shrinks it to the screen (what a narrow desktop window does not show).
+PHONE = {"is_mobile": True, "has_touch": True, "device_scale_factor": 3}
+
+
+@pytest.mark.parametrize("path", [path for path in PAGES if "predict=off" not in path and "&" not in path])
+def test_page_on_a_phone_is_laid_out_at_its_width(browser: Browser, site, path: str) -> None:
+    """On a 390 px phone the page is laid out 390 px wide at scale 1 (body text at its own size), nothing
+    forces sideways scrolling, and the text is no smaller than 14 px."""
+    page = browser.new_context(viewport={"width": 390, "height": 844}, **PHONE).new_page()
+    page.goto(_url(site, path), wait_until="networkidle")
+    page.locator(".bt-header, .bt-title, .bt-card").first.wait_for()
+    assert page.evaluate("[window.innerWidth, window.visualViewport.scale]") == [390, 1]
+    fits_within(page, 390)
+    smallest = page.evaluate("""() => Math.min(...[...document.querySelectorAll('p, li, label, .bt-lead')]
+        .filter(e => e.offsetParent !== null && e.textContent.trim())
+        .map(e => parseFloat(getComputedStyle(e).fontSize)))""")
+    assert smallest >= 14, f"body text {smallest} px on a phone"
+    page.context.close()
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_dark_page_passes_axe(browser: Browser, site, path: str) -> None:
     """The dark theme keeps every contrast and name axe checks."""

@@ -59,11 +59,12 @@ def test_roster_checkpoints_reveal_and_archive(browser: Browser, classroom) -> N
     card = lesson_card(teacher)
     roster = card.locator("table.teacher-roster")
     expect(roster).to_contain_text("Roster: 2 learners, 1 learner not committed yet")
-    ada_row = roster.locator("tr", has=teacher.get_by_role("rowheader", name="Ada"))
+    # The name exactly: another learner's random id, such as "Student 9e0ada", may hold "ada"
+    ada_row = roster.locator("tr", has=teacher.get_by_role("rowheader", name="Ada", exact=True))
     expect(ada_row).to_contain_text("committed")
     expect(ada_row.locator("td").nth(1)).to_have_text("Experiment")  # predicted, explained; not experimented
     expect(ada_row.locator("td").nth(2)).to_have_text("2 of 4: Predict, Explain")
-    other = roster.locator("tbody tr").filter(has_not=teacher.get_by_role("rowheader", name="Ada"))
+    other = roster.locator("tbody tr").filter(has_not=teacher.get_by_role("rowheader", name="Ada", exact=True))
     expect(other.locator("th")).to_have_text(re.compile(r"^Student [0-9a-f]{6}$"))  # a short label, no id
     expect(other.locator("td").first).to_have_text("not yet")
     zero = card.locator("table.teacher-bars", has_text="Checkpoint: Attention and the MLP both return")

@@ -92,6 +92,10 @@ def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
     opened = open_page(TRACE)
     page = opened.page
     locked(page)
+    # No empty chart frames either: the note says what will appear, and no chart or stage picker is drawn
+    expect(page.get_by_text("the norm at each stage, each stage's components and the SwiGLU gates")).to_be_visible()
+    expect(page.locator("figure.dv-chart")).to_have_count(0)
+    expect(page.get_by_label("Stage to inspect")).to_be_hidden()
     expect(page.get_by_label(VECTOR)).to_be_disabled()
     expect(page.get_by_label(NORM)).to_be_disabled()
     expect(checkbox(page, REPLACE)).to_be_disabled()
@@ -107,6 +111,8 @@ def test_prediction_gate_blocks_then_unlocks(open_page) -> None:
     expect(checkbox(page, REPLACE)).to_be_enabled()
     expect(page.get_by_text("Your prediction (final)")).to_be_visible()
     expect(page.get_by_role("button", name="Commit prediction")).to_be_hidden()
+    expect(page.locator("figure.dv-chart svg[role=img]:visible")).to_have_count(3)
+    expect(page.get_by_label("Stage to inspect")).to_be_enabled()
     slider_to_zero(page)  # the unlocked controls really drive the trace
     expect(numbers(stage_row(page, "Attention update"))).to_have_text(["0.000"] * 5)
     opened.assert_clean()
