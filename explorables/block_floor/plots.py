@@ -1,20 +1,18 @@
-"""Plot builders for the block floor: the tracked word as an arrow in the plane, and attention heatmaps."""
+"""What the block floor's charts show: the tracked word as an arrow in the plane, and attention weights."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from bokeh.models import Arrow, ColumnDataSource, NormalHead, Range1d, Span
-from bokeh.plotting import figure
 
 from blocktrace.explorables.block_floor.divergence import floor_of, slot, stage_keys, stage_labels
 from blocktrace.explorables.block_floor.state import FloorState
-from blocktrace.explorables.components.figures import house_style, session_colours
+from blocktrace.explorables.components.figures import session_colours
 from blocktrace.explorables.components.numbers import norm, number, vector
 from blocktrace.explorables.components.palette import ChartColours
 
-__all__ = ["arrow_data", "arrow_figure", "arrow_sentences", "attention_pattern", "attention_sentences", "order_colour",
+__all__ = ["arrow_data", "arrow_sentences", "attention_pattern", "attention_sentences", "order_colour",
            "pattern_floor", "plane_limit", "slot_factors"]
 
 LIMIT = 1.5  # the plane shown runs from −1.5 to 1.5 unless a vector is longer
@@ -56,29 +54,6 @@ def plane_limit(state: FloorState) -> float:
         for key in stage_keys(trace.config.n_layers):
             biggest = max(biggest, float(np.max(np.abs(trace[key][position]))))
     return max(LIMIT, math.ceil(biggest * ROOM * 2) / 2)
-
-
-def arrow_figure(title: str, current: dict, previous: dict, limit: float, order: int = 0):
-    """The tracked word's vector as an arrow from the origin, in its order's colour; the previous stage faint."""
-    colours = session_colours()
-    colour = order_colour(order, colours)
-    fig = figure(title=title, height=300, width=300, match_aspect=True, tools="save,reset",
-                 x_range=Range1d(-limit, limit), y_range=Range1d(-limit, limit), toolbar_location="right")
-    house_style(fig)
-    for dim in ("width", "height"):
-        fig.add_layout(Span(location=0, dimension=dim, line_color=colours.reference, line_width=1, line_alpha=0.6))
-    cur, prev = ColumnDataSource(current), ColumnDataSource(previous)
-    fig.add_layout(Arrow(end=NormalHead(size=9, fill_color=colours.faint, line_color=colours.faint), source=prev,
-                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=colours.faint,
-                         line_width=2, line_dash="dashed"))
-    fig.add_layout(Arrow(end=NormalHead(size=12, fill_color=colour, line_color=colour), source=cur,
-                         x_start="x0", y_start="y0", x_end="x1", y_end="y1", line_color=colour, line_width=3))
-    fig.scatter("x1", "y1", source=cur, size=1, alpha=0)  # gives the hover something to attach to
-    fig.text("x1", "y1", text="label", source=cur, text_font_size="12px", text_color=colours.ink,
-             text_align={"field": "align"}, text_baseline={"field": "baseline"}, x_offset="dx", y_offset="dy")
-    fig.xaxis.axis_label = "component 0"
-    fig.yaxis.axis_label = "component 1"
-    return fig, cur, prev
 
 
 def arrow_sentences(state: FloorState, title: str, trace, position: int) -> list[str]:

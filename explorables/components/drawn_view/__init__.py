@@ -27,7 +27,7 @@ import param
 from blocktrace.explorables.components.palette import chart_colours, text_on
 from blocktrace.explorables.components.style import dark, stylesheet
 
-__all__ = ["DrawnView", "drawing_script", "json_text", "spec_json"]
+__all__ = ["DrawnView", "drawing_script", "json_text", "read_css", "spec_json"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,11 @@ HERE = Path(__file__).parent
 @cache
 def _read(name: str) -> str:
     return (HERE / name).read_text(encoding="utf-8")
+
+
+def read_css(name: str) -> str:
+    """A stylesheet of this folder (drawn_view.css, or an explorable's own), as text for `stylesheets`."""
+    return _read(name)
 
 
 def json_text(obj) -> str:

@@ -60,6 +60,7 @@
   // A number cell as components/html.py's cell_number writes it: signed, or plain (a norm).
   function cell(tr, v, plain) {
     if (v === null || v === undefined) return node("td", {"class": "num empty"}, tr);
+    if (typeof v === "string") return node("td", {"class": "txt"}, tr, v);  // a word, e.g. "same"
     var text = number(v, 3, !plain);
     var kind = Number.isNaN(v) ? "nan" : plain ? "norm" : signClass(text);
     return node("td", {"class": "num " + kind}, tr, text);
@@ -106,7 +107,7 @@
     node("title", null, svg, o.title);
     var readout = node("p", {"class": "dv-readout bt-muted", "aria-hidden": "true"}, figure, "\u00a0");
     var alt = node("details", {"class": "alt-text"}, figure);
-    node("summary", null, alt, "Describe \u201c" + o.title + "\u201d in words");
+    node("summary", null, alt, "Describe \u201c" + (o.altTitle || o.title) + "\u201d in words");
     node("p", null, alt, (o.words || []).join(" "));
     save.addEventListener("click", function () { savePng(svg, o.filename || "chart"); });
     return {svg: svg, w: w, h: o.height, readout: readout};
@@ -235,9 +236,11 @@
       node("label", {"for": id}, head, c.label);
       if (c.kind === "range") {
         var out = node("output", {"for": id, "class": "dv-out"}, head);
-        input = node("input", {type: "range", id: id, min: c.min, max: c.max, step: c.step}, row);
+        input = node("input", {type: "range", id: id, min: c.min, max: c.max, step: c.step,
+                               "aria-valuemin": c.min, "aria-valuemax": c.max}, row);
+        input.dvDigits = c.digits === undefined ? 2 : c.digits;
         input.addEventListener("input", function () {
-          out.textContent = Number(input.value).toFixed(2);
+          out.textContent = Number(input.value).toFixed(input.dvDigits);
           input.setAttribute("aria-valuenow", input.value);
           send(c.name, Number(input.value));
         });
@@ -245,9 +248,8 @@
       } else if (c.kind === "select") {
         // Each option's value is its words, as the student reads them; the server gets the state's value.
         input = node("select", {id: id}, row);
-        input.dvLabels = {}; var values = {};
-        c.options.forEach(function (o) { node("option", {value: o[0]}, input, o[0]); input.dvLabels[o[1]] = o[0]; values[o[0]] = o[1]; });
-        input.addEventListener("change", function () { send(c.name, values[input.value]); });
+        setOptions(input, c.options || []);
+        input.addEventListener("change", function () { send(c.name, input.dvValues[input.value]); });
       } else {
         input = node("input", {type: "text", id: id, "aria-describedby": (c.hint ? id + "-hint " : "") + id + "-error",
                                autocomplete: "off", spellcheck: "false"}, row);
@@ -263,6 +265,22 @@
     return input;
   }
 
+  // A select's options as the server lists them now ([[words, value], ...]), replaced only when they change.
+  function setOptions(input, options) {
+    var key = JSON.stringify(options);
+    if (input.dvOptions === key) return;
+    input.dvOptions = key;
+    input.replaceChildren();
+    input.dvLabels = {}; input.dvValues = {};
+    options.forEach(function (o) { node("option", {value: o[0]}, input, o[0]); input.dvLabels[o[1]] = o[0]; input.dvValues[o[0]] = o[1]; });
+  }
+
+  // A range's bounds as the server has them now (e.g. the stepper's last stage follows the floors).
+  function setBounds(input, b) {
+    if (String(b[0]) !== input.min) { input.min = String(b[0]); input.setAttribute("aria-valuemin", String(b[0])); }
+    if (String(b[1]) !== input.max) { input.max = String(b[1]); input.setAttribute("aria-valuemax", String(b[1])); }
+  }
+
   // A control shows the server's value, unless the student's newer one is on its way.
   function showControl(input, v, locked) {
     input.disabled = !!locked;
@@ -271,7 +289,7 @@
     else if (input.type === "range") {
       if (Number(input.value) !== v) input.value = String(v);
       input.setAttribute("aria-valuenow", String(v));
-      input.dvOut.textContent = Number(v).toFixed(2);
+      input.dvOut.textContent = Number(v).toFixed(input.dvDigits);
     } else if (input.tagName === "SELECT") {
       var label = input.dvLabels[v];
       if (label !== undefined && input.value !== label) input.value = label;
@@ -306,9 +324,12 @@
       var meta = JSON.parse(text);
       lastMeta = meta;
       ch.answered(meta.ack || 0);  // before the controls are shown: a change sent now keeps its input as it is
-      var values = meta.controls || {};
+      var values = meta.controls || {}, options = meta.options || {}, bounds = meta.bounds || {};
+      var off = meta.disabled || [];
       for (var n in inputs) {
-        showControl(inputs[n], ch.waiting(n) ? undefined : values[n], meta.locked);
+        if (options[n]) setOptions(inputs[n], options[n]);
+        if (bounds[n]) setBounds(inputs[n], bounds[n]);
+        showControl(inputs[n], ch.waiting(n) ? undefined : values[n], meta.locked || off.indexOf(n) >= 0);
         if (inputs[n].dvError) inputs[n].dvError.textContent = n === meta.error_field && meta.error ? meta.error : "";
       }
       ctx.width = Math.floor(view.width ? view.width() : root.clientWidth);
