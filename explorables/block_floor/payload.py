@@ -99,7 +99,8 @@ def order_part(state: FloorState, n: int, trace, position: int, other, put) -> d
             "is 0" if trace.config.causal else "causal mask off: every word reads every word, later ones too")
     sums = ", ".join(number(x) for x in pattern.sum(axis=1))
     return {
-        "title": title, "tag": "AB"[n], "words": list(trace.tokens), "tracked": position, "added": added,
+        "title": title, "tag": "AB"[n], "words": list(trace.tokens),
+        "slots": [slot(i) for i in range(len(trace.tokens))], "tracked": position, "added": added,
         "caption": table_caption(title, trace, position), "labels": labels, "orders": orders,
         "table": table, "arrows": put(arrows), "n_arrows": len(arrows) // 2,
         "arrow_labels": [f"stage {state.stage}", f"stage {state.stage - 1}"],

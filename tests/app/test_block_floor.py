@@ -1,4 +1,5 @@
-"""The block-floor explorable without a server: divergence, attention, verdicts, the bet, links and numbers."""
+"""The block-floor explorable without a server: divergence, attention, verdicts, the bet, links and numbers, and the
+payload the browser draws from (block_floor.js)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from blocktrace.app.cli import main as cli
 from blocktrace.explorables.block_floor import FloorExplorable, FloorState
 from blocktrace.explorables.block_floor.divergence import verdict
-from blocktrace.explorables.block_floor.view import phrase_html
+from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.engine import run_preset
 
 # The lesson's eight stages, and the six each later floor repeats, written out here rather than taken from
@@ -23,6 +24,43 @@ EIGHT = ["embed", "blocks.0.resid_pre", "blocks.0.ln1.normalized", "blocks.0.att
          "blocks.0.ln2.normalized", "blocks.0.mlp_out", "blocks.0.resid_post"]
 SIX = ["ln1.normalized", "attn_out", "resid_mid", "ln2.normalized", "mlp_out", "resid_post"]
 WORDS = ["eat", "an", "orange"]
+
+
+# --- the page as the browser gets it (the drawing component's payload) and drives it (its `sent`) -------------
+
+def meta(view: FloorExplorable) -> dict:
+    return json.loads(view.drawing.meta)
+
+
+def send(view: FloorExplorable, name: str, value) -> None:
+    """One change as the browser sends it (drawn_view/draw.js): the server checks it before the state sees it."""
+    view._sent_n = getattr(view, "_sent_n", 0) + 1
+    view.drawing.sent = json.dumps({"name": name, "value": value, "n": view._sent_n})
+
+
+def press(view: FloorExplorable, label: str) -> None:
+    """Press the drawn button with this visible label."""
+    [c] = [c for c in json.loads(view.drawing.spec)["controls"] if c["label"] == label]
+    assert c["kind"] == "button"
+    send(view, "action", c["name"])
+
+
+def drawn_disabled(view: FloorExplorable) -> dict[str, bool]:
+    """Each drawn control's disabled state as block_floor.js sets it: all while locked, else those listed."""
+    m = meta(view)
+    return {c["name"]: m["locked"] or c["name"] in m["disabled"] for c in json.loads(view.drawing.spec)["controls"]}
+
+
+def table_rows(view: FloorExplorable, order: int = 0) -> list[tuple[str, list[str], bool]]:
+    """An order's stage table as block_floor.js writes it: (row header, cell texts, is the current row)."""
+    m, values = meta(view), view.drawing.values
+    o = m["orders"][order]
+    rows = []
+    for k, label in enumerate(o["labels"]):
+        x0, x1, size = values[o["table"] + 3 * k: o["table"] + 3 * k + 3]
+        cells = [number(x0, signed=True), number(x1, signed=True), number(size)] + o["orders"][k:k + 1]
+        rows.append((label, cells, k + 1 == m["controls"]["stage"]))
+    return rows
 
 
 def every_stage(floors: int) -> list[str]:
@@ -176,9 +214,9 @@ def test_right_on_gives_the_true_reason(phrase: str, index: int, positions: bool
 def test_the_bet_is_final() -> None:
     """A committed bet cannot be changed, and the controls unlock only once it is committed."""
     view = FloorExplorable()
-    assert all(w.disabled for w in view.controls)
+    assert all(drawn_disabled(view).values()) and meta(view)["locked"]
     assert view.state.bet.commit("kept-added") is None
-    assert not any(w.disabled for w in view.controls)
+    assert not any(drawn_disabled(view).values()) and not meta(view)["locked"]
     assert view.state.bet.commit("replaced") is not None
     assert view.state.bet.choice == "kept-added"
 
@@ -186,11 +224,14 @@ def test_the_bet_is_final() -> None:
 def test_stage_eight_settles_the_bet_with_the_numbers() -> None:
     """At stage 8 the page states output = incoming stream + MLP correction, with this word's numbers."""
     view = FloorExplorable(predict=False)
-    view.state.stage = 8
+    send(view, "stage", 8)
+    assert view.state.stage == 8
     trace, i = view.state.original, view.state.tracked
     expected = trace["blocks.0.resid_mid"][i] + trace["blocks.0.mlp_out"][i]
     assert np.allclose(expected, trace["blocks.0.resid_post"][i])
-    assert f"{trace['blocks.0.resid_post'][i][1]:.3f}" in view.settle.object
+    assert f"{trace['blocks.0.resid_post'][i][1]:.3f}" in meta(view)["settle"][0]
+    send(view, "stage", 7)
+    assert meta(view)["settle"] is None
 
 
 @pytest.mark.parametrize(("positions", "causal", "floors"), [(True, False, 1), (False, True, 3)])
@@ -209,17 +250,36 @@ def test_numbers_equal_the_command_line(positions: bool, causal: bool, floors: i
 
 
 def test_a_typed_phrase_is_text_and_a_bad_one_keeps_the_last_good() -> None:
-    """HTML in a phrase is escaped where it is shown; an empty or over-long phrase is refused, the last kept."""
+    """HTML in a phrase reaches the browser as a word (drawn as text) and never as markup in the payload; an
+    empty or over-long phrase is refused with a message by its field, the last good one kept."""
     view = FloorExplorable(predict=False)
-    view.state.phrase = "<img src=x onerror=alert(1)> eats"
-    assert "<img" not in phrase_html(view.state.original, 0)
-    assert "&lt;img" in phrase_html(view.state.original, 0)
+    send(view, "phrase", "<img src=x onerror=alert(1)> eats")
+    text = view.drawing.meta
+    assert "<img" not in text and "<" not in text  # JSON's \u003c: nothing for an HTML sanitizer to read
+    assert meta(view)["orders"][0]["words"][0] == "<img"
+    assert meta(view)["controls"]["phrase"] == "<img src=x onerror=alert(1)> eats"
     good = list(view.state.words)
-    view.state.phrase = "   "
+    send(view, "phrase", "   ")
     assert view.state.phrase_error and view.state.words == good
-    view.state.phrase = " ".join(["w"] * 9)
+    send(view, "phrase", " ".join(["w"] * 9))
     assert "at most 8" in view.state.phrase_error and view.state.words == good
-    assert "Could not use this phrase" in view.phrase_error.object
+    m = meta(view)
+    assert m["error_field"] == "phrase" and m["error"].startswith("Could not use this phrase")
+    assert "The last good phrase is still shown" in m["error"] and m["orders"][0]["words"] == good
+    send(view, "phrase", 42)  # not text: refused, the phrase as it was
+    assert view.state.words == good
+
+
+def test_a_change_the_browser_sends_is_checked_on_the_server() -> None:
+    """Out of bounds, of the wrong type or unknown: refused and answered (the ack), the state as it was."""
+    view = FloorExplorable(predict=False)
+    s = view.state
+    before = (s.stage, s.floors, s.tracked, s.positions)
+    for name, value in (("stage", 9), ("stage", 2.5), ("floors", 7), ("tracked", 3), ("tracked", -1),
+                        ("positions", "no"), ("words", ["a"]), ("action", "explode")):
+        send(view, name, value)
+        assert meta(view)["ack"] == view._sent_n, name
+    assert (s.stage, s.floors, s.tracked, s.positions) == before and s.words == ["eat", "an", "orange"]
 
 
 def test_links_restore_state_and_refuse_bad_values() -> None:
@@ -240,39 +300,42 @@ def test_the_stepper_reaches_every_stage_of_every_floor(floors: int) -> None:
     """Slider, buttons, banner and table agree: 8 + 6 stages per further floor, each one on view in turn."""
     view = FloorExplorable(predict=False)
     s = view.state
-    s.floors = floors
+    send(view, "floors", floors)
     last = 8 + 6 * (floors - 1)
-    assert (view.stage.start, view.stage.end) == (1, last)
-    rows = [m.group(1) for m in re.finditer(r'<th scope="row">([^<]*)</th>', view.columns[0].table.object)]
+    assert meta(view)["bounds"]["stage"] == [1, last]
+    rows = [label for label, _, _ in table_rows(view)]
     assert len(rows) == last
     seen = []
     for _ in range(last + 1):  # one press more than needed: the last stage holds
-        current = re.search(r'aria-current="step"><th scope="row">([^<]*)</th>', view.columns[0].table.object)
-        label = current.group(1)
+        [label] = [label for label, _, current in table_rows(view) if current]
         assert label == rows[s.stage - 1]
-        banner = re.search(r"<strong>Stage (\d+) / (\d+) · ([^<]*)</strong>", view.banner.object)
+        banner = re.fullmatch(r"Stage (\d+) / (\d+) · (.*)", meta(view)["banner"][0])
         assert (int(banner.group(1)), int(banner.group(2))) == (s.stage, last)
         assert label.endswith(banner.group(3).rpartition(" · ")[2])  # the same stage name
         seen.append(s.stage)
-        s.step(1)
+        press(view, "Next stage ▶")
     assert seen == [*range(1, last + 1), last]
     if floors > 1:
         assert rows[8] == "Floor 2 · 9. RMSNorm (before attention)"
         assert rows[last - 1] == f"Floor {floors} · {last}. + residual = block output"
-        assert f"floor {floors}" in view.columns[0].heat_fig.title.text  # the weights of the floor on view
+        assert f"floor {floors}" in meta(view)["orders"][0]["heat_title"]  # the weights of the floor on view
+    press(view, "◀ Previous stage")
+    assert s.stage == last - 1
 
 
 def test_fewer_floors_bring_the_stage_back_into_range() -> None:
     """Lowering Floors from 3 to 2 at stage 20 moves the stage to 14, the last one left; the claim is cleared."""
     view = FloorExplorable(predict=False)
     s = view.state
-    s.floors = 3
-    s.stage = 20
-    s.claim(None)
-    s.floors = 2
-    assert (s.stage, view.stage.value, view.stage.end) == (14, 14, 14)
-    assert s.claim_result is None
-    assert "Stage 14 / 14 · Floor 2 · + residual = block output" in view.banner.object
+    send(view, "floors", 3)
+    send(view, "stage", 20)
+    press(view, "They never diverge")
+    assert s.claim_result is not None and meta(view)["claim"][0] == "They do diverge"
+    send(view, "floors", 2)
+    m = meta(view)
+    assert (s.stage, m["controls"]["stage"], m["bounds"]["stage"][1]) == (14, 14, 14)
+    assert s.claim_result is None and m["claim"] is None
+    assert m["banner"][0] == "Stage 14 / 14 · Floor 2 · + residual = block output"
 
 
 def test_links_restore_a_stage_on_a_later_floor() -> None:
@@ -288,24 +351,45 @@ def test_links_restore_a_stage_on_a_later_floor() -> None:
 def test_chips_heatmap_and_tables_name_slots_alike() -> None:
     """One slot convention, p₀, p₁, p₂ as the position vectors: chips, heatmap axes, alt text, table, select."""
     view = FloorExplorable(predict=False)
-    original, reversed_ = view.columns
-    chips = re.findall(r'class="bt-chip[^"]*">([^<]*)<span class="bt-slot">([^<]*)</span>', original.phrase.object)
-    assert chips == [("eat", "p₀"), ("an", "p₁"), ("orange", "p₂")]
-    assert list(original.heat_fig.x_range.factors) == ["p₀ eat", "p₁ an", "p₂ orange"]
-    assert list(reversed_.heat_fig.x_range.factors) == ["p₀ orange", "p₁ an", "p₂ eat"]
-    assert "Query p₀ eat reads: p₀ eat" in original.heat_alt.object
-    assert "“orange” in slot p₂" in original.table.object and "“orange” in slot p₀" in reversed_.table.object
-    assert "slot p₂, position vector added" in original.phrase.object
-    assert list(view.tracked.options) == ["eat (slot p₀)", "an (slot p₁)", "orange (slot p₂)"]
-    shown = " ".join(p.object for p in (original.phrase, original.table, original.heat_alt, original.arrow_alt))
+    original, reversed_ = meta(view)["orders"]
+    assert list(zip(original["words"], original["slots"], strict=True)) == [("eat", "p₀"), ("an", "p₁"),
+                                                                           ("orange", "p₂")]
+    assert original["factors"] == ["p₀ eat", "p₁ an", "p₂ orange"]
+    assert reversed_["factors"] == ["p₀ orange", "p₁ an", "p₂ eat"]
+    assert "Query p₀ eat reads: p₀ eat" in " ".join(original["heat_words"])
+    assert "“orange” in slot p₂" in original["caption"] and "“orange” in slot p₀" in reversed_["caption"]
+    assert "slot p₂, position vector added" in original["added"]
+    assert [label for label, _ in meta(view)["options"]["tracked"]] == ["eat (slot p₀)", "an (slot p₁)",
+                                                                       "orange (slot p₂)"]
+    shown = " ".join([original["added"], original["caption"], *original["labels"], *original["heat_words"],
+                      *original["arrow_words"]])
     assert not re.search(r"\bp\d|\b[123] (eat|an|orange)\b|word [123]\b", shown)
 
 
 def test_vectors_in_sentences_use_true_minus_signs() -> None:
     """Vectors written out (settling the bet, the plot's words) use − and never show −0.000."""
     view = FloorExplorable(predict=False)
-    view.state.stage = 8
-    assert "[−0.823, 1.520] + [0.000, 1.244] = [−0.823, 2.764]" in view.settle.object
-    assert "[−0.823, 2.764]" in view.columns[0].arrow_alt.object
-    for pane in (view.settle, view.columns[0].arrow_alt, view.columns[1].phrase):
-        assert not re.search(r"-\d", pane.object.replace("bt-", ""))
+    send(view, "stage", 8)
+    m = meta(view)
+    assert "[−0.823, 1.520] + [0.000, 1.244] = [−0.823, 2.764]" in m["settle"][0]
+    assert "[−0.823, 2.764]" in " ".join(m["orders"][0]["arrow_words"])
+    for text in (m["settle"][0], *m["orders"][0]["arrow_words"], m["orders"][1]["added"]):
+        assert not re.search(r"-\d", text)
+
+
+def test_the_table_is_the_traces_numbers_and_the_orders_column_their_agreement() -> None:
+    """Each drawn row is the tracked word's vector and its norm at that stage, in both orders; "same" and
+    "differs" agree with the engine's own comparison."""
+    view = FloorExplorable(predict=False)
+    s = view.state
+    truth = differs(WORDS, s.tracked, True, False)
+    for order, (trace, pos) in enumerate(((s.original, s.tracked), (s.reversed_, s.mirror))):
+        rows = table_rows(view, order)
+        for k, key in enumerate(every_stage(1)):
+            v = trace[key][pos]
+            x0, x1, size, agreement = rows[k][1]
+            assert (x0, x1, size) == (number(v[0], signed=True), number(v[1], signed=True),
+                                      number(float(np.linalg.norm(v))))
+            assert agreement == ("differs" if truth[k] else "same")
+    send(view, "reverse", False)  # one order, no Orders column
+    assert len(meta(view)["orders"]) == 1 and meta(view)["orders"][0]["orders"] == []

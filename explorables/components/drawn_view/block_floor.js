@@ -59,7 +59,7 @@
       o.words.forEach(function (w, i) {
         if (i) p.appendChild(document.createTextNode(" "));
         var chip = N("span", {"class": i === o.tracked ? "bt-chip tracked" : "bt-chip"}, p, w);
-        N("span", {"class": "bt-slot"}, chip, "p" + String(i).replace(/\d/g, function (d) { return "\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089"[Number(d)]; }));
+        N("span", {"class": "bt-slot"}, chip, o.slots[i]);
       });
       N("p", {"class": "bt-muted"}, card, o.added);
     }
@@ -102,7 +102,10 @@
       function arrow(x, y, stroke, width, head, dash, name) {
         var x0 = sx(0), y0 = sy(0), x1 = sx(x), y1 = sy(y), len = Math.hypot(x1 - x0, y1 - y0);
         var say = name + ": [" + D.number(x) + ", " + D.number(y) + "]";
-        if (len > head) {
+        if (len < 3) {  // too short to draw as an arrow: a dot where it ends
+          D.hover(N("circle", {cx: x1, cy: y1, r: 4, fill: stroke, "class": "dv-mark dv-dot"}, c.svg), c.readout, say);
+        } else {
+          head = Math.min(head, len * 0.8);
           var ux = (x1 - x0) / len, uy = (y1 - y0) / len, bx = x1 - head * ux, by = y1 - head * uy;
           var shaft = N("polyline", {points: x0 + "," + y0 + " " + bx + "," + by, fill: "none", stroke: stroke,
                                      "stroke-width": width, "stroke-dasharray": dash, "class": "dv-mark"}, c.svg);
@@ -115,11 +118,27 @@
         return [x1, y1];
       }
       var v = slice(values, o.arrows, 2 * o.n_arrows);
-      if (o.n_arrows > 1) arrow(v[2], v[3], pal.reference, 2, 9, "6 4", o.arrow_labels[1]);
+      var before = o.n_arrows > 1 ? arrow(v[2], v[3], pal.reference, 2, 9, "6 4", o.arrow_labels[1]) : null;
       var end = arrow(v[0], v[1], colour, 3, 12, null, o.arrow_labels[0]);
-      var right_ = v[0] >= 0, up = v[1] >= 0;
-      N("text", {x: end[0] + (right_ ? 8 : -8), y: end[1] + (up ? -6 : 16), "text-anchor": right_ ? "start" : "end",
-                 "class": "dv-label"}, c.svg, o.arrow_labels[0]);
+      // The stage label at one of the tip's four corners: past the tip, away from the origin, unless the previous
+      // arrow runs there; then the corner farthest from both arrows (and inside the plane).
+      var origin = [sx(0), sy(0)], best = null;
+      [[v[0] >= 0, v[1] >= 0], [v[0] < 0, v[1] >= 0], [v[0] >= 0, v[1] < 0], [v[0] < 0, v[1] < 0]].forEach(function (q, k) {
+        var w = 7 * o.arrow_labels[0].length, cx = end[0] + (q[0] ? 8 + w / 2 : -8 - w / 2), cy = end[1] + (q[1] ? -12 : 12);
+        var room = Math.min(away(cx, cy, origin, end), before ? away(cx, cy, origin, before) : 1e9);
+        var inside = cx - w / 2 > left && cx + w / 2 < left + span && cy - 8 > top && cy + 8 < top + span;
+        var score = (inside ? 0 : -1e6) + Math.min(room, 40) * 10 - k;  // the first corner when it is clear
+        if (!best || score > best.score) best = {score: score, q: q};
+      });
+      N("text", {x: end[0] + (best.q[0] ? 8 : -8), y: end[1] + (best.q[1] ? -6 : 16),
+                 "text-anchor": best.q[0] ? "start" : "end", "class": "dv-label"}, c.svg, o.arrow_labels[0]);
+    }
+
+    // How far a point is from the segment a-b (px).
+    function away(x, y, a, b) {
+      var dx = b[0] - a[0], dy = b[1] - a[1], l = dx * dx + dy * dy;
+      var t = l ? Math.max(0, Math.min(1, ((x - a[0]) * dx + (y - a[1]) * dy) / l)) : 0;
+      return Math.hypot(x - a[0] - t * dx, y - a[1] - t * dy);
     }
 
     function heatChart(parent, o, values) {
@@ -135,7 +154,7 @@
         N("text", {x: x, y: y, "text-anchor": "end", "class": "dv-tick", transform: "rotate(-35 " + x + " " + y + ")"},
           c.svg, f);
       });
-      N("p", {"class": "bt-muted"}, parent, o.sums);
+      c.readout.after(N("p", {"class": "bt-muted"}, null, o.sums));  // under the weights, before their words
     }
 
     function orderCards(meta, values) {
