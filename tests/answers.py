@@ -67,8 +67,6 @@ def _race_answers(query: dict[str, str]) -> list[str]:
 
 def _panes(explorable_id: str, view: Any) -> list[str]:
     """The markup of the panes that carry an explorable's answer: its values and verdicts."""
-    if explorable_id == "block-floor":
-        return [column.table.object for column in view.columns]
     if explorable_id == "decoder-block-lab":  # the invariants, the heatmaps' text alternatives, the causal test
         return [view.invariants.object, view.badge.object, view.causal_table.object,
                 *(alt.object for alt in view.head_alts[: view.state.heads])]
@@ -83,6 +81,8 @@ def explorable_answers(explorable_id: str, query: dict[str, str]) -> list[str]:
     view = EXPLORABLE_SPECS[explorable_id].load()(query=query, embed=True, predict=False)
     if explorable_id == "transformer-block-trace":  # drawn in the browser: its words come in the payload
         return _drawn_answers(json.loads(view.drawing.meta))
+    if explorable_id == "block-floor":
+        return _floor_answers(json.loads(view.drawing.meta), view.drawing.values)
     return [p for markup in _panes(explorable_id, view) for p in pieces(markup)]
 
 
@@ -92,6 +92,23 @@ def _drawn_answers(meta: dict[str, Any]) -> list[str]:
     numbers travel as one binary buffer, empty before the commit (tests/unit/test_trace_payload.py)."""
     sentences = [meta["announce"], *(s for words in meta["words"].values() for s in words)]
     return [t for t in (normalised(s) for s in sentences) if len(t) >= SHORTEST]
+
+
+def _floor_answers(meta: dict[str, Any], values: Any) -> list[str]:
+    """What the drawn block floor shows once the bet is in: each order's table rows as block_floor.js writes them
+    (stage, x0, x1, norm, same or differs; numbers from the binary buffer), its caption, each chart's words and
+    the weights' row sums, and the sentence that settles the bet."""
+    from blocktrace.explorables.components.numbers import number
+
+    found = [*(meta["settle"] or [])[:1]]
+    for o in meta["orders"]:
+        found.append(o["caption"])
+        for k, label in enumerate(o["labels"]):
+            x0, x1, size = (float(v) for v in values[o["table"] + 3 * k: o["table"] + 3 * k + 3])
+            found.append(" ".join([label, number(x0, signed=True), number(x1, signed=True), number(size),
+                                   *o["orders"][k:k + 1]]))
+        found += [*o["arrow_words"], *o["heat_words"], o["sums"]]
+    return [t for t in (normalised(s) for s in found) if len(t) >= SHORTEST]
 
 
 def _strings(obj: Any) -> Iterator[str]:

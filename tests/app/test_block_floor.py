@@ -17,6 +17,7 @@ from blocktrace.explorables.block_floor import FloorExplorable, FloorState
 from blocktrace.explorables.block_floor.divergence import verdict
 from blocktrace.explorables.components.numbers import number
 from blocktrace.explorables.engine import run_preset
+from tests.drawn import meta, press, send
 
 # The lesson's eight stages, and the six each later floor repeats, written out here rather than taken from
 # the code under test.
@@ -27,23 +28,6 @@ WORDS = ["eat", "an", "orange"]
 
 
 # --- the page as the browser gets it (the drawing component's payload) and drives it (its `sent`) -------------
-
-def meta(view: FloorExplorable) -> dict:
-    return json.loads(view.drawing.meta)
-
-
-def send(view: FloorExplorable, name: str, value) -> None:
-    """One change as the browser sends it (drawn_view/draw.js): the server checks it before the state sees it."""
-    view._sent_n = getattr(view, "_sent_n", 0) + 1
-    view.drawing.sent = json.dumps({"name": name, "value": value, "n": view._sent_n})
-
-
-def press(view: FloorExplorable, label: str) -> None:
-    """Press the drawn button with this visible label."""
-    [c] = [c for c in json.loads(view.drawing.spec)["controls"] if c["label"] == label]
-    assert c["kind"] == "button"
-    send(view, "action", c["name"])
-
 
 def drawn_disabled(view: FloorExplorable) -> dict[str, bool]:
     """Each drawn control's disabled state as block_floor.js sets it: all while locked, else those listed."""

@@ -15,6 +15,7 @@ from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE
 from blocktrace.explorables.decoder_block_lab.view import DecoderLabExplorable
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 from tests.app.bokeh_ws_client import models, pull_document
+from tests.drawn import press
 
 # The stages each explorable's table lists, written out here rather than taken from the code under test.
 TRACE_KEYS = ["blocks.0.resid_pre", "blocks.0.ln1.normalized", "blocks.0.attn_out", "blocks.0.resid_mid",
@@ -95,7 +96,7 @@ def test_floor_diagram_draws_the_floor_of_the_stage_on_view() -> None:
     assert node_keys(diagram) == FLOOR_ONE and diagram.selected == "embed"
     assert "+ position vectors" in [t["text"] for t in layout(diagram)["shapes"] if t["tag"] == "text"]
     assert diagram.alerts == {}, "where the orders split is what the claim asks: not told before it"
-    view.claim.clicks += 1  # a claim (wrong: stage 1), and then the diagram says where they really split
+    press(view, "This is the first divergence")  # a claim (wrong: stage 1); the diagram says where they split
     assert diagram.alerts == {"blocks.0.resid_pre": "orders split here"}  # the middle word's slot stamp differs
     diagram.selected = "blocks.0.attn_out"
     assert s.stage == 4

@@ -260,11 +260,11 @@ def test_a_typed_predict_off_shows_the_gate_and_says_why(server) -> None:
 
 def test_the_teachers_signed_link_opens_without_the_gate(server) -> None:
     """The signed predict=off unlocks every control at once and sends the trace; no notice."""
-    for route, shows in ((TRACE, "Output norm"), (FLOOR, "floor-table"), (LAB, "Invariants now")):
+    for route, shows in ((TRACE, "Output norm"), (FLOOR, "The full floor for"), (LAB, "Invariants now")):
         sent = collect(server.url(server.teacher_link(route)), shows)
         text = text_sent(sent)
         assert UNSIGNED_NOTICE not in text, route
-        if route == TRACE:  # drawn in the browser: its controls and numbers come in the payload
+        if route in (TRACE, FLOOR):  # drawn in the browser: its controls and numbers come in the payload
             assert metas(sent)[-1]["locked"] is False and max(values_sizes(sent)) > 0
             continue
         sliders = [m for content in sent for m in models(content) if name_of(m) == "Slider"]
@@ -277,10 +277,12 @@ def test_the_floor_and_the_lab_send_no_result_before_the_commit(server) -> None:
     future positions are exactly 0") and attention heatmaps send nothing before the commit."""
     floor = collect(server.url(FLOOR + "?stage=8&tracked=2"), "Stage 8 / 8")
     text = text_sent(floor)
-    assert "Stage 8 settles the prediction" not in text and "floor-table" not in text
-    assert "differ at this stage" not in text
+    assert "Stage 8 settles the prediction" not in text and "The full floor for" not in text
+    assert "differ at this stage" not in text and "row sums" not in text and "Query p" not in text
     assert "Check answer" not in text  # the checkpoints, whose feedback explains the bet, come after it
-    assert set(data_sent(floor)) == {0}
+    # drawn in the browser: every payload locked, with no table, chart or sentence of either trace, no number
+    assert all(m["locked"] and "orders" not in m and "settle" not in m for m in metas(floor))
+    assert values_sizes(floor) == {0} and set(data_sent(floor)) <= {0}
     lab = collect(server.url(LAB + "?corrupt=2&corrupt_value=999"), "Shape of every tensor")  # not gated
     markup = markup_sent(lab)
     assert "Shape of every tensor" in markup and "Causal safety" in markup

@@ -17,6 +17,7 @@ from blocktrace.app.lessons.page import LessonView
 from blocktrace.app.server.session_setup import attach_explorable, learner_bar, restore_explorable
 from blocktrace.explorables.components.checkpoint import CheckpointView
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
+from tests.drawn import send
 from tests.unit.test_final_after_store import SessionDocument, commit, open_classroom
 
 CLASS, LEARNER = "resume", "0123456789abcdef0123456789abcdef"
@@ -153,7 +154,7 @@ def test_a_reload_restores_the_block_floor_claim_its_answer_and_checkpoints(clas
     floor.state.tracked = 1  # "an"
     floor.state.stage = 4
     doc.fire_timeouts()
-    floor.claim.clicks += 1  # "This is the first divergence"
+    send(floor, "action", "claim")  # "This is the first divergence", as the browser sends it
     assert floor.state.claim_result[1] == "Right on"
     inside = floor.checkpoint_views[0]
     inside.choice.value = inside.checkpoint.options[1].label
