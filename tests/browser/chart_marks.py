@@ -151,7 +151,8 @@ BOKEH_MARKS_JS = r"""
 
 # The SVG charts of browser-drawn explorables, in the same form: coordinates in the SVG's own pixels, the whole
 # SVG as the frame (a label must stay inside it), value labels (.dv-label, .dv-cell) with their computed colours,
-# marks (.dv-mark: bars, dots, the line's segments, reference lines), the axis label's length against its room,
+# marks (.dv-mark: bars, dots, the line's segments, reference lines, heatmap cells with the number each holds),
+# the axis label's length against its room,
 # the title's width against its place. Legends are HTML above the chart, off the marks by construction.
 DRAWN_MARKS_JS = r"""
 () => {
@@ -196,13 +197,18 @@ DRAWN_MARKS_JS = r"""
       fig.title_box = [0, 0, caption.scrollWidth, caption.clientHeight];
       fig.title_room = [0, caption.clientWidth];
     }
+    const cellLabel = {};  // a heatmap cell's number (data-cell "row,col") -> its index among the labels
     svg.querySelectorAll(".dv-label, .dv-cell").forEach((t, i) => {
+      if (t.dataset.cell) cellLabel[t.dataset.cell] = i;
       fig.labels.push({text: t.textContent, source: "svg", index: i, colour: rgba(getComputedStyle(t).fill),
                        box: at(t)});
     });
     svg.querySelectorAll(".dv-mark").forEach((m) => {
       const cs = getComputedStyle(m);
-      if (m.tagName === "polyline") {
+      if (m.classList.contains("dv-heat")) {  // a heatmap cell: the number it holds must stay inside it
+        const index = m.dataset.cell in cellLabel ? cellLabel[m.dataset.cell] : -1;
+        fig.marks.push({kind: "cell", source: "svg", index, box: at(m), colour: rgba(cs.fill)});
+      } else if (m.tagName === "polyline") {
         const pts = m.getAttribute("points").trim().split(/\s+/).map(p => p.split(",").map(Number));
         for (let i = 0; i + 1 < pts.length; i++) {
           fig.marks.push({kind: "line", segment: [...pts[i], ...pts[i + 1]],

@@ -80,13 +80,13 @@
     // The tracked word's vector as an arrow from the origin, the previous stage's faint and dashed; the stage
     // label past the tip, away from the origin, so it crosses neither axis nor arrow.
     function arrowChart(parent, meta, o, values, colour) {
-      var size = Math.max(240, Math.min(340, ctx.width ? Math.floor(parent.clientWidth || 340) : 340));
-      var c = D.chart(parent, {title: o.tag + " \u00b7 the tracked word", altTitle: "Tracked word", height: size,
-                               width: size, words: o.arrow_words, filename: "block-floor-" + o.tag + "-arrow",
+      var width = placeWidth(parent), plane = Math.min(width - 54, 300);  // a square plane, at most 300 px
+      var c = D.chart(parent, {title: o.tag + " \u00b7 the tracked word", altTitle: "Tracked word", height: plane + 42,
+                               width: width, words: o.arrow_words, filename: "block-floor-" + o.tag + "-arrow",
                                legend: [{label: o.arrow_labels[0], colour: colour}].concat(o.n_arrows > 1 ?
                                  [{label: o.arrow_labels[1], colour: pal.reference, dash: "dashed"}] : [])});
       var lim = meta.limit, left = 46, bottom = 34, top = 8, right = 8;
-      var span = Math.min(c.w - left - right, c.h - top - bottom);
+      var span = c.h - top - bottom;
       var sx = function (x) { return left + (x + lim) / (2 * lim) * span; };
       var sy = function (y) { return top + (lim - y) / (2 * lim) * span; };
       var g = D.yAxis({svg: c.svg, w: left + span + right}, -lim, lim, sy, left, right, "component 1");
@@ -134,6 +134,13 @@
                  "text-anchor": best.q[0] ? "start" : "end", "class": "dv-label"}, c.svg, o.arrow_labels[0]);
     }
 
+    // The width a chart gets in `parent` (its content box): the chart is as wide as its place.
+    function placeWidth(parent) {
+      var cs = getComputedStyle(parent);
+      var pad = (parseFloat(cs.paddingLeft) || 0) + (parseFloat(cs.paddingRight) || 0);  // none before it is in the page
+      return Math.max(240, Math.floor(parent.clientWidth - pad));
+    }
+
     // How far a point is from the segment a-b (px).
     function away(x, y, a, b) {
       var dx = b[0] - a[0], dy = b[1] - a[1], l = dx * dx + dy * dy;
@@ -143,7 +150,7 @@
 
     function heatChart(parent, o, values) {
       var n = o.words.length, left = 78, top = 6, bottom = 62, right = 8;
-      var width = ctx.width ? Math.max(240, Math.min(parent.clientWidth || 360, 420)) : 360;
+      var width = placeWidth(parent);
       var size = Math.max(18, Math.min(64, Math.floor((width - left - right) / n)));
       var c = D.chart(parent, {title: o.heat_title, altTitle: "Attention weights", height: top + n * size + bottom,
                                width: width, words: o.heat_words, filename: "block-floor-" + o.tag + "-attention"});
@@ -157,10 +164,12 @@
       c.readout.after(N("p", {"class": "bt-muted"}, null, o.sums));  // under the weights, before their words
     }
 
+    // Both cards (and, embedded, both chart cards) are laid out before anything is drawn in them: each chart
+    // takes its place's width, which depends on the other card being there.
     function orderCards(meta, values) {
       var row = N("div", {"class": "bf-pair"}, orders);
       var plots = embed ? N("div", {"class": "bf-pair"}, plotsRow) : null;
-      meta.orders.forEach(function (o, n) {
+      var places = meta.orders.map(function (o, n) {
         var card = N("section", {"class": "bt-card bt-order", "aria-label": o.title}, row);
         var colour = heading(card, o, n);
         card.style.borderTop = "4px solid " + colour;
@@ -169,13 +178,15 @@
         if (embed) {  // the two tables side by side in the first screen, the plots in a later row
           charts = N("section", {"class": "bt-card bt-order", "aria-label": o.title + ": charts"}, plots);
           charts.style.borderTop = "4px solid " + colour;
-          floorTable(card, meta, o, values);
-          arrowChart(charts, meta, o, values, colour);
-        } else {
-          arrowChart(card, meta, o, values, colour);
-          floorTable(card, meta, o, values);
         }
-        heatChart(charts, o, values);
+        var arrowPlace = N("div", null, charts);
+        var tablePlace = N("div", null, card);  // beside its phrase embedded, else under the arrow
+        return {o: o, colour: colour, arrow: arrowPlace, table: tablePlace, heat: N("div", null, charts)};
+      });
+      places.forEach(function (p) {
+        floorTable(p.table, meta, p.o, values);
+        arrowChart(p.arrow, meta, p.o, values, p.colour);
+        heatChart(p.heat, p.o, values);
       });
     }
 

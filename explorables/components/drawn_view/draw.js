@@ -156,11 +156,12 @@
         var v = o.value(r, col);
         var bin = Number.isFinite(v) ? Math.min(Math.max(Math.floor(v * seq.length), 0), seq.length - 1) : seq.length - 1;
         var box = node("rect", {x: o.left + col * size, y: o.top + r * size, width: size, height: size, fill: seq[bin],
-                                stroke: o.palette.cell_line}, c.svg);
+                                stroke: o.palette.cell_line, "class": "dv-mark dv-heat", "data-cell": r + "," + col}, c.svg);
         hover(box, c.readout, o.rowNames[r] + ", " + o.colNames[col] + ": " + number(v));
         if (fits) {
           node("text", {x: o.left + col * size + size / 2, y: o.top + r * size + size / 2 + 4, "text-anchor": "middle",
-                        fill: o.palette.text_on[bin], "class": "dv-cell", "pointer-events": "none"}, c.svg, number(v));
+                        fill: o.palette.text_on[bin], "class": "dv-cell", "pointer-events": "none",
+                        "data-cell": r + "," + col}, c.svg, number(v));
         }
       }
     }
