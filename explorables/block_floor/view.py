@@ -32,6 +32,7 @@ from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.html import table
 from blocktrace.explorables.components.locked_controls import LockedControls, OnceUnlocked
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.palette import text_on
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled, stylesheet
@@ -247,5 +248,6 @@ class FloorExplorable(ExplorableView):
             top = [*([self.gate] if self.show_gate else []), *self.diagram.panes]
         # The save-and-share card is below the first screen: it follows once the page is up (fewer models first).
         share_place = DrawnAfterLoad().later(lambda: [share], sizing_mode="stretch_width")
+        # READABLE_CONTROLS: the Panel widgets left (the bet, checkpoints, downloads) at the prose's size.
         return pn.Column(*head, *self.notice_panes(), *top, self.drawing, self.checkpoints_place, share_place,
-                         sizing_mode="stretch_width")
+                         sizing_mode="stretch_width", stylesheets=[READABLE_CONTROLS])
