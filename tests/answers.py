@@ -82,7 +82,7 @@ def explorable_answers(explorable_id: str, query: dict[str, str]) -> list[str]:
     if explorable_id == "transformer-block-trace":  # drawn in the browser: its words come in the payload
         return _drawn_answers(json.loads(view.drawing.meta))
     if explorable_id == "block-floor":
-        return _floor_answers(json.loads(view.drawing.meta), view.drawing.values)
+        return _floor_answers(json.loads(view.drawing.meta))
     return [p for markup in _panes(explorable_id, view) for p in pieces(markup)]
 
 
@@ -94,20 +94,14 @@ def _drawn_answers(meta: dict[str, Any]) -> list[str]:
     return [t for t in (normalised(s) for s in sentences) if len(t) >= SHORTEST]
 
 
-def _floor_answers(meta: dict[str, Any], values: Any) -> list[str]:
-    """What the drawn block floor shows once the bet is in: each order's table rows as block_floor.js writes them
-    (stage, x0, x1, norm, same or differs; numbers from the binary buffer), its caption, each chart's words and
-    the weights' row sums, and the sentence that settles the bet."""
-    from blocktrace.explorables.components.numbers import number
-
+def _floor_answers(meta: dict[str, Any]) -> list[str]:
+    """The words the drawn block floor's payload carries once the bet is in: each order's table caption, each
+    chart's text alternative (the tracked word's vector at the stage, every attention weight), the weights' row
+    sums and the sentence that settles the bet. The tables' numbers travel as one binary buffer, empty before the
+    commit (tests/app/test_predict_gate.py, tests/app/test_locked_controls.py)."""
     found = [*(meta["settle"] or [])[:1]]
     for o in meta["orders"]:
-        found.append(o["caption"])
-        for k, label in enumerate(o["labels"]):
-            x0, x1, size = (float(v) for v in values[o["table"] + 3 * k: o["table"] + 3 * k + 3])
-            found.append(" ".join([label, number(x0, signed=True), number(x1, signed=True), number(size),
-                                   *o["orders"][k:k + 1]]))
-        found += [*o["arrow_words"], *o["heat_words"], o["sums"]]
+        found += [o["caption"], *o["arrow_words"], *o["heat_words"], o["sums"]]
     return [t for t in (normalised(s) for s in found) if len(t) >= SHORTEST]
 
 
