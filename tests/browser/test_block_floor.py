@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Error, Page, expect
@@ -168,4 +169,44 @@ def test_chips_name_slots_as_the_position_vectors(open_page) -> None:
     expect(page.locator(".bt-chip.tracked").first).to_have_text("orangep₂")
     expect(page.get_by_text("slot p₂, position vector added [0.000, 0.400]")).to_be_visible()
     expect(page.get_by_role("combobox", name="Tracked word")).to_contain_text("an (slot p₁)")
+    opened.assert_clean()
+
+
+def test_a_bad_phrase_is_refused_beside_its_field_and_the_last_good_kept(open_page) -> None:
+    """Nine words: a message beside the Phrase field says why, the chips and tables keep the last good phrase;
+    a good phrase clears the message."""
+    opened = open_page(FLOOR, teacher_link=True)
+    page = opened.page
+    field = page.get_by_role("textbox", name="Phrase")
+    field.fill(" ".join(["w"] * 9))
+    field.press("Enter")
+    error = page.get_by_role("alert").filter(has_text="Could not use this phrase")
+    expect(error).to_contain_text("at most 8")
+    expect(error).to_contain_text("The last good phrase is still shown.")
+    expect(page.locator(".bt-chip.tracked").first).to_have_text("orangep₂")
+    field.fill("the cat sat")
+    field.press("Enter")
+    expect(error).to_have_count(0)
+    expect(page.locator(".bt-chip.tracked").first).to_have_text("satp₂")
+    opened.assert_clean()
+
+
+def test_the_charts_give_values_on_hover_words_and_a_png(open_page) -> None:
+    """The arrow and the attention weights: hovering gives the value, each chart has its words and its PNG."""
+    opened = open_page(FLOOR + "?tracked=2&stage=4", teacher_link=True)
+    page = opened.page
+    arrow = page.locator("figure.dv-chart").filter(has_text="A · the tracked word")
+    heat = page.locator("figure.dv-chart").filter(has_text="A · attention weights, floor 1")
+    arrow.locator("path.dv-mark").last.hover(force=True)
+    expect(arrow.locator(".dv-readout")).to_have_text(re.compile(r"^stage 4: \[−?\d\.\d{3}, −?\d\.\d{3}\]$"))
+    heat.locator("rect.dv-heat").first.hover()
+    expect(heat.locator(".dv-readout")).to_have_text(re.compile(r"^p₀ eat, p₀ eat: \d\.\d{3}$"))
+    arrow.get_by_text("Describe “Tracked word” in words").click()
+    expect(arrow.get_by_text("at stage 4, Attention mixture, the tracked word “an”", exact=False)).to_be_visible()
+    heat.get_by_text("Describe “Attention weights” in words").click()
+    expect(heat.get_by_text("Query p₀ eat reads: p₀ eat", exact=False)).to_be_visible()
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download “A · attention weights, floor 1” as PNG").click()
+    assert info.value.suggested_filename == "block-floor-A-attention.png"
+    assert Path(info.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     opened.assert_clean()
