@@ -28,8 +28,13 @@
     N("p", null, mission, spec.mission || "");
     var bannerHead = N("strong", null, N("p", {"class": "bt-stage-banner"}, mission));
     var status = N("p", {"class": "bt-live", role: "status", "aria-live": "polite"}, mission);
-    var rows = {};
+    var rows = {}, switches = null;
     (spec.controls || []).forEach(function (c) {
+      if (embed && c.kind === "checkbox") {  // embedded, the three switches share a cell: one short row of controls
+        if (!switches) switches = N("div", {"class": "bf-switches"}, form);
+        ctx.control(switches, c);
+        return;
+      }
       if (c.group !== "mission") { ctx.control(form, c); return; }
       var parent = mission;
       if (c.row) {
