@@ -220,7 +220,7 @@ class FloorExplorable(ExplorableView):
         changes: dict[str, Any] = {}
         if meta != self.drawing.meta:
             changes["meta"] = meta
-        if values is not self.drawing.values and not (values.size == 0 and self.drawing.values.size == 0):
+        if not np.array_equal(values, self.drawing.values):  # a claim, a bad phrase: the words change, not the numbers
             changes["values"] = values
         with unlocked():  # the payload and the diagram's cards: one message
             if changes:

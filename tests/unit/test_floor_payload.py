@@ -34,6 +34,12 @@ def test_one_change_one_payload_and_the_ack() -> None:
     assert [o[0] for o in meta(view)["options"]["tracked"]][-1] == "mat (slot p₅)"
     send(view, "floors", 3)
     assert len(sent) == 2 and meta(view)["bounds"]["stage"] == [1, 20]
+    numbers: list = []
+    view.drawing.param.watch(lambda e: numbers.append(e.new), "values")
+    press(view, "This is the first divergence")  # only words change: the numbers are not sent again
+    assert len(sent) == 3 and meta(view)["claim"] is not None and numbers == []
+    send(view, "stage", 2)
+    assert len(numbers) == 1
 
 
 def test_the_numbers_sent_are_the_engines() -> None:
