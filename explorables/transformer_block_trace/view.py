@@ -22,6 +22,7 @@ from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.locked_controls import LockedControls
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, set_params
@@ -200,4 +201,5 @@ class TraceExplorable(ExplorableView):
             top = [*([self.gate] if self.show_gate else []), *self.diagram.panes]
         # The save-and-share card is below the first screen: it follows once the page is up (fewer models first).
         share_place = DrawnAfterLoad().later(lambda: [share], sizing_mode="stretch_width")
-        return pn.Column(*head, *self.notice_panes(), *top, self.drawing, share_place, sizing_mode="stretch_width")
+        return pn.Column(*head, *self.notice_panes(), *top, self.drawing, share_place, sizing_mode="stretch_width",
+                         stylesheets=[READABLE_CONTROLS])  # Panel's widgets (gate, share card) at the prose's size

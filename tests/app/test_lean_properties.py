@@ -153,7 +153,7 @@ def test_the_walk_finds_the_models_bokehs_walk_finds(path: str, first: str) -> N
         assert first_seen == second_seen, model
 
 
-@pytest.mark.parametrize("path", sorted(ROUTES))
+@pytest.mark.parametrize("path", sorted(set(ROUTES) - {"/"}))  # every page but the index (8 models)
 @pytest.mark.parametrize("walk", ["lean", "bokeh"])
 def test_a_documents_model_set_is_bokehs(path: str, walk: str, monkeypatch) -> None:
     """The document's own recompute (through Bokeh's module) gives the set Bokeh's walk gives, on every page."""

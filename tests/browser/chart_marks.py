@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BOKEH_MARKS_JS = r"""
-() => {
-  if (typeof Bokeh === "undefined" || !Bokeh.index) return [];
-  const probe = document.createElement("canvas").getContext("2d");  // colours only (text: on the plot's canvas)
-  function rgba(c) {  // a packed 0xRRGGBBAA number (Bokeh's visuals) or a CSS colour -> [r, g, b, a]
+# One colour reader for both: a packed 0xRRGGBBAA number (Bokeh's visuals), "none" or a CSS colour -> [r, g, b, a]
+# (through a canvas context's fillStyle, which writes any CSS colour as #rrggbb or rgba()).
+RGBA_JS = r"""
+  const probe = document.createElement("canvas").getContext("2d");
+  function rgba(c) {
     if (typeof c === "number") return [c >>> 24, (c >>> 16) & 255, (c >>> 8) & 255, (c & 255) / 255];
-    if (c == null) return [0, 0, 0, 0];
+    if (c == null || c === "none") return [0, 0, 0, 0];
     probe.fillStyle = "#000000";
     probe.fillStyle = c;
     const s = probe.fillStyle;
@@ -29,6 +29,9 @@ BOKEH_MARKS_JS = r"""
     const v = s.match(/[\d.]+/g).map(Number);
     return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1];
   }
+"""
+
+BOKEH_MARKS_JS = "() => {\n  if (typeof Bokeh === \"undefined\" || !Bokeh.index) return [];" + RGBA_JS + r"""
   const box = (l, t, r, b) => [Math.min(l, r), Math.min(t, b), Math.max(l, r), Math.max(t, b)];
   const ok = (...xs) => xs.every(Number.isFinite);
   const val = (p) => (p != null && typeof p === "object" && "value" in p) ? p.value : p;  // a spec's fixed value
@@ -154,18 +157,7 @@ BOKEH_MARKS_JS = r"""
 # marks (.dv-mark: bars, dots, the line's segments, reference lines, heatmap cells with the number each holds),
 # the axis label's length against its room,
 # the title's width against its place. Legends are HTML above the chart, off the marks by construction.
-DRAWN_MARKS_JS = r"""
-() => {
-  const probe = document.createElement("canvas").getContext("2d");
-  function rgba(c) {
-    if (c == null || c === "none") return [0, 0, 0, 0];
-    probe.fillStyle = "#000000";
-    probe.fillStyle = c;
-    const s = probe.fillStyle;
-    if (s[0] === "#") return [parseInt(s.slice(1, 3), 16), parseInt(s.slice(3, 5), 16), parseInt(s.slice(5, 7), 16), 1];
-    const v = s.match(/[\d.]+/g).map(Number);
-    return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1];
-  }
+DRAWN_MARKS_JS = "() => {" + RGBA_JS + r"""
   const found = [];
   const walk = (root) => {
     for (const el of root.querySelectorAll("figure.dv-chart")) found.push(el);
