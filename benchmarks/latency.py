@@ -234,7 +234,7 @@ def measure(page: Page, act) -> dict:
 
 
 def slider_changes(page: Page, n: int) -> list[dict]:
-    handle = page.locator(".bk-input-group", has_text="Attention update scale").get_by_role("slider")
+    handle = page.get_by_role("slider", name="Attention update scale", exact=True)  # the drawn range input
     handle.focus()
     # Up from 1.0 by one step per press: every press changes the output row.
     return [measure(page, lambda: page.keyboard.press("ArrowRight")) for _ in range(n)]
