@@ -16,7 +16,6 @@ from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
-from panel.io.document import unlocked
 
 from blocktrace.explorables.block_floor import plots
 from blocktrace.explorables.block_floor.diagram import diagram_view, stage_of
@@ -26,6 +25,7 @@ from blocktrace.explorables.block_floor.state import MAX_WORDS, QUERY_KEYS, Floo
 from blocktrace.explorables.components.checkpoint import CheckpointView
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
 from blocktrace.explorables.components.drawn_view import DrawnView, json_text, read_css, spec_json
+from blocktrace.explorables.components.drawn_view.answering import AnswersTheDrawing
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
@@ -36,7 +36,7 @@ from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.palette import text_on
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled, stylesheet
-from blocktrace.explorables.components.updates import LiveHTML, set_params
+from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import sync_to_url
 
 __all__ = ["FloorDrawing", "FloorExplorable", "controls_spec", "floor_table_html"]
@@ -118,14 +118,15 @@ class FloorDrawing(DrawnView):
         super().__init__(**params)
 
 
-class FloorExplorable(ExplorableView):
+class FloorExplorable(AnswersTheDrawing, ExplorableView):
     """One session's block-floor explorable: its own state, bet, diagram, drawing component and checkpoints."""
+
+    CONTROLS = CONTROL_PARAMS
+    ACTIONS = ACTIONS
 
     def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
         state = FloorState()
         super().__init__(state, state.bet, QUERY_KEYS, query, embed, predict)
-        self._ack = 0
-        self._answering = False
         s = state
         self.gate = PredictionGate(s.bet, QUESTION, BET_HINT, heading="Your prediction")
         self.drawing = FloorDrawing(on_control=self._control, spec=_spec(s, embed))
@@ -178,30 +179,17 @@ class FloorExplorable(ExplorableView):
         self.emit("checkpoint", {"explorable": "block-floor", "checkpoint": checkpoint.qid, "answer": checkpoint.answer,
                                  "correct": checkpoint.correct})
 
-    # --- the browser's changes, checked here ------------------------------------------------------------
+    # --- the browser's changes, checked here (AnswersTheDrawing), and one payload per change ---------------------
 
-    def _control(self, change: dict[str, Any]) -> None:
-        name, value = change["name"], change["value"]
-        if isinstance(change.get("n"), int):
-            self._ack = change["n"]
-        if not self.state.bet.unlocked:
-            self._send()  # the browser's input goes back to the held value
-            return
-        self._answering = True  # the state's watchers leave the answer to the end: one payload, built once
-        try:
-            if name == "action" and value in ACTIONS:
-                self._act(value)
-            elif name in CONTROL_PARAMS:
-                if name == "tracked" and not (isinstance(value, int) and 0 <= value < len(self.state.words)):
-                    raise ValueError(f"no word {value!r} to track")
-                setattr(self.state, name, value)  # param checks type, bounds and choices
-            else:
-                raise ValueError(f"unknown control {name!r}")
-        except (ValueError, TypeError) as err:
-            log.info("refused a control change: %s", err)
-        finally:
-            self._answering = False
-        self._send()
+    def _unlocked(self) -> bool:
+        return self.state.bet.unlocked
+
+    def _payload(self, controls: dict[str, Any], ack: int):
+        return payload(self.state, controls, ack=ack)
+
+    def _check(self, name: str, value: Any) -> None:
+        if name == "tracked" and not (isinstance(value, int) and 0 <= value < len(self.state.words)):
+            raise ValueError(f"no word {value!r} to track")
 
     def _act(self, name: str) -> None:
         s = self.state
@@ -210,22 +198,8 @@ class FloorExplorable(ExplorableView):
         else:
             self._claim(s.stage if name == "claim" else None)
 
-    # --- one payload per change ---------------------------------------------------------------------
-
-    def _send(self, *events) -> None:
-        if events and self._answering:
-            return
-        s = self.state
-        meta, values = payload(s, {name: getattr(s, name) for name in CONTROL_PARAMS}, ack=self._ack)
-        changes: dict[str, Any] = {}
-        if meta != self.drawing.meta:
-            changes["meta"] = meta
-        if not np.array_equal(values, self.drawing.values):  # a claim, a bad phrase: the words change, not the numbers
-            changes["values"] = values
-        with unlocked():  # the payload and the diagram's cards: one message
-            if changes:
-                set_params(self.drawing, **changes)
-            self.diagram.show(lambda: diagram_view(s))
+    def _diagram_view(self):
+        return lambda: diagram_view(self.state)
 
     # --- layout -----------------------------------------------------------------------------
 

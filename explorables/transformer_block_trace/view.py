@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 import panel as pn
-from panel.io.document import unlocked
 
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
 from blocktrace.explorables.components.drawn_view import DrawnView, spec_json
+from blocktrace.explorables.components.drawn_view.answering import AnswersTheDrawing
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
 from blocktrace.explorables.components.figures import DrawnAfterLoad
@@ -25,7 +25,7 @@ from blocktrace.explorables.components.locked_controls import LockedControls
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
 from blocktrace.explorables.components.style import styled
-from blocktrace.explorables.components.updates import LiveHTML, set_params
+from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.transformer_block_trace.diagram import diagram_view
 from blocktrace.explorables.transformer_block_trace.payload import payload
@@ -91,14 +91,15 @@ class TraceDrawing(DrawnView):
     _scripts = DrawnView.scripts_for("block_trace.js", "blockTrace")
 
 
-class TraceExplorable(ExplorableView):
+class TraceExplorable(AnswersTheDrawing, ExplorableView):
     """One session's explorable: its own state, gate, diagram and drawing component."""
+
+    CONTROLS = CONTROL_PARAMS
+    ACTIONS = ACTIONS
 
     def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
         state = TraceState()
         super().__init__(state, state.prediction, QUERY_KEYS, query, embed, predict)
-        self._ack = 0
-        self._answering = False
         self.gate = PredictionGate(state.prediction, QUESTION, HINT)
         self.drawing = TraceDrawing(on_control=self._control, spec=spec_json(controls_spec(state), embed))
         self.diagram = DiagramPlace(lambda key: setattr(state, "inspect", key))  # a stage picked in it is inspected
@@ -130,28 +131,13 @@ class TraceExplorable(ExplorableView):
         return worksheet_html(TITLE, link, self.state.prediction, [stage_table_html(self.state)],
                               "What happened to the input at each residual step, and why? Name one failure mode.")
 
-    # --- the browser's changes, checked here ------------------------------------------------------------
+    # --- the browser's changes, checked here (AnswersTheDrawing), and one payload per change ---------------------
 
-    def _control(self, change: dict[str, Any]) -> None:
-        name, value = change["name"], change["value"]
-        if isinstance(change.get("n"), int):
-            self._ack = change["n"]
-        if not self.state.prediction.unlocked:
-            self._send()  # the browser's input goes back to the held value
-            return
-        self._answering = True  # the state's watchers leave the answer to the end: one payload, built once
-        try:
-            if name == "action" and value in ACTIONS:
-                self._act(value)
-            elif name in CONTROL_PARAMS:
-                setattr(self.state, name, value)  # param checks type, bounds and choices
-            else:
-                raise ValueError(f"unknown control {name!r}")
-        except (ValueError, TypeError) as err:
-            log.info("refused a control change: %s", err)
-        finally:
-            self._answering = False
-        self._send()
+    def _unlocked(self) -> bool:
+        return self.state.prediction.unlocked
+
+    def _payload(self, controls: dict[str, Any], ack: int):
+        return payload(self.state, controls, ack=ack)
 
     def _act(self, name: str) -> None:
         s = self.state
@@ -162,23 +148,8 @@ class TraceExplorable(ExplorableView):
         else:
             s.reset()
 
-    # --- one payload per change ---------------------------------------------------------------------
-
-    def _send(self, *events) -> None:
-        if events and self._answering:
-            return
-        s = self.state
-        # "ack": the browser's last change answered, so a refused one also gets its answer (its input goes back)
-        meta, values = payload(s, {name: getattr(s, name) for name in CONTROL_PARAMS}, ack=self._ack)
-        changes: dict[str, Any] = {}
-        if meta != self.drawing.meta:
-            changes["meta"] = meta
-        if values is not self.drawing.values:
-            changes["values"] = values
-        with unlocked():  # the payload and the diagram's cards: one message
-            if changes:
-                set_params(self.drawing, **changes)
-            self.diagram.show(lambda: diagram_view(s))
+    def _diagram_view(self):
+        return lambda: diagram_view(self.state)
 
     # --- layout -----------------------------------------------------------------------------
 
