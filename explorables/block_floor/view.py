@@ -211,15 +211,7 @@ class FloorExplorable(AnswersTheDrawing, ExplorableView):
         )
         head = [] if self.embed else [LiveHTML(
             f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>', **styled(sizing_mode="stretch_width"))]
-        # The bet beside the floor it is about; then the controls beside the results (one component).
-        if self.show_gate and not self.state.bet.skipped:
-            gate = pn.Column(self.gate, styles={"flex": "0 1 22rem", "min-width": "min(18rem, 100%)"})
-            diagram = [pn.Column(*self.diagram.panes, styles={"flex": "1 1 30rem", "min-width": "0"})] \
-                if self.diagram.panes else []
-            top = [pn.FlexBox(gate, *diagram, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
-                              sizing_mode="stretch_width")]
-        else:  # the gate is elsewhere (a lesson's predict step) or off (only its notes, if any): the diagram's row
-            top = [*([self.gate] if self.show_gate else []), *self.diagram.panes]
+        top = self.gate_row(self.state.bet.skipped)  # then the controls beside the results (one component)
         # The save-and-share card is below the first screen: it follows once the page is up (fewer models first).
         share_place = DrawnAfterLoad().later(lambda: [share], sizing_mode="stretch_width")
         # READABLE_CONTROLS: the Panel widgets left (the bet, checkpoints, downloads) at the prose's size.

@@ -51,6 +51,17 @@ class ExplorableView(pn.viewable.Viewer):
     # the two columns stack and the controls become a wrapping grid, so the controls and the first table
     # are in view together; the save-and-share card goes after the results.
 
+    def gate_row(self, skipped: bool) -> list[pn.viewable.Viewable]:
+        """The question beside the diagram it is about (self.gate, self.diagram); with the gate elsewhere (a lesson's
+        predict step) or off (only its notes, if any), the diagram's row alone. `skipped`: the gate is off."""
+        if self.show_gate and not skipped:
+            gate = pn.Column(self.gate, styles={"flex": "0 1 22rem", "min-width": "min(18rem, 100%)"})
+            diagram = [pn.Column(*self.diagram.panes, styles={"flex": "1 1 30rem", "min-width": "0"})] \
+                if self.diagram.panes else []
+            return [pn.FlexBox(gate, *diagram, flex_wrap="wrap", gap="0.5rem" if self.embed else "1rem",
+                               sizing_mode="stretch_width")]
+        return [*([self.gate] if self.show_gate else []), *self.diagram.panes]
+
     def side_styles(self) -> dict[str, str]:
         """The flex of the column with the gate and the controls: beside the results, or a full row embedded."""
         return {"flex": "1 1 100%", "min-width": "0"} if self.embed else {"flex": "0 1 22rem", "min-width": "18rem"}
