@@ -288,7 +288,11 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     if args.num_procs > 1:
         stop_workers_with_parent()
-    pages = routes(tuned=not args.no_tuning)  # applies the tuning layer first, so server_kwargs sees it
+    try:
+        pages = routes(tuned=not args.no_tuning)  # applies the tuning layer first, so server_kwargs sees it
+    except ValueError as error:  # BLOCKTRACE_TUNING_WITHOUT names no patch
+        sys.stderr.write(f"error: BLOCKTRACE_TUNING_WITHOUT: {error}\n")
+        return 2
     kwargs = server_kwargs()
     kwargs["extra_patterns"] = kwargs["extra_patterns"] + (classroom.routes if classroom else [])
     secret = classroom.secret if classroom else secrets.token_bytes(32)

@@ -51,6 +51,8 @@ class Settings:
     login_failures_total: int = _setting(30, "wrong teacher passwords from all clients in a window, then all refused")
     login_window: float = _setting(60.0, "seconds a wrong teacher password counts against its client and the total")
     login_clients: int = _setting(1024, "clients the wrong-password table holds; the one that failed longest ago goes")
+    # The tuning layer (app/tuning)
+    tuning_without: str = _setting("", "tuning patches left out, by name, comma-separated (to measure what one buys)")
     # Closed pages' memory (app/server/session_memory.py)
     session_reclaim: bool = _setting(True, "a closed page's own cycles taken apart as it closes (session_reclaim.py); "
                                            "off, the quiet-time full collection frees it")

@@ -1,6 +1,8 @@
-"""The block trace's cost per session and per change: this tree's view, and another tree's for before/after.
+"""An explorable's cost per session and per change (the block trace, or --page floor): this tree's view, and
+another tree's for before/after.
 
-usage: python benchmarks/browser_view.py [--changes 240] [--sessions 40] [--browser] [--loads 3]
+usage: python benchmarks/browser_view.py [--page trace|floor] [--variants tuned,stock|each] [--repeat 1]
+                                         [--changes 240] [--sessions 40] [--browser] [--loads 3]
                                          [--browser-changes 30] [--before-python PATH]
 
 --before-python: an interpreter whose blocktrace is another tree (e.g. a venv with main installed editable);
@@ -24,7 +26,9 @@ figures must not leak from one variant into the next) and prints one row:
 - MB/session: RSS of the process after building --sessions pages (each its own Document), minus before,
   over --sessions; objects/session: objects the collector tracks, the same way.
 
-Variants: tuned and stock (with and without app/tuning).
+Variants: tuned and stock (with and without app/tuning), and "-name" for tuned without the patch `name`
+(`--variants tuned,-lean_properties,-live_html,stock`; `--variants each` is tuned, every patch left out in turn,
+and stock).
 
 --browser then measures slider -> drawn in headless Chromium (one browser, one `panel serve` at a time, with
 the app's public settings, app/server/routes.py `configure()`, and app/tuning/socket_tuning.py or not;
@@ -74,12 +78,21 @@ def rss_mb() -> float:
     return float("nan")
 
 
+# --page: the explorable built, the drawn control a change moves and the values it steps through
+PAGES = {
+    "trace": ("blocktrace.explorables.transformer_block_trace.view", "TraceExplorable", "attention_scale", SCALES),
+    "floor": ("blocktrace.explorables.block_floor.view", "FloorExplorable", "stage", list(range(1, 9))),
+}
+PAGE = "trace"
+
+
 def build():
+    import importlib
+
     import panel as pn
 
-    from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
-
-    return pn.panel(TraceExplorable(predict=False))
+    module, name, _control, _values = PAGES[PAGE]
+    return pn.panel(getattr(importlib.import_module(module), name)(predict=False))
 
 
 def open_page():
@@ -128,7 +141,7 @@ def one_change(doc, connection: Connection, model_id: str, attr: str, value, n: 
     """(CPU ms, message bytes, events) of one browser change, from its PATCH-DOC to the reply's bytes."""
     from bokeh.protocol.messages.patch_doc import patch_doc
 
-    new = value if attr == "value" else json.dumps({"name": "attention_scale", "value": value, "n": n})
+    new = value if attr == "value" else json.dumps({"name": PAGES[PAGE][2], "value": value, "n": n})
     incoming = patch_doc(patch_doc.create_header(), {},
                          {"events": [{"kind": "ModelChanged", "model": {"id": model_id}, "attr": attr, "new": new}]})
     connection.events.clear()
@@ -145,12 +158,15 @@ def one_change(doc, connection: Connection, model_id: str, attr: str, value, n: 
 
 
 def measure(name: str, changes: int, sessions: int) -> dict:
-    tuned = VARIANTS[name]
+    """One variant: "tuned", "stock", or "-name": tuned without the patch `name` (what that patch buys)."""
     from blocktrace.app import tuning
     from blocktrace.app.server import routes
 
     routes.configure()
-    tuning.apply(tuned)
+    if name.startswith("-"):
+        tuning.apply(True, without=(name[1:],))
+    else:
+        tuning.apply(VARIANTS[name])
     from bokeh.core.json_encoder import serialize_json
     from panel.io.state import set_curdoc
 
@@ -159,17 +175,18 @@ def measure(name: str, changes: int, sessions: int) -> dict:
     doc_kb = len(serialize_json(doc.to_json(deferred=False))) / 1024
     model_id, attr = target(doc)
     warm, cold, sizes, counts = [], [], [], []
+    steps = PAGES[PAGE][3]
     with set_curdoc(doc):
         for n in range(changes):
-            scale = SCALES[n % len(SCALES)]
+            scale = steps[n % len(steps)]
             ms, size, count = one_change(doc, connection, model_id, attr, scale, n + 1)
-            if n >= len(SCALES):  # after one pass every setting is in the shared caches
+            if n >= len(steps):  # after one pass every setting is in the shared caches
                 warm.append(ms)
                 sizes.append(size)
                 counts.append(count)
-        for n in range(min(changes, 2 * len(SCALES))):
+        for n in range(min(changes, 2 * len(steps))):
             clear_caches()
-            scale = SCALES[(n * 7) % len(SCALES)]
+            scale = steps[(n * 7) % len(steps)]
             ms, size, count = one_change(doc, connection, model_id, attr, scale, changes + n + 1)
             cold.append(ms)
     del doc, connection, viewable
@@ -366,6 +383,8 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=240)
     parser.add_argument("--sessions", type=int, default=40)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of every variant; each figure's median")
+    parser.add_argument("--page", choices=sorted(PAGES), default="trace", help="the explorable measured in process")
     parser.add_argument("--before-python", help="a Python whose blocktrace is the tree to compare with")
     parser.add_argument("--variant", help=argparse.SUPPRESS)  # one variant, in this process, as JSON
     parser.add_argument("--browser", action="store_true", help="also slider -> drawn in Chromium")
@@ -373,33 +392,56 @@ def main() -> int:
     parser.add_argument("--loads", type=int, default=3)
     parser.add_argument("--browser-changes", type=int, default=30)
     args = parser.parse_args()
+    global PAGE
+    PAGE = args.page
     if args.variant:
         print(json.dumps(measure(args.variant, args.changes, args.sessions)))
         return 0
     trees = {"this": sys.executable, **({"before": args.before_python} if args.before_python else {})}
     if not args.browser_only:
-        rows = []
-        for tree, python in trees.items():
-            for name in args.variants.split(","):
-                done = subprocess.run([python, __file__, "--variant", name, "--changes", str(args.changes),
-                                       "--sessions", str(args.sessions)], capture_output=True, text=True,
-                                      cwd=tempfile.gettempdir(), env={**os.environ, "PYTHONWARNINGS": "ignore"})
-                if done.returncode:
-                    print(done.stderr[-2000:], file=sys.stderr)
-                    return 1
-                rows.append({**json.loads(done.stdout.strip().splitlines()[-1]), "tree": tree})
+        runs: dict[tuple[str, str], list[dict]] = {}
+        for _ in range(args.repeat):  # rounds of every variant in turn: the machine's drift falls on all alike
+            for tree, python in trees.items():
+                for name in variant_names(args.variants):
+                    done = subprocess.run([python, __file__, f"--variant={name}", "--page", args.page,
+                                           "--changes", str(args.changes), "--sessions", str(args.sessions)],
+                                          capture_output=True, text=True, cwd=tempfile.gettempdir(),
+                                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                    if done.returncode:
+                        print(done.stderr[-2000:], file=sys.stderr)
+                        return 1
+                    runs.setdefault((tree, name), []).append(json.loads(done.stdout.strip().splitlines()[-1]))
+        rows = [median_row(found, tree) for (tree, _name), found in runs.items()]
         first = rows[0]
-        print(f"Python {first['python']}, Panel {first['panel']}; {args.changes} changes, {args.sessions} sessions")
-        print(f"{'tree':7} {'variant':7} {'models':>6} {'doc KB':>7} {'CPU ms warm':>11} {'cold':>6} {'bytes/chg':>9} "
+        print(f"Python {first['python']}, Panel {first['panel']}; {args.page}: {args.changes} changes, "
+              f"{args.sessions} sessions; median of {args.repeat} rounds")
+        print(f"{'tree':7} {'variant':20} {'models':>6} {'doc KB':>7} {'CPU ms warm':>11} {'cold':>6} {'bytes/chg':>9} "
               f"{'events':>6} {'MB/sess':>7} {'objs/sess':>9}")
         for r in rows:
-            print(f"{r['tree']:7} {r['variant']:7} {r['models']:>6} {r['doc_kb']:>7.1f} {r['cpu_warm']:>11.2f} "
+            print(f"{r['tree']:7} {r['variant']:20} {r['models']:>6} {r['doc_kb']:>7.1f} {r['cpu_warm']:>11.2f} "
                   f"{r['cpu_cold']:>6.2f} {r['bytes']:>9.0f} {r['events']:>6.0f} {r['mb']:>7.2f} {r['objects']:>9.0f}")
     if args.browser or args.browser_only:
         for socket_tuned in (False, True):
             found = browser_run(trees, args.loads, args.browser_changes, socket_tuned)
             print_browser(found, args, "with app/tuning/socket_tuning.py only" if socket_tuned else "stock")
     return 0
+
+
+def median_row(found: list[dict], tree: str) -> dict:
+    """One variant's row over its rounds: each figure's median."""
+    row = {**found[0], "tree": tree}
+    for key, value in found[0].items():
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            row[key] = statistics.median(r[key] for r in found)
+    return row
+
+
+def variant_names(text: str) -> list[str]:
+    if text != "each":
+        return text.split(",")
+    from blocktrace.app.tuning import PATCHES
+
+    return ["tuned", *(f"-{patch.name}" for patch in PATCHES), "stock"]
 
 
 def print_browser(found: dict[str, dict], args, how: str) -> None:

@@ -1,6 +1,7 @@
 """Latency of the block-trace explorable in headless Chromium: control change -> updated value on the page.
 
-usage: python benchmarks/latency.py [--changes 30] [--loads 5] [--url URL | --compare-tuning | --compare-diagram]
+usage: python benchmarks/latency.py [--changes 30] [--loads 5]
+                                   [--url URL | --compare-tuning | --compare-diagram | --compare-without PATCH]
                                    [--wifi MBIT] [--no-baseline]
 
 Starts `python -m blocktrace.app.cli serve` on a free port (unless --url is given), opens the
@@ -40,6 +41,9 @@ each figure for both, the ratio stock/tuned of the medians, and each one's ratio
 (explorables/components/floor_diagram.py): one as usual, one started with BLOCKTRACE_DIAGRAM=off, whose
 views are built without it. It prints the ratio without/with, and the bytes the diagram adds to the page's
 document (its model in a PULL-DOC of the page, as the browser receives it).
+
+--compare-without PATCH[,PATCH] does the same with the tuned server and one started with
+BLOCKTRACE_TUNING_WITHOUT=PATCH (app/tuning without those patches): what they buy, figure by figure.
 """
 
 from __future__ import annotations
@@ -367,6 +371,21 @@ def compare_diagram(a: argparse.Namespace) -> int:
     return code
 
 
+def compare_without(a: argparse.Namespace) -> int:
+    """Measure the tuned server and one without the named patches (BLOCKTRACE_TUNING_WITHOUT), interleaved:
+    what those patches buy on every figure, with the page's document size."""
+    weights: dict[str, int] = {}
+
+    def note(name: str, log_text: str) -> str:
+        return f"document {weights[name]:,} bytes" if name in weights else ""
+
+    def weigh(name: str, url: str) -> None:
+        weights[name] = document_bytes(url)
+
+    arms = (Arm("tuned"), Arm("without", env=(("BLOCKTRACE_TUNING_WITHOUT", a.compare_without),)))
+    return compare(a, arms, f"tuned vs tuned without {a.compare_without}", note, weigh)
+
+
 def document_bytes(url: str) -> int:
     """The size of the page's document as its browser pulls it (PULL-DOC reply, JSON), before the commit."""
     import json
@@ -502,6 +521,9 @@ def main() -> int:
     p.add_argument("--compare-diagram", action="store_true",
                    help="start a server with the floor diagram and one without (BLOCKTRACE_DIAGRAM=off) and "
                         "measure both, interleaved (not with --url)")
+    p.add_argument("--compare-without", metavar="PATCH[,PATCH]",
+                   help="start a tuned server and one without these app/tuning patches and measure both, "
+                        "interleaved (not with --url)")
     p.add_argument("--wifi", type=float, metavar="MBIT",
                    help="throttle the browser's network to MBIT Mbit/s with a 20 ms round trip (default: none)")
     p.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True,
@@ -515,6 +537,10 @@ def main() -> int:
         if a.url:
             p.error("--compare-diagram starts its own two servers; it takes no --url")
         return compare_diagram(a)
+    if a.compare_without:
+        if a.url:
+            p.error("--compare-without starts its own two servers; it takes no --url")
+        return compare_without(a)
 
     load = os.getloadavg()
     process = None

@@ -81,7 +81,7 @@ def routes(tuned: bool = True) -> dict[str, Callable[[], pn.viewable.Viewable]]:
     from blocktrace.app.lessons.page import lesson_routes
 
     configure()
-    tuning.apply(tuned)
+    tuning.apply(tuned, without=tuple(name for name in settings().tuning_without.split(",") if name))
 
     out: dict[str, Callable[[], pn.viewable.Viewable]] = {"/": index_page}
     out.update({spec.route(): explorable_page(spec) for spec in EXPLORABLE_SPECS.values()})

@@ -128,13 +128,18 @@ def stand_down_line(name: str, reason: str) -> str:
     return f"tuning: {name} stands down: {reason}; the stock path runs instead"
 
 
-def apply(enabled: bool = True, version_of: Callable[[str], str | None] = installed) -> list[str]:
-    """Apply every patch whose libraries are in range (once per process); returns the names applied.
+def apply(enabled: bool = True, version_of: Callable[[str], str | None] = installed,
+          without: tuple[str, ...] = ()) -> list[str]:
+    """Apply every patch whose libraries are in range (once per process), but those named in `without` (to
+    measure what one patch buys: benchmarks/browser_view.py); returns the names applied.
 
     The first call decides: later calls return the same list, whatever they ask. A patch outside its
     verified range, or whose apply() finds an internal gone, logs one line and is left out.
     """
     global _decided
+    unknown = set(without) - {patch.name for patch in PATCHES}
+    if unknown:
+        raise ValueError(f"no tuning patch named {', '.join(sorted(unknown))}")
     if _decided:
         return list(_applied)
     _decided = True
@@ -142,6 +147,9 @@ def apply(enabled: bool = True, version_of: Callable[[str], str | None] = instal
         log.info("tuning: off (--no-tuning); Panel, Bokeh and Tornado run unpatched")
         return []
     for patch in PATCHES:
+        if patch.name in without:
+            log.info("tuning: %s left out", patch.name)
+            continue
         problems = out_of_range(patch, version_of)
         if problems:
             log.warning(stand_down_line(patch.name, ", ".join(problems)))

@@ -84,6 +84,30 @@ print(json.dumps({"applied": applied, "lines": lines, "pages": sorted(pages), "d
     assert result["patterns"] == ["/health", "/health/memory", "/embed-check", "/static/extensions/(.*)"]
 
 
+def test_a_patch_named_in_the_setting_is_left_out_and_an_unknown_name_stops_the_server() -> None:
+    """BLOCKTRACE_TUNING_WITHOUT leaves those patches out (each logged) and applies the rest; a name that is no
+    patch is an error, not a measurement of nothing."""
+    result = run_python("""
+import json, logging, os
+os.environ["BLOCKTRACE_TUNING_WITHOUT"] = "live_html,socket_tuning"
+lines = []
+handler = logging.Handler(); handler.emit = lambda record: lines.append(record.getMessage())
+tuning_log = logging.getLogger("blocktrace.app.tuning")
+tuning_log.addHandler(handler); tuning_log.setLevel("INFO")
+from blocktrace.app import tuning
+try:
+    tuning.apply(True, without=("no_such_patch",))
+except ValueError as error:
+    refused = str(error)
+from blocktrace.app.server.routes import routes
+routes()
+print(json.dumps({"refused": refused, "applied": tuning.applied(), "lines": lines}))
+""")
+    assert result["refused"] == "no tuning patch named no_such_patch"
+    assert set(result["applied"]) == {p.name for p in tuning.PATCHES} - {"live_html", "socket_tuning"}
+    assert "tuning: live_html left out" in result["lines"] and "tuning: socket_tuning left out" in result["lines"]
+
+
 def test_no_tuning_leaves_panel_bokeh_and_tornado_as_shipped() -> None:
     """routes(tuned=False) applies nothing: every attribute a patch replaces is still the library's own."""
     result = run_python("""
