@@ -1,4 +1,4 @@
-"""The tuning layer: every patch of Panel, Bokeh, Tornado or param internals, and nothing else.
+"""The tuning layer: every patch of Panel, Bokeh or Tornado internals, and nothing else.
 
 The rest of blocktrace runs on stock Panel; this folder makes it faster (and mends two embed bugs).
 A reader can skip it, and `blocktrace serve --no-tuning` switches all of it off. Each patch is one
@@ -8,20 +8,8 @@ package applies a patch only when every library it touches is within its verifie
 the patch stands down, one log line says so, and that part of the app runs on the stock path.
 
 Each patch, what it changes, and what it saves as measured (the module's docstring tells how):
-- update_serializer: PATCH-DOC both ways without a pass over every model of the page; about 1/8 of
-  the server's time per update in a class of 100.
-- lean_properties: Bokeh skips building the defaults it then leaves out of a message or out of its walk
-  over a page's models; writing the block-trace document (PULL-DOC) takes 8 ms instead of 22 ms, and
-  each walk after content is placed 8.8 ms instead of 18.0 ms.
-- container_owners: a Bokeh list or dict property value keeps its owner in a tuple, not a set of its
-  own; 0.3 MB less server memory a student's session (2.64 MB instead of 2.94 MB).
 - shared_stylesheets: one InlineStyleSheet per CSS text in a document; the block-trace document is
   53 KB instead of 192 KB.
-- design_params: Panel asks the design for stylesheets only when they change; about 1/20 of the
-  server's time per slider change.
-- control_events: a browser change is set on the widget without Panel's busy bookkeeping, after a
-  10 ms debounce instead of 50 ms; about 1/6 of the server's time per slider change.
-- live_html: a LiveHTML pane's change sets only its text; about 1.5 ms per changed pane.
 - socket_tuning: TCP_NODELAY on websockets and the frames of one message corked together; up to
   40 ms of delayed-acknowledgement wait per update.
 - early_page: a page's HTML goes out before its session is built; the HTML arrives after 8-13 ms
@@ -38,10 +26,15 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
 - panel_fixes: script-tag embeds get absolute URLs and Panel's CSS from this server (a fix: offline
   embeds would otherwise ask Panel's CDN).
 
-Verified on (the ranges in `PATCHES`): Panel 1.9.0 to 1.10, Bokeh 3.9.1 to 3.10, Tornado 6.2 to 6.6,
-param 2.1 to 2.4. CI runs each patch's own tests (tests/app) on Python 3.11 with Panel 1.9.4 and Bokeh
+Gone with the pages of many server-side models (issue 39): update_serializer, lean_properties,
+container_owners, design_params, control_events and live_html. On the browser-drawn pages none of them
+bought 1.3x on any figure (`benchmarks/browser_view.py --variants each`, CPU a change and memory a
+session; `benchmarks/latency.py --compare-without`; the closing note of issue 39 has the table).
+
+Verified on (the ranges in `PATCHES`): Panel 1.9.0 to 1.10, Bokeh 3.9.1 to 3.10, Tornado 6.2 to 6.6.
+CI runs each patch's own tests (tests/app) on Python 3.11 with Panel 1.9.4 and Bokeh
 3.9.2 and on Python 3.13 with Panel 1.10 and Bokeh 3.10; on the lowest versions pyproject.toml declares
-(Panel 1.9.0, Bokeh 3.9.1, Tornado 6.3, param 2.1.0) it runs the unit tests and every page of the tuned
+(Panel 1.9.0, Bokeh 3.9.1, Tornado 6.3) it runs the unit tests and every page of the tuned
 server in Chromium.
 
 `benchmarks/latency.py --compare-tuning` measures the tuned and the stock server in one run.
@@ -65,7 +58,6 @@ log = logging.getLogger(__name__)
 PANEL = ("1.9.0", "1.10")
 BOKEH = ("3.9.1", "3.10")
 TORNADO = ("6.2", "6.6")
-PARAM = ("2.1.0", "2.4")
 
 
 @dataclass(frozen=True)
@@ -75,13 +67,7 @@ class Patch:
 
 
 PATCHES: tuple[Patch, ...] = (
-    Patch("update_serializer", {"bokeh": BOKEH}),
-    Patch("lean_properties", {"bokeh": BOKEH}),
-    Patch("container_owners", {"bokeh": BOKEH}),
     Patch("shared_stylesheets", {"panel": PANEL, "bokeh": BOKEH}),
-    Patch("design_params", {"panel": PANEL}),
-    Patch("control_events", {"panel": PANEL, "param": PARAM}),
-    Patch("live_html", {"panel": PANEL}),
     Patch("socket_tuning", {"panel": PANEL, "tornado": TORNADO}),
     Patch("early_page", {"panel": PANEL, "bokeh": BOKEH}),
     Patch("first_load", {"panel": PANEL}),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
@@ -14,10 +14,8 @@ from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import QueryKey, apply_query
 
-__all__ = ["CONTROL_HOOKS", "ExplorableView"]
+__all__ = ["ExplorableView"]
 
-# What the tuning layer (app/tuning/control_events.py) does to each control; nothing on stock Panel.
-CONTROL_HOOKS: list[Callable[[pn.widgets.Widget], None]] = []
 
 
 class ExplorableView(pn.viewable.Viewer):
@@ -36,16 +34,6 @@ class ExplorableView(pn.viewable.Viewer):
         self.embed = embed
         self.show_gate = True  # a lesson page may place the gate elsewhere (its predict directive)
         self.emit: Any = lambda kind, payload: None  # the page connects this to the classroom store
-
-    def respond_quickly(self, widgets) -> None:
-        """Let these controls reach the server sooner, and answer each change with one message.
-
-        The views' own updates are batched (components/updates.py) on any Panel; the tuning layer
-        also shortens Panel's debounce and applies each change directly (app/tuning/control_events.py).
-        """
-        for widget in widgets:
-            for hook in CONTROL_HOOKS:
-                hook(widget)
 
     # Embedded (?embed=1), the page is a course page's column, often ~900 px wide and seen ~700 px at a time:
     # the two columns stack and the controls become a wrapping grid, so the controls and the first table

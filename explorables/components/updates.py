@@ -50,8 +50,5 @@ def set_params(obj: param.Parameterized, **values) -> None:
 
 
 class LiveHTML(pn.pane.HTML):
-    """An HTML pane for content that changes with every control change.
-
-    On stock Panel it is Panel's HTML pane; the tuning layer (app/tuning/live_html.py) has its
-    changes set only the model's text.
-    """
+    """An HTML pane for content that changes with every control change (Panel's HTML pane, named for what it
+    holds)."""

@@ -207,7 +207,6 @@ class DecoderLabExplorable(ExplorableView):
             self.w_vector_reset, self.w_corrupt, self.w_corrupt_value, self.w_blocks, self.w_worked,
             self.w_break_residual, self.w_break_post, self.w_break_eps, self.w_break_split, self.w_break_mask,
         ]
-        self.respond_quickly(self.controls)
         readable(self.controls)
 
     def _mirror(self, label: str, name: str, on_value, off_value) -> pn.widgets.Checkbox:

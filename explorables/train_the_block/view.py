@@ -182,7 +182,6 @@ class RaceExplorable(ExplorableView):
         self.look_floor.param.watch(lambda _event: self.look is None and self._show_diagram(), ["value"])
         for widget in self.look_widgets[2:]:
             widget.param.watch(lambda _event: self._show_look(), ["value"])
-        self.respond_quickly([*self.setup_widgets, self.speed, *self.look_widgets])
         readable([*self.setup_widgets, self.speed, *self.look_widgets])
 
     def _names(self) -> tuple[str, str]:
