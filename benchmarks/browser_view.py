@@ -229,8 +229,20 @@ PAGE_JS = """
     }
     return null;
   };
-  const bt = window.__bt = {walk, keydown: null, drawMs: []};
-  document.addEventListener('keydown', () => { bt.keydown = performance.now(); }, true);
+  const bt = window.__bt = {walk, keydown: null, drawMs: [], sentAt: null, replyAt: null};
+  document.addEventListener('keydown', () => { bt.keydown = performance.now(); bt.sentAt = bt.replyAt = null; }, true);
+  // where a change's time goes: keydown -> the websocket's send -> the first frame back
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) {
+    if (bt.keydown !== null && bt.sentAt === null) bt.sentAt = performance.now();
+    if (!this.__btSeen) {
+      this.__btSeen = true;
+      this.addEventListener('message', () => {
+        if (bt.sentAt !== null && bt.replyAt === null) bt.replyAt = performance.now();
+      });
+    }
+    return send.call(this, data);
+  };
   document.addEventListener('dv-drawn', e => { bt.drawMs.push(e.detail.ms); }, true);
   const outputRow = () => {
     const t = walk(document, el => el.matches('table.stage-table'));
@@ -279,7 +291,12 @@ def is_script(response) -> bool:
     return response.request.resource_type == "script" or response.url.split("?")[0].endswith(".js")
 
 
-DONE = "() => window.__bt.done.then(r => ({...r, key: window.__bt.keydown}))"
+DONE = ("() => window.__bt.done.then(r => ({...r, key: window.__bt.keydown, sent: window.__bt.sentAt, "
+        "reply: window.__bt.replyAt}))")
+
+
+def median_or_nan(found: list[float]) -> float:
+    return statistics.median(found) if found else float("nan")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -325,6 +342,7 @@ def _browser_tree(python: str, loads: int, changes: int, socket_tuned: bool) -> 
                                             args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
                 for _tree in ("this",):
                     drawn, framed, firsts, cpu, counted, scripts, outside = [], [], [], 0.0, 0, {}, set()
+                    to_send, round_trip, after_reply = [], [], []
                     draws: list[float] = []
                     for _ in range(loads):
                         context = browser.new_context(viewport={"width": 1200, "height": 900})
@@ -358,6 +376,10 @@ def _browser_tree(python: str, loads: int, changes: int, socket_tuned: bool) -> 
                                 continue
                             drawn.append(result["changed"] - result["key"])
                             framed.append(result["frame"] - result["key"])
+                            if result.get("sent") is not None and result.get("reply") is not None:
+                                to_send.append(result["sent"] - result["key"])
+                                round_trip.append(result["reply"] - result["sent"])
+                                after_reply.append(result["changed"] - result["reply"])
                         cpu += cpu_seconds(server.pid) - before
                         draws += page.evaluate("() => window.__bt.drawMs")
                         counted += changes
@@ -368,7 +390,9 @@ def _browser_tree(python: str, loads: int, changes: int, socket_tuned: bool) -> 
                                  "server_ms": 1000 * cpu / max(counted, 1), "script_kb": sum(scripts.values()) / 1024,
                                  "shims": any("es-module-shims" in u for u in scripts), "outside": len(outside),
                                  "outside_urls": sorted(outside),
-                                 "draw_ms": statistics.median(draws) if draws else float("nan")}
+                                 "draw_ms": statistics.median(draws) if draws else float("nan"),
+                                 "to_send": median_or_nan(to_send), "round_trip": median_or_nan(round_trip),
+                                 "after_reply": median_or_nan(after_reply)}
                 browser.close()
         finally:
             server.terminate()
@@ -447,10 +471,11 @@ def variant_names(text: str) -> list[str]:
 def print_browser(found: dict[str, dict], args, how: str) -> None:
     print(f"\nslider -> drawn in Chromium, `panel serve` {how}, median of {args.browser_changes} x {args.loads}")
     print(f"{'tree':8} {'drawn ms':>9} {'+frame ms':>9} {'first drawn ms':>14} {'server CPU ms':>13} {'n':>4} "
-          f"{'script KB':>9} {'outside':>7} {'JS draw ms':>10}")
+          f"{'script KB':>9} {'outside':>7} {'JS draw ms':>10} {'key>send':>8} {'send>reply':>10} {'reply>drawn':>11}")
     for tree, r in found.items():
         print(f"{tree:8} {r['drawn']:>9.1f} {r['frame']:>9.1f} {r['first']:>14.0f} {r['server_ms']:>13.2f} "
-              f"{r['n']:>4} {r['script_kb']:>9.0f} {r['outside']:>7} {r['draw_ms']:>10.1f}")
+              f"{r['n']:>4} {r['script_kb']:>9.0f} {r['outside']:>7} {r['draw_ms']:>10.1f} {r['to_send']:>8.1f} "
+              f"{r['round_trip']:>10.1f} {r['after_reply']:>11.1f}")
         for url in r["outside_urls"]:
             print(f"    not from this server: {url}")
 

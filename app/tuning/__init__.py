@@ -8,8 +8,6 @@ package applies a patch only when every library it touches is within its verifie
 the patch stands down, one log line says so, and that part of the app runs on the stock path.
 
 Each patch, what it changes, and what it saves as measured (the module's docstring tells how):
-- shared_stylesheets: one InlineStyleSheet per CSS text in a document; the block-trace document is
-  53 KB instead of 192 KB.
 - socket_tuning: TCP_NODELAY on websockets and the frames of one message corked together; up to
   40 ms of delayed-acknowledgement wait per update.
 - early_page: a page's HTML goes out before its session is built; the HTML arrives after 8-13 ms
@@ -27,9 +25,11 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
   embeds would otherwise ask Panel's CDN).
 
 Gone with the pages of many server-side models (issue 39): update_serializer, lean_properties,
-container_owners, design_params, control_events and live_html. On the browser-drawn pages none of them
-bought 1.3x on any figure (`benchmarks/browser_view.py --variants each`, CPU a change and memory a
-session; `benchmarks/latency.py --compare-without`; the closing note of issue 39 has the table).
+container_owners, shared_stylesheets, design_params, control_events and live_html. On the browser-drawn
+pages none of them bought 1.3x on any figure: CPU a change and memory a session
+(`benchmarks/browser_view.py --variants each`), the latency figures (`benchmarks/latency.py
+--compare-without`). shared_stylesheets halved the block trace's document (194 KB to 106 KB), but the page
+was interactive no sooner: 0.97x here, 1.06x over 20 Mbit/s. The closing note of issue 39 has the table.
 
 Verified on (the ranges in `PATCHES`): Panel 1.9.0 to 1.10, Bokeh 3.9.1 to 3.10, Tornado 6.2 to 6.6.
 CI runs each patch's own tests (tests/app) on Python 3.11 with Panel 1.9.4 and Bokeh
@@ -67,7 +67,6 @@ class Patch:
 
 
 PATCHES: tuple[Patch, ...] = (
-    Patch("shared_stylesheets", {"panel": PANEL, "bokeh": BOKEH}),
     Patch("socket_tuning", {"panel": PANEL, "tornado": TORNADO}),
     Patch("early_page", {"panel": PANEL, "bokeh": BOKEH}),
     Patch("first_load", {"panel": PANEL}),

@@ -46,4 +46,4 @@ def test_every_page_renders_and_answers_a_change(browser, servers, mode: str, as
     if mode == "no-tuning":
         assert "tuning: off (--no-tuning)" in log and "tuning: applied" not in log
     else:
-        assert "tuning: applied shared_stylesheets" in log and "stands down" not in log
+        assert "tuning: applied socket_tuning" in log and "stands down" not in log

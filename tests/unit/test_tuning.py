@@ -113,11 +113,9 @@ def test_no_tuning_leaves_panel_bokeh_and_tornado_as_shipped() -> None:
     result = run_python("""
 import json, sys
 import panel, bokeh.core.has_props, bokeh.server.tornado, bokeh.server.urls, panel.io.document, panel.io.server
-import panel.reactive
 from panel.models.esm import ReactiveESM
 watched = {
     "ReactiveESM.__javascript_raw__": lambda: ReactiveESM.__javascript_raw__,
-    "Reactive._get_properties": lambda: panel.reactive.Reactive._get_properties,
     "create_static_handler": lambda: bokeh.server.tornado.create_static_handler,
     "per_app_patterns": lambda: tuple(h for _, h, *_ in bokeh.server.urls.per_app_patterns),
     "dispatch_tornado": lambda: panel.io.document.dispatch_tornado,
@@ -159,13 +157,14 @@ def test_the_same_attributes_are_replaced_when_tuned() -> None:
     """The check above could fail: with the tuning layer on, those very attributes are ours."""
     result = run_python("""
 import json
-import panel.reactive, panel.io.document
+import panel.io.document
+from panel.models.esm import ReactiveESM
 from blocktrace.app.server.routes import routes
 routes()
-print(json.dumps({"sheets": panel.reactive.Reactive._get_properties.__module__,
+print(json.dumps({"shims": ReactiveESM.__javascript_raw__,
                   "socket": panel.io.document.dispatch_tornado.__module__}))
 """)
-    assert result == {"sheets": "blocktrace.app.tuning.shared_stylesheets",
+    assert result == {"shims": [],
                       "socket": "blocktrace.app.tuning.socket_tuning"}
 
 
