@@ -25,7 +25,7 @@ from blocktrace.explorables.decoder_block_lab.shapes import exercise_answer
 from blocktrace.explorables.decoder_block_lab.state import DEPTH_MAX_D, VARIANTS, LabState
 from blocktrace.explorables.decoder_block_lab.tables import VARIANT_NAMES
 
-__all__ = ["BREAK_MIRRORS", "CHECKS_HELD", "CAUSAL_HELD", "HEADS_HELD", "payload", "table_part"]
+__all__ = ["BREAK_MIRRORS", "CAUSAL_HELD", "CHECKS_HELD", "HEADS_HELD", "SHAPED", "payload", "table_part"]
 
 log = logging.getLogger(__name__)
 
