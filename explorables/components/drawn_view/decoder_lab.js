@@ -34,6 +34,12 @@
       return {label: r.label, values: cells, plain: r.plain, note: r.note, className: r.className, current: r.current};
     });
     var trs = D.table(parent, t.caption, t.header, rows, t.cls);
+    var wrap = parent.lastChild;  // a table wider than its place scrolls: then it takes the keyboard's focus too
+    if (wrap.scrollWidth > wrap.clientWidth + 1) {
+      wrap.setAttribute("tabindex", "0");
+      wrap.setAttribute("role", "region");
+      wrap.setAttribute("aria-label", t.caption);
+    }
     trs.forEach(function (tr, n) {
       var r = t.rows[n];
       if (r.aside) {
