@@ -163,7 +163,7 @@ def payload(state: LabState, controls: dict, ack: int = 0, errors: dict[str, str
     not computed yet (a served page computes them once its browser is connected), only the controls are sent."""
     s = state
     errors = dict(errors or {})
-    if s.norm_error:
+    if s.norm_error and "norm_text" not in errors:  # the server's own refusal (e.g. too long) said first
         errors["norm_text"] = (f"Could not use this vector: {s.norm_error}. The last good vector is still shown.")
     unlocked = s.prediction.unlocked
     controls = dict(controls)

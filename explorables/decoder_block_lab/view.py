@@ -80,7 +80,7 @@ DRAWN_PARAMS = CONTROL_PARAMS[:-1]  # the controls the browser draws (a stage is
 ACTIONS = {"reset": "Reset every control", "constant": f"Constant {CONSTANT_NORM_TEXT}", "zero": "Zero vector",
            "default": "Default vector"}
 VECTORS = {"constant": CONSTANT_NORM_TEXT, "zero": ZERO_NORM_TEXT, "default": DEFAULT_NORM_TEXT}
-MAX_TYPED = 200  # characters a typed number may have
+MAX_TYPED = 400  # characters a typed value may have (16 numbers of a dozen digits fit)
 # The eight panels: number, title, the lead under the title (drawn once, from the spec).
 PANELS = [
     (1, "Shapes", "Pick the sizes. The table follows every tensor through the block and checks each shape against "
@@ -193,6 +193,19 @@ def read_number(text: str) -> float:
     return value
 
 
+def read_text(text: str) -> str:
+    """A typed vector as text (the state parses it and says what is wrong with its numbers)."""
+    if not isinstance(text, str):
+        raise ValueError("type numbers separated by commas")
+    if len(text) > MAX_TYPED:
+        raise ValueError(f"type at most {MAX_TYPED} characters")
+    return text
+
+
+# The typed fields: how a value is read, what it is called, where the last good one is.
+TYPED = {"corrupt_value": (read_number, "value", "still used"), "norm_text": (read_text, "vector", "still shown")}
+
+
 class DecoderLabDrawing(DrawnView):
     """The decoder lab's controls and results, drawn by decoder_lab.js."""
 
@@ -254,19 +267,20 @@ class DecoderLabExplorable(AnswersTheDrawing, ExplorableView):
     # --- the browser's changes, checked here (AnswersTheDrawing), and one payload per change ---------------------
 
     def _control(self, change: dict[str, Any]) -> None:
-        """A Break-it switch sets the design choice it mirrors; a typed number is read here, and refused with a
-        message beside its field."""
+        """A Break-it switch sets the design choice it mirrors; a typed value is read here, and one that cannot be
+        used is refused with a message beside its field (the vector's own parsing is the state's)."""
         name, value = change["name"], change["value"]
         if name in BREAK_MIRRORS:
             parameter, on, off = BREAK_MIRRORS[name]
             change = {**change, "name": parameter, "value": (on if value else off) if isinstance(value, bool)
                       else value}
-        elif name == "corrupt_value":
+        elif name in TYPED and self._unlocked():
             self.errors.pop(name, None)
+            read, what, kept = TYPED[name]
             try:
-                change = {**change, "value": read_number(value)}
+                change = {**change, "value": read(value)}
             except ValueError as err:
-                self.errors[name] = f"Could not use this value: {err}. The last good value is still used."
+                self.errors[name] = f"Could not use this {what}: {err}. The last good {what} is {kept}."
                 change = {**change, "name": "", "value": None}  # refused below, answered with the held value
         super()._control(change)
 
@@ -291,8 +305,6 @@ class DecoderLabExplorable(AnswersTheDrawing, ExplorableView):
             raise ValueError("a trained floor's weights fix its shape")
         if name == "corrupt" and not (isinstance(value, int) and 0 <= value < self.state.T):
             raise ValueError(f"no position {value!r}")
-        if name == "norm_text" and (not isinstance(value, str) or len(value) > MAX_TYPED):
-            raise ValueError("a vector is a short text")
 
     def _act(self, name: str) -> None:
         s = self.state

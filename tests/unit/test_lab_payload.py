@@ -127,6 +127,9 @@ def test_bad_input_gets_a_message_beside_its_field_and_keeps_the_last_good_state
         m = meta(view)
         assert "Could not use this vector" in m["errors"]["norm_text"] and s.norm_vector == [3.0, -1.0, 0.5, 2.0]
         assert not {"<", ">", "&"} & set(view.drawing.meta)
+    send(view, "norm_text", "1, " * 300)  # too long to read: refused before the state parses it
+    assert "at most 400 characters" in meta(view)["errors"]["norm_text"]
+    assert s.norm_text == "<img src=x onerror=alert(1)>" and s.norm_vector == [3.0, -1.0, 0.5, 2.0]
     send(view, "norm_text", "1, 2")
     assert "norm_text" not in meta(view)["errors"] and s.norm_vector == [1.0, 2.0]
     for bad in ("nan", "1e400", "5e6", "abc", "", "<b>1</b>", ["1"], None):
@@ -136,6 +139,9 @@ def test_bad_input_gets_a_message_beside_its_field_and_keeps_the_last_good_state
         assert s.corrupt_value == 999.0 and m["controls"]["corrupt_value"] == "999"
     send(view, "corrupt_value", "−2.5")
     assert s.corrupt_value == -2.5 and "corrupt_value" not in meta(view)["errors"]
+    locked = DecoderLabExplorable()  # locked: a typed value is refused with no word about it
+    send(locked, "corrupt_value", "abc")
+    assert meta(locked)["errors"] == {} and locked.state.corrupt_value == 999.0
     send(view, "corrupt", 7)  # beyond T = 4: refused
     assert s.corrupt == 2
     send(view, "nonsense", 1)
