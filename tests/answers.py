@@ -66,14 +66,13 @@ def _race_answers(query: dict[str, str]) -> list[str]:
 
 
 def _lab_answers(meta: dict[str, Any]) -> list[str]:
-    """The words the drawn decoder lab's payload carries once the prediction is in: the invariants, the causal
-    test's verdict, its table's words and its map's text alternative, each head's weights in words. The numbers
-    travel as one binary buffer, with no attention weight or |Δ output| before the commit
-    (tests/unit/test_lab_payload.py)."""
+    """The words the drawn decoder lab's payload carries once the prediction is in, each as one string of it (the
+    browser writes each as one text): the invariants' count and evidence, the causal test's verdict, its table's
+    caption and its map's text alternative, each head's weights in words. The numbers travel as one binary
+    buffer, with no attention weight or |Δ output| before the commit (tests/unit/test_lab_payload.py)."""
     inv, causal = meta["invariants"], meta["causal"]
-    found = [inv["head"], *(f"{mark} {name}: {detail}" for _, mark, name, detail in inv["items"])]
-    found += [" ".join(causal["badge"][1:]), causal["table"]["caption"], *causal["words"]]
-    found += [" ".join([r["label"], *(c for c in r["cells"] if c)]) for r in causal["table"]["rows"]]
+    found = [inv["head"], *(detail for *_, detail in inv["items"])]
+    found += [causal["badge"][2], causal["table"]["caption"], *causal["words"]]
     found += [s for head in meta["heads"] for s in head["words"]]
     return [t for t in (normalised(s) for s in found) if len(t) >= SHORTEST]
 
