@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -81,10 +82,11 @@ def settle(pid: int, quiet_s: float = 0.6, limit_s: float = 120.0) -> None:
 
 
 class Student:
-    """One student's lab over a real websocket: moves the T slider, waits for the answer."""
+    """One student's lab over a real websocket: moves the T slider (drawn in the browser: its change is the
+    drawing's `sent`), waits for the answer."""
 
-    def __init__(self, session: Session, slider_id: str) -> None:
-        self.session, self.slider_id, self.value = session, slider_id, 4
+    def __init__(self, session: Session, drawing_id: str) -> None:
+        self.session, self.drawing_id, self.value, self.sent = session, drawing_id, 4, 0
 
     @classmethod
     async def open(cls, base: str) -> Student:
@@ -92,18 +94,22 @@ class Student:
         response = await AsyncHTTPClient().fetch(HTTPRequest(page, headers=STUDENT, request_timeout=60))
         session = await Session.open(base.replace("http://", "ws://") + LAB + "/ws",
                                      token_in(response.body.decode("utf-8")))
-        seen = list(models(session.document))
-        while not (slider := [m for m in seen if m.get("attributes", {}).get("title") == "T (positions)"]):
-            message = await session.read()  # the lab is built once the page is up; its models follow
+        seen = [session.document]
+        # the lab is built once the page is up: its first full payload names the shape table
+        while "Shape of every tensor" not in json.dumps(seen[-1], ensure_ascii=False):
+            message = await session.read()
             if message.msgtype == "PATCH-DOC":
-                seen += list(models(message.content))
-        return cls(session, slider[0]["id"])
+                seen.append(message.content)
+        drawing = next(m for content in seen for m in models(content)
+                       if {"spec", "meta"} <= set(m.get("attributes", {})))
+        return cls(session, drawing["id"])
 
     async def change(self) -> float:
         """Seconds from sending a new T to the server's answer carrying the new address bar query."""
         self.value = 5 if self.value == 4 else 4
+        self.sent += 1
         start = time.perf_counter()
-        await self.session.set(self.slider_id, "value", self.value)
+        await self.session.set(self.drawing_id, "sent", json.dumps({"name": "T", "value": self.value, "n": self.sent}))
         while True:
             message = await asyncio.wait_for(self.session.read(), ANSWER_TIMEOUT_S)
             if message.msgtype == "PATCH-DOC" and any(

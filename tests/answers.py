@@ -65,12 +65,16 @@ def _race_answers(query: dict[str, str]) -> list[str]:
     return [f"Decided: {PREDICTION_CHOICES[outcome(*reached)]}"]
 
 
-def _panes(explorable_id: str, view: Any) -> list[str]:
-    """The markup of the panes that carry an explorable's answer: its values and verdicts."""
-    if explorable_id == "decoder-block-lab":  # the invariants, the heatmaps' text alternatives, the causal test
-        return [view.invariants.object, view.badge.object, view.causal_table.object,
-                *(alt.object for alt in view.head_alts[: view.state.heads])]
-    raise KeyError(explorable_id)
+def _lab_answers(meta: dict[str, Any]) -> list[str]:
+    """The words the drawn decoder lab's payload carries once the prediction is in, each as one string of it (the
+    browser writes each as one text): the invariants' count and evidence, the causal test's verdict, its table's
+    caption and its map's text alternative, each head's weights in words. The numbers travel as one binary
+    buffer, with no attention weight or |Δ output| before the commit (tests/unit/test_lab_payload.py)."""
+    inv, causal = meta["invariants"], meta["causal"]
+    found = [inv["head"], *(detail for *_, detail in inv["items"])]
+    found += [causal["badge"][2], causal["table"]["caption"], *causal["words"]]
+    found += [s for head in meta["heads"] for s in head["words"]]
+    return [t for t in (normalised(s) for s in found) if len(t) >= SHORTEST]
 
 
 def explorable_answers(explorable_id: str, query: dict[str, str]) -> list[str]:
@@ -83,7 +87,9 @@ def explorable_answers(explorable_id: str, query: dict[str, str]) -> list[str]:
         return _drawn_answers(json.loads(view.drawing.meta))
     if explorable_id == "block-floor":
         return _floor_answers(json.loads(view.drawing.meta))
-    return [p for markup in _panes(explorable_id, view) for p in pieces(markup)]
+    if explorable_id == "decoder-block-lab":
+        return _lab_answers(json.loads(view.drawing.meta))
+    raise KeyError(explorable_id)
 
 
 def _drawn_answers(meta: dict[str, Any]) -> list[str]:

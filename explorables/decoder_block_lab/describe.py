@@ -4,7 +4,6 @@ the symptoms of what is broken), each built from the state and the numbers the p
 from __future__ import annotations
 
 import math
-from html import escape
 
 import numpy as np
 
@@ -15,8 +14,9 @@ from blocktrace.explorables.decoder_block_lab.state import CORRECT_PREDICTION, D
 from blocktrace.explorables.decoder_block_lab.tables import MLP_NAMES, NORM_NAMES, VARIANT_NAMES
 from blocktrace.explorables.engine import ops
 
-__all__ = ["activation_sentences", "announcement", "break_html", "delta_sentences", "depth_sentences", "depth_setup",
-           "depth_status", "head_sentences", "norms_sentences", "norms_verdict", "prediction_html", "trained_html"]
+__all__ = ["NOTHING_BROKEN", "activation_sentences", "announcement", "delta_sentences", "depth_sentences",
+           "depth_setup", "depth_status", "head_sentences", "norms_sentences", "norms_verdict", "prediction_line",
+           "symptoms", "trained_note"]
 
 PLACEMENT_NAMES = {"pre": "pre-norm", "post": "post-norm"}
 SAME_DIGITS = 3  # the norms table shows three decimals: outputs closer than this read as the same
@@ -132,13 +132,14 @@ def depth_setup(state: LabState) -> str:
             f"the controls: all four arrangements are drawn, the current one thick.{own}")
 
 
-def trained_html(state: LabState) -> str:
-    """What a trained floor is and where its input comes from; or why the link's floor is not shown."""
+def trained_note(state: LabState) -> dict | None:
+    """What a trained floor is and where its input comes from ({"lines": [two paragraphs], "race": its link}); or
+    why the link's floor is not shown ({"error": ...}); None with drawn weights."""
     if state.run_error:
-        return f'<p class="bt-field-error" role="alert">{escape(state.run_error)}</p>'
+        return {"error": state.run_error}
     floor = state.trained
     if floor is None:
-        return ""
+        return None
     config = floor.cut.config
     trained = (f"{PLACEMENT_NAMES[config.placement]}, {config.residual}, causal mask "
                f"{'on' if config.causal else 'off'}")
@@ -150,13 +151,11 @@ def trained_html(state: LabState) -> str:
              f"first {first} positions do not depend on the rest." if config.causal else
              f"The trained model's mask is off, so on its first {first} positions alone this floor computes other "
              "numbers than it did in the race.")
-    return (f'<div class="bt-notice" role="note"><p><strong>Trained weights:</strong> floor {floor.floor + 1} of '
-            f"{floor.floors} of the race's model {escape(floor.model)}, after {floor.cut.steps:,} training steps "
-            f"(trained as {escape(trained)}).{escape(changed)}</p><p>Batch item 0 is the stream that enters this floor "
-            f"on the held-out example {escape(tokens)} (items 1 to 3: the next examples). {exact} Its shape is fixed "
-            "by its weights. "
-            f'<a href="{escape(floor.race)}">Back to the race</a> · <a href="?">The lab with drawn weights</a></p>'
-            "</div>")
+    return {"lines": [f"floor {floor.floor + 1} of {floor.floors} of the race's model {floor.model}, after "
+                      f"{floor.cut.steps:,} training steps (trained as {trained}).{changed}",
+                      f"Batch item 0 is the stream that enters this floor on the held-out example {tokens} (items 1 "
+                      f"to 3: the next examples). {exact} Its shape is fixed by its weights."],
+            "race": floor.race}
 
 
 def depth_sentences(state: LabState) -> list[str]:
@@ -191,56 +190,55 @@ def announcement(state: LabState) -> str:
 
 # --- the page's short verdicts ----------------------------------------------------------------------
 
-def prediction_html(p: PredictionGate) -> str:
-    """What the student predicted, and whether the lab bears it out (empty until a prediction is committed)."""
+def prediction_line(p: PredictionGate) -> list[str] | None:
+    """[what the student predicted, whether the lab bears it out, "ok" or "bad"]; None until a prediction is
+    committed."""
     if not p.committed:
-        return ""
+        return None
     right = p.choice == CORRECT_PREDICTION
     outcome = ("matches what the lab shows: with the mask on, earlier outputs are exactly unchanged"
                if right else "does not match: with the mask on, the earlier outputs do not change at all. "
                              "Norms and the MLP work on one position at a time; only attention mixes positions, "
                              "and the mask stops it reading ahead")
-    return (f'<p class="dl-verdict">You predicted: {escape(p.choices[p.choice])} '
-            f'<span class="{"bt-ok" if right else "bt-bad"}">({"✓" if right else "✗"} {escape(outcome)}.)</span>'
-            "</p>")
+    return [f"You predicted: {p.choices[p.choice]}", f"({'✓' if right else '✗'} {outcome}.)",
+            "ok" if right else "bad"]
 
 
-def break_html(s: LabState) -> str:
-    """Panel 8's symptoms: one line per broken toggle, each saying where in the panels above it shows."""
+NOTHING_BROKEN = ("Nothing is broken: every toggle above is off. Turn one on and look for its symptom in the panels "
+                  "above.")
+
+
+def symptoms(s: LabState) -> list[list[str]]:
+    """Panel 8's symptoms: [toggle, where in the panels above it shows] per broken toggle (none: NOTHING_BROKEN)."""
     found = {c.name: c for c in s.invariants()}
     items = []
     if s.residual == "replace":
         c = found["resid_mid == resid_pre + attn_out"]
-        items.append(("Missing residual", f"Invariants: {c.detail} Depth: the thick line is a replace line; "
-                                          "the gradient no longer has a direct path to early blocks."))
+        items.append(["Missing residual", f"Invariants: {c.detail} Depth: the thick line is a replace line; "
+                                          "the gradient no longer has a direct path to early blocks."])
     if s.placement == "post":
-        items.append(("Norm after the addition", "Invariants: the residual identities fail, because the sum is "
+        items.append(["Norm after the addition", "Invariants: the residual identities fail, because the sum is "
                                                  "normalised before it is kept. Depth: the thick line is now a "
-                                                 "post-norm one; every gradient crosses two norms per block."))
+                                                 "post-norm one; every gradient crosses two norms per block."])
     if s.zero_eps:
-        items.append(("eps = 0", zero_eps_symptom(s)))
+        items.append(["eps = 0", zero_eps_symptom(s)])
     if s.wrong_split:
         if s.split is None:
-            items.append(("Wrong split", "GELU has no gate/value split; choose MLP = SwiGLU to see this failure."))
+            items.append(["Wrong split", "GELU has no gate/value split; choose MLP = SwiGLU to see this failure."])
         else:
             shapes = dict(s.split.shapes)
-            items.append(("Wrong split", f"Shapes and invariants: the split gives a gate of "
+            items.append(["Wrong split", f"Shapes and invariants: the split gives a gate of "
                                          f"{list(shapes['gate'])} and a value of {list(shapes['val'])}, and the "
                                          f"MLP cannot finish: {s.split.error or 'no error'} The other panels "
-                                         "keep showing the correct block."))
+                                         "keep showing the correct block."])
     if not s.causal:
         if s.prediction.unlocked:
             symptom = (f"Invariants: {found['Weights on future positions are exactly 0'].detail} "
                        f"Causal safety: {s.verdict().badge}.")
         else:  # what the mask does to the future weights answers the prediction's question
             symptom = "Invariants and causal safety: shown once your prediction is committed."
-        items.append(("No causal mask", symptom))
-    if not items:
-        return ('<p class="bt-muted dl-symptoms" role="status">Nothing is broken: every toggle above is off. '
-                "Turn one on and look for its symptom in the panels above.</p>")
-    body = "".join(f"<li><strong>{escape(k)}</strong>: {escape(v)}</li>" for k, v in items)
-    return ('<div class="dl-symptoms" role="status" aria-live="polite"><h3 class="bt-h3">Symptoms now</h3>'
-            f"<ul>{body}</ul></div>")
+        items.append(["No causal mask", symptom])
+    return items
 
 
 def zero_eps_symptom(s: LabState) -> str:

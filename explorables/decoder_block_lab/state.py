@@ -28,8 +28,8 @@ from blocktrace.explorables.engine.config import MAX_ABS_VALUE
 from blocktrace.explorables.engine.parsing import parse_vector
 
 __all__ = ["BUDGETED", "CONSTANT_NORM_TEXT", "CORRECT_PREDICTION", "DEFAULT_NORM_TEXT", "DEPTH_MAX_D", "D_CHOICES",
-           "EXPANSIONS", "HEAD_CHOICES", "MAX_B", "MAX_BLOCKS", "MAX_T", "MIN_T", "QUERY_KEYS", "VARIANTS",
-           "ZERO_NORM_TEXT", "LabState"]
+           "EXPANSIONS", "HEAD_CHOICES", "MAX_B", "MAX_BLOCKS", "MAX_NORM_WIDTH", "MAX_T", "MIN_T", "QUERY_KEYS",
+           "VARIANTS", "ZERO_NORM_TEXT", "LabState"]
 
 PRESET = "decoder-lab"
 # Position labels: the preset's four words, then four more so T can reach 8.

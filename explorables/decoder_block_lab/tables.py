@@ -1,4 +1,5 @@
-"""HTML builders for the lab's tables and badges: pure functions of the state; all text escaped."""
+"""The lab's tables as rows (drawn by the browser from payload.py) and, for the worksheet, as markup: pure
+functions of the state; all text escaped in markup, set as text in the browser."""
 
 from __future__ import annotations
 
@@ -15,15 +16,19 @@ from blocktrace.explorables.decoder_block_lab.worked import TOLERANCE_TEXT
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.engine.ops import rms
 
-__all__ = ["MLP_NAMES", "NORM_NAMES", "VARIANT_NAMES", "badge_html", "causal_table_html", "depth_table_html",
-           "invariants_html", "norms_table_html", "param_table_html", "shape_table_html", "stage_table_html",
-           "worked_detail_html", "worked_summary_html"]
+__all__ = ["MARK", "MLP_NAMES", "NORM_NAMES", "VARIANT_NAMES", "Table", "causal_table", "depth_table", "html_of",
+           "invariants_html", "norms_table", "param_table", "shape_table", "stage_table", "worked_detail",
+           "worked_summary"]
 
 N_SHOWN = 6  # components shown per row in the stage table
 MARK = {checks.PASS: "✓ holds", checks.FAIL: "✗ fails", checks.NOT_APPLICABLE: "– not applicable"}
 STATUS_CLASS = {checks.PASS: "dl-pass", checks.FAIL: "dl-fail", checks.NOT_APPLICABLE: "dl-na"}
 NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU"}
+
+
+# (caption, header, rows as components.html.table takes them, css class): drawn by the browser, or as markup
+Table = tuple[str, list[str], list[tuple[str, list, dict]], str]
 
 
 def wrap(html: str) -> str:
@@ -36,7 +41,7 @@ def shape_text(shape: tuple[int, ...]) -> str:
 
 # --- 1. shapes --------------------------------------------------------------------------------
 
-def shape_table_html(state: LabState) -> str:
+def shape_table(state: LabState) -> Table:
     """Every tensor's shape: in symbols, at these sizes, and as the engine actually produced it."""
     s, trace = state.sizes, state.trace
     body = []
@@ -58,10 +63,10 @@ def shape_table_html(state: LabState) -> str:
     header = ["Step", "Tensor", "Shape", f"At B={s.B}, T={s.T}, d={s.d}, h={s.heads}", "This run", "Check"]
     caption = (f"Shape of every tensor through one {'pre' if state.placement == 'pre' else 'post'}-norm block "
                f"({MLP_NAMES[state.mlp]} MLP, expansion e = {s.expansion})")
-    return wrap(table(caption, header, body, "dl-shapes"))
+    return caption, header, body, "dl-shapes"
 
 
-def param_table_html(state: LabState) -> str:
+def param_table(state: LabState) -> Table:
     """Parameters of one block under each choice, the ones in use marked, and the engine's own count."""
     d, e = state.d, state.expansion
     in_use = {"attention", state.norm, state.mlp}
@@ -78,7 +83,7 @@ def param_table_html(state: LabState) -> str:
     body.append(("Whole block (2 norms + attention + MLP)", ["", "", f"{total:,}"], {"class": "current"}))
     body.append(("Counted in the engine's parameters", ["", check, f"{engine:,}"], {}))
     header = ["Part", "Learned tensors", "Formula", f"At d = {d}"]
-    return wrap(table(f"Parameters of one block (d = {d}, e = {e})", header, body, "dl-params"))
+    return f"Parameters of one block (d = {d}, e = {e})", header, body, "dl-params"
 
 
 # --- 2. design choices ------------------------------------------------------------------------
@@ -102,7 +107,7 @@ def _row_of(values: np.ndarray) -> np.ndarray:
     return v
 
 
-def stage_table_html(state: LabState) -> str:
+def stage_table(state: LabState) -> Table:
     """Every stage of block 0: its shape, its RMS, and the first components of one row."""
     trace = state.trace
     body = []
@@ -125,12 +130,12 @@ def stage_table_html(state: LabState) -> str:
     last = state.T - 1
     caption = (f"Block stages in forward order: batch item 0, last position ({last}, “{state.words[last]}”); "
                "attention stages show head 0")
-    return wrap(table(caption, header, body, "dl-stages"))
+    return caption, header, body, "dl-stages"
 
 
 # --- 3. norms side by side ----------------------------------------------------------------------
 
-def norms_table_html(state: LabState) -> str:
+def norms_table(state: LabState) -> Table:
     rows = state.normalised()
     width = rows["input"].size
     body = []
@@ -140,19 +145,12 @@ def norms_table_html(state: LabState) -> str:
         body.append((name, [*(float(x) for x in v), mean, rms(v), std], {"plain": (width + 1, width + 2)}))
     header = ["", *[f"x{i}" for i in range(width)], "mean", "RMS", "std"]
     eps = number(state.norm_eps, significant=True)
-    return wrap(table(f"The vector and its two normalisations (unit gain, zero bias, eps = {eps})", header, body,
-                      "dl-norms"))
+    return f"The vector and its two normalisations (unit gain, zero bias, eps = {eps})", header, body, "dl-norms"
 
 
 # --- 5. causal safety ------------------------------------------------------------------------------
 
-def badge_html(verdict: checks.CausalVerdict) -> str:
-    symbol = {checks.PASS: "✓", checks.FAIL: "✗", checks.NOT_APPLICABLE: "–"}[verdict.status]
-    return (f'<p class="dl-badge-line" role="status" aria-live="polite"><span class="dl-badge '
-            f'{STATUS_CLASS[verdict.status]}">{symbol} {escape(verdict.badge)}</span> {escape(verdict.text)}</p>')
-
-
-def causal_table_html(state: LabState) -> str:
+def causal_table(state: LabState) -> Table:
     per_pos = checks.change_per_position(state.trace.output[0], state.corrupted.output[0])
     body = []
     for i, change in enumerate(per_pos):
@@ -166,8 +164,7 @@ def causal_table_html(state: LabState) -> str:
         opts = {"plain": (1,), "class": "lost" if ok == "✗ changed" else ""}
         body.append((f"{i} {state.words[i]}", [rule, float(change), ok], opts))
     header = ["Position", "Rule", "max |Δ output|", "Result"]
-    return wrap(table("Change in the block's output, position by position (batch item 0)", header, body,
-                      "dl-causal"))
+    return "Change in the block's output, position by position (batch item 0)", header, body, "dl-causal"
 
 
 # --- 6. depth ----------------------------------------------------------------------------------------
@@ -180,7 +177,7 @@ VARIANT_NAMES = {
 }
 
 
-def depth_table_html(state: LabState) -> str:
+def depth_table(state: LabState) -> Table:
     body = []
     for variant, profile in state.depth.items():
         current = variant == (state.placement, state.residual)
@@ -190,15 +187,16 @@ def depth_table_html(state: LabState) -> str:
     header = ["Variant", "RMS entering block 1", "RMS of the output", "‖gradient‖ at block 1's input"]
     caption = (f"After {state.blocks} block{'s' if state.blocks > 1 else ''} (d = {state.depth_d}); the gradient "
                "at the output is 1 in every variant")
-    return wrap(table(caption, header, body, "dl-depth"))
+    return caption, header, body, "dl-depth"
 
 
 # --- 7. worked example ----------------------------------------------------------------------------
 
-def worked_summary_html(state: LabState) -> str:
+def worked_summary(state: LabState) -> Table | None:
+    """Every intermediate of the lesson's block beside the lesson's PyTorch run; None when the fixture is missing."""
     w = state.worked
     if w.error:
-        return f'<p class="bt-notice" role="status">{escape(w.error)}</p>'
+        return None
     body = []
     for r in w.rows:
         ok = "✓ within tolerance" if r.matches else "✗ too far"
@@ -207,18 +205,24 @@ def worked_summary_html(state: LabState) -> str:
                      {"class": "current" if r.name == state.worked_name else ""}))
     verdict = "all match" if w.all_match else "some differ"
     header = ["Lesson step", "Stage name", "Shape", "max |lab − PyTorch|", "Every number within tolerance?"]
-    return wrap(table(f"The lesson's seed-42 block: every intermediate, this lab vs the lesson's PyTorch run "
-                      f"({verdict}; tolerance {TOLERANCE_TEXT})", header, body, "dl-worked"))
+    return (f"The lesson's seed-42 block: every intermediate, this lab vs the lesson's PyTorch run "
+            f"({verdict}; tolerance {TOLERANCE_TEXT})", header, body, "dl-worked")
 
 
-def worked_detail_html(state: LabState) -> str:
+def worked_detail(state: LabState) -> list[Table]:
+    """The chosen intermediate in full: this lab's numbers, then the lesson's (none when the fixture is missing)."""
     w = state.worked
     if w.error:
-        return ""
+        return []
     r = w.row(state.worked_name)
     engine, reference = np.atleast_2d(r.engine), np.atleast_2d(r.reference)
     header = ["Position", *[f"[{j}]" for j in range(engine.shape[1])]]
     ours = [(f"pos {i}", [float(v) for v in row], {}) for i, row in enumerate(engine)]
     theirs = [(f"pos {i}", [float(v) for v in row], {}) for i, row in enumerate(reference)]
-    return (wrap(table(f"{r.name}: this lab (float64)", header, ours, "dl-worked-detail"))
-            + wrap(table(f"{r.name}: the lesson's PyTorch run (float32)", header, theirs, "dl-worked-detail")))
+    return [(f"{r.name}: this lab (float64)", header, ours, "dl-worked-detail"),
+            (f"{r.name}: the lesson's PyTorch run (float32)", header, theirs, "dl-worked-detail")]
+
+
+def html_of(found: Table) -> str:
+    """A table as markup (the worksheet's copy of what the page draws)."""
+    return wrap(table(*found))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +13,12 @@ import pytest
 
 from blocktrace.explorables.decoder_block_lab import DecoderLabExplorable, LabState
 from blocktrace.explorables.decoder_block_lab import state as state_module
-from blocktrace.explorables.decoder_block_lab.state import CORRECT_PREDICTION, QUERY_KEYS
+from blocktrace.explorables.decoder_block_lab.state import CORRECT_PREDICTION, QUERY_KEYS, VARIANTS
 from blocktrace.explorables.decoder_block_lab.worked import ATOL, FIXTURE, RTOL, worked_example
 from blocktrace.explorables.engine import run_preset
 from blocktrace.explorables.engine.export import CSV_COLUMNS
+from tests.drawn import meta, press, send
+from tests.lab_page import chart, drawn, rows, table
 
 
 @pytest.fixture
@@ -27,19 +29,26 @@ def lab() -> DecoderLabExplorable:
 
 
 def _snapshot(view: DecoderLabExplorable) -> dict:
-    """Everything a control can change: every data source's data and every HTML pane's markup."""
-    sources = {
-        "norms": view.norms_src, "act_curves": view.act_curves, "act_points": view.act_points,
-        "delta": view.delta_src, **{f"head{h}": src for h, (_, src) in enumerate(view.heads)},
-        **{f"depth {v}": src for v, src in view.depth_srcs.items()},
+    """Everything a control can change, as the browser draws it: each table with its numbers, each chart's numbers,
+    each sentence."""
+    m, _ = drawn(view)
+    found: dict = {
+        "shape_table": rows(view, "Shape of every tensor"), "param_table": rows(view, "Parameters of one block"),
+        "exercise": m["exercise"], "stage_table": rows(view, "Block stages"), "invariants": m["invariants"],
+        "norms": chart(view, "bars"), "norms_table": rows(view, "The vector and its two"),
+        "norms_verdict": m["norms"]["verdict"], "act_curves": chart(view, "curves"),
+        "act_points": chart(view, "points"),
+        "delta": chart(view, "delta"), "badge": m["causal"]["badge"], "causal_table": rows(view, "Change in the block"),
+        "depth_table": rows(view, "After "), "depth widths": [line["current"] for line in m["depth"]["lines"]],
+        "worked_summary": table(view, "The lesson's seed-42 block"),  # no numbers: the marked row is in it
+        "worked_detail": [rows(view, t["caption"]) for t in m["worked"]["detail"]],
+        "break_summary": m["symptoms"], "live": m["live"],
     }
-    panes = {name: pane for name, pane in vars(view).items() if hasattr(pane, "object") and isinstance(
-        getattr(pane, "object", None), str)}
-    return {
-        **{name: copy.deepcopy(dict(src.data)) for name, src in sources.items()},
-        **{name: pane.object for name, pane in panes.items()},
-        "depth widths": [r.glyph.line_width for rs in view.depth_renderers.values() for r in rs],
-    }
+    for h in range(4):
+        found[f"head{h}"] = chart(view, "heads", h) if h < len(m["heads"]) else None
+    for k, variant in enumerate(VARIANTS):
+        found[f"depth {variant}"] = (chart(view, "rms", k), chart(view, "grad", k))
+    return found
 
 
 def _changed(before: dict, after: dict) -> set[str]:
@@ -66,7 +75,7 @@ CONTROLS = [
     ("zero_eps", True, {"invariants", "stage_table", "break_summary"}),
     ("wrong_split", True, {"shape_table", "invariants", "break_summary"}),
     ("corrupt", 1, {"delta", "badge", "causal_table"}),
-    ("corrupt_value", -5.0, {"delta", "causal_table"}),
+    ("corrupt_value", "-5", {"delta", "causal_table"}),
     ("blocks", 12, {"depth ('pre', 'add')", "depth ('post', 'replace')", "depth_table"}),
     ("norm_text", "1, 2, 3", {"norms", "norms_table", "norms_verdict"}),
     ("norm_eps", 0.1, {"norms", "norms_table"}),
@@ -76,35 +85,39 @@ CONTROLS = [
 
 @pytest.mark.parametrize(("name", "value", "expected"), CONTROLS, ids=[c[0] for c in CONTROLS])
 def test_each_control_changes_what_is_shown_in_place(lab: DecoderLabExplorable, name: str, value, expected) -> None:
-    """Every control updates its views by replacing source data and pane markup, never by building new figures."""
-    figures = [lab.norms_fig, lab.act_fig, lab.delta_fig, lab.rms_fig, lab.grad_fig, *(f for f, _ in lab.heads)]
+    """Every control, sent as the browser sends it, updates what is drawn with one new payload to the same
+    component, never a new component or spec."""
+    drawing, spec = lab.drawing, lab.drawing.spec
     before = _snapshot(lab)
-    setattr(lab.state, name, value)
+    sent: list = []
+    drawing.param.watch(lambda e: sent.append(e.new), "meta")
+    send(lab, name, value)
     changed = _changed(before, _snapshot(lab))
     assert expected <= changed, f"{name}: expected {expected - changed} to change"
-    assert figures == [lab.norms_fig, lab.act_fig, lab.delta_fig, lab.rms_fig, lab.grad_fig,
-                       *(f for f, _ in lab.heads)]
+    assert lab.drawing is drawing and drawing.spec == spec and len(sent) == 1
 
 
-def test_widgets_carry_the_issues_labels_and_drive_the_state(lab: DecoderLabExplorable) -> None:
-    """The controls are labelled as the issue names them, and moving a widget moves the state."""
-    labels = {w.label for w in lab.controls}
+def test_controls_carry_the_issues_labels_and_drive_the_state(lab: DecoderLabExplorable) -> None:
+    """The controls are labelled as the issue names them, and a change from the browser moves the state."""
+    labels = {c["label"] for c in json.loads(lab.drawing.spec)["controls"]}
     assert {"Normalisation", "MLP", "Placement", "Causal mask", "Heads", "Corrupt position", "Corrupt value",
             "Blocks"} <= labels
-    lab.w_norm.value = "layernorm"
-    lab.w_corrupt.value = 3
-    lab.w_blocks.value = 7
-    lab.w_break_mask.value = True
+    send(lab, "norm", "layernorm")
+    send(lab, "corrupt", 3)
+    send(lab, "blocks", 7)
+    send(lab, "break_mask", True)
     assert (lab.state.norm, lab.state.corrupt, lab.state.blocks, lab.state.causal) == ("layernorm", 3, 7, False)
     lab.state.placement = "post"
-    assert lab.w_break_post.value is True and lab.w_placement.value == "post"
+    c = meta(lab)["controls"]
+    assert c["break_post"] is True and c["placement"] == "post"
 
 
 def test_heatmaps_show_one_figure_per_head(lab: DecoderLabExplorable) -> None:
-    """Only as many attention heatmaps are visible as there are heads."""
+    """As many attention heatmaps are drawn as there are heads."""
     lab.state.heads = 4
-    assert lab.head_box.objects == lab.head_panes[:4]
-    assert len(lab.heads[3][1].data["value"]) == lab.state.T ** 2
+    m = meta(lab)
+    assert [h["title"] for h in m["heads"]] == [f"Attention weights, head {h}" for h in range(4)]
+    assert chart(lab, "heads", 3).size == lab.state.T ** 2
 
 
 def test_corrupt_position_follows_the_sequence_length(lab: DecoderLabExplorable) -> None:
@@ -112,52 +125,59 @@ def test_corrupt_position_follows_the_sequence_length(lab: DecoderLabExplorable)
     lab.state.T = 6
     lab.state.corrupt = 5
     lab.state.T = 3
-    assert lab.state.corrupt == 2 and lab.w_corrupt.end == 2 and lab.w_corrupt.value == 2
+    m = meta(lab)
+    assert lab.state.corrupt == 2 and m["bounds"]["corrupt"] == [0, 2] and m["controls"]["corrupt"] == 2
 
 
 def test_causal_badge_passes_with_the_mask_and_fails_without(lab: DecoderLabExplorable) -> None:
     """The lesson's default test (position 2, value 999): PASS with the mask, FAIL without, in words."""
-    assert "PASS" in lab.badge.object and np.all(lab.state.delta[:2] == 0.0)
+    assert "PASS" in meta(lab)["causal"]["badge"][1] and np.all(lab.state.delta[:2] == 0.0)
     lab.state.causal = False
-    assert "FAIL" in lab.badge.object and np.any(lab.state.delta[:2] != 0.0)
+    assert "FAIL" in meta(lab)["causal"]["badge"][1] and np.any(lab.state.delta[:2] != 0.0)
 
 
 def test_eps_zero_nan_path_renders_without_error(lab: DecoderLabExplorable) -> None:
     """eps = 0 with a zero row gives NaN shown as such in tables, heatmaps and depth, and nothing raises or warns."""
     lab.state.zero_eps = True
     assert np.isnan(lab.state.trace.output).any()
-    assert "NaN" in lab.stage_table.object and "✗ fails" in lab.invariants.object
-    assert "NaN" in lab.depth_note.object
-    assert "FAIL" in lab.badge.object  # NaN cannot be shown to be 0
+    m = meta(lab)
+    assert any(r.get("note") == "NaN" for r in table(lab, "Block stages")["rows"])
+    assert any(item[1] == "✗ fails" for item in m["invariants"]["items"])
+    assert "NaN" in m["depth"]["nan"]
+    assert "FAIL" in m["causal"]["badge"][1]  # NaN cannot be shown to be 0
     lab.state.norm_text, lab.state.norm_eps = "0, 0, 0, 0", 0.0
-    assert "NaN" in lab.norms_table.object and "NaN" in lab.norms_verdict.object
+    assert any(math.isnan(v) for r in rows(lab, "The vector and its two") for v in r[1:])
+    assert "NaN" in meta(lab)["norms"]["verdict"]
     lab.state.norm_eps = 1e-6
-    assert "NaN" not in lab.norms_table.object
+    assert not any(math.isnan(v) for r in rows(lab, "The vector and its two") for v in r[1:])
 
 
 def test_wrong_split_is_shown_as_a_message_not_an_error_page(lab: DecoderLabExplorable) -> None:
     """The wrong gate/value split shows its shapes and numpy's message in the shape table and the invariants."""
     lab.state.wrong_split = True
-    assert "Broken split" in lab.shape_table.object and "mismatch" in lab.shape_table.object
-    assert "SwiGLU split keeps the shapes" in lab.invariants.object
+    shapes = rows(lab, "Shape of every tensor")
+    assert any(r[0].startswith("Broken split") for r in shapes)
+    assert any("mismatch" in str(cell) for r in shapes for cell in r)
+    assert "SwiGLU split keeps the shapes" in [item[2] for item in meta(lab)["invariants"]["items"]]
     lab.state.mlp = "gelu"
-    assert "GELU has no gate/value split" in lab.break_summary.object
+    assert any("GELU has no gate/value split" in item[1] for item in meta(lab)["symptoms"])
 
 
 def test_constant_vector_survives_rms_norm_but_not_layer_norm(lab: DecoderLabExplorable) -> None:
     """The constant-vector preset: RMSNorm gives all ones, LayerNorm all zeros, and the verdict says so."""
-    lab.w_constant.clicks += 1
+    press(lab, "Constant 2, 2, 2, 2")
     out = lab.state.normalised()
     np.testing.assert_allclose(out["RMSNorm"], np.ones(4), atol=1e-6)
     np.testing.assert_allclose(out["LayerNorm"], np.zeros(4))
-    assert "constant vector" in lab.norms_verdict.object
+    assert "constant vector" in meta(lab)["norms"]["verdict"]
 
 
-def test_typed_vector_errors_are_shown_escaped_and_the_last_good_vector_stays(lab: DecoderLabExplorable) -> None:
-    """A vector that does not parse leaves the last good one in place; the message is text, never markup."""
-    lab.state.norm_text = "1, <img src=x onerror=alert(1)>"
+def test_typed_vector_errors_are_shown_as_text_and_the_last_good_vector_stays(lab: DecoderLabExplorable) -> None:
+    """A vector that does not parse leaves the last good one in place; the message is text, never markup: it
+    travels with no <, > or & in the JSON and the browser sets it with textContent."""
+    send(lab, "norm_text", "1, <img src=x onerror=alert(1)>")
     assert lab.state.norm_vector == [3.0, -1.0, 0.5, 2.0]
-    assert "&lt;img" in lab.vector_error.object and "<img" not in lab.vector_error.object
+    assert "<img" in meta(lab)["errors"]["norm_text"] and not {"<", ">", "&"} & set(lab.drawing.meta)
 
 
 def test_default_lab_is_the_decoder_lab_preset(lab: DecoderLabExplorable) -> None:
@@ -202,7 +222,8 @@ def test_invalid_url_values_fall_back_with_a_notice() -> None:
 def test_a_corrupt_position_beyond_t_is_pulled_inside() -> None:
     """A link naming position 7 of a 3-position sequence shows the last position instead."""
     view = DecoderLabExplorable(query={"T": "3", "corrupt": "7"}, predict=False)
-    assert view.state.corrupt == 2 and view.w_corrupt.value == 2
+    m = meta(view)
+    assert view.state.corrupt == 2 and m["controls"]["corrupt"] == 2 and m["bounds"]["corrupt"] == [0, 2]
 
 
 # --- the worked example ----------------------------------------------------------------------------
@@ -220,7 +241,8 @@ def test_worked_example_matches_the_fixtures_within_float32_tolerance(lab: Decod
     data = json.loads(FIXTURE.read_text(encoding="utf-8"))
     case = next(c for c in data["cases"] if c["name"] == "lesson-seed-42")
     np.testing.assert_allclose(w.row("X2").engine, np.asarray(case["tensors"]["X2"][0]), rtol=RTOL, atol=ATOL)
-    assert "all match" in lab.worked_summary.object and "✗" not in lab.worked_summary.object
+    summary = table(lab, "The lesson's seed-42 block")
+    assert "all match" in summary["caption"] and not any("✗" in str(c) for r in summary["rows"] for c in r["cells"])
 
 
 def test_missing_fixture_shows_a_notice_instead_of_crashing(monkeypatch, tmp_path: Path) -> None:
@@ -228,10 +250,11 @@ def test_missing_fixture_shows_a_notice_instead_of_crashing(monkeypatch, tmp_pat
     monkeypatch.setattr(state_module, "worked_example", lambda: worked_example(tmp_path / "reference.json"))
     view = DecoderLabExplorable(predict=False)
     view.__panel__()
-    assert "were not found" in view.worked_summary.object and view.worked_detail.object == ""
-    assert view.w_worked.disabled
+    m = meta(view)
+    assert "were not found" in m["worked"]["error"] and "detail" not in m["worked"]
+    assert "worked_name" in m["disabled"]
     view.state.norm = "layernorm"
-    assert "mean 0 and std 1" in view.invariants.object
+    assert any("mean 0 and std 1" in item[2] + item[3] for item in meta(view)["invariants"]["items"])
 
 
 def test_broken_fixture_shows_a_notice(tmp_path: Path) -> None:
@@ -258,22 +281,26 @@ def test_downloads_produce_valid_json_and_csv(lab: DecoderLabExplorable) -> None
 def test_prediction_gate_locks_the_controls_until_committed() -> None:
     """Controls stay locked and the causal result hidden until a prediction is committed; then the verdict shows."""
     view = DecoderLabExplorable()
-    assert all(w.disabled for w in view.controls)
-    assert not view.causal_results.visible and "causal test" not in view.live.object  # no spoiler
+    m = meta(view)
+    assert m["locked"] is True and m["causal"] is None and "causal test" not in m["live"]  # no spoiler
+    send(view, "norm", "layernorm")
+    assert view.state.norm == "rmsnorm" and meta(view)["controls"]["norm"] == "rmsnorm"
     assert view.state.prediction.commit(CORRECT_PREDICTION, "only attention mixes positions") is None
-    assert not any(w.disabled for w in view.controls)
-    assert view.causal_results.visible and "causal test PASS" in view.live.object
-    assert "matches what the lab shows" in view.prediction_result.object
+    m = meta(view)
+    assert m["locked"] is False and m["causal"] is not None and "causal test PASS" in m["live"]
+    assert "matches what the lab shows" in m["causal"]["prediction"][1]
+    send(view, "norm", "layernorm")
+    assert view.state.norm == "layernorm"
     unlocked = DecoderLabExplorable(predict=False)
-    assert not any(w.disabled for w in unlocked.controls)
+    assert meta(unlocked)["locked"] is False
 
 
-def test_sessions_share_no_widgets_models_or_state() -> None:
-    """Two sessions each build their own state, widgets and figures."""
+def test_sessions_share_no_components_models_or_state() -> None:
+    """Two sessions each build their own state, drawing and diagram."""
     a, b = DecoderLabExplorable(predict=False), DecoderLabExplorable(predict=False)
-    assert a.state is not b.state and a.w_norm is not b.w_norm and a.delta_fig is not b.delta_fig
-    a.state.norm = "layernorm"
-    assert b.state.norm == "rmsnorm" and b.w_norm.value == "rmsnorm"
+    assert a.state is not b.state and a.drawing is not b.drawing and a.diagram is not b.diagram
+    send(a, "norm", "layernorm")
+    assert b.state.norm == "rmsnorm" and meta(b)["controls"]["norm"] == "rmsnorm"
 
 
 def test_state_alone_has_no_view() -> None:

@@ -4,13 +4,13 @@ against the numbers the engine computes."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import panel as pn
 import pytest
 
 from blocktrace.app.cli import main as cli_main
@@ -25,6 +25,7 @@ from blocktrace.explorables.decoder_block_lab import (
     tables,
     worked,
 )
+from blocktrace.explorables.decoder_block_lab.payload import payload
 from blocktrace.explorables.decoder_block_lab.shapes import param_rows
 from blocktrace.explorables.decoder_block_lab.state import (
     D_CHOICES,
@@ -45,24 +46,17 @@ from blocktrace.explorables.decoder_block_lab.worked import (
     worked_example,
 )
 from blocktrace.explorables.engine import ops, run_preset
+from tests.drawn import meta
+from tests.lab_page import page_parts, page_text
 
 LESSON = next(lesson for lesson in load_lessons() if lesson.id == "decoder-block")
 TEXT = " ".join("\n".join(LESSON.markdown_parts()).split())  # whitespace collapsed: wrapped phrases match
 
 
-def html_text(html: str) -> str:
-    """The words of some markup, tags dropped and whitespace collapsed."""
-    return " ".join(re.sub(r"<[^>]+>", " ", html).replace("&#x27;", "'").replace("&amp;", "&").split())
-
-
-def panes(obj: Any) -> list[str]:
-    """The markup of every HTML pane in a Panel tree, in page order."""
-    found = []
-    if isinstance(obj, pn.pane.HTML) and isinstance(obj.object, str):
-        found.append(obj.object)
-    for child in getattr(obj, "objects", None) or []:
-        found += panes(child)
-    return found
+def symptoms(view: DecoderLabExplorable) -> str:
+    """Panel 8's list as the browser writes it."""
+    items = meta(view)["symptoms"]
+    return items if isinstance(items, str) else " ".join(f"{k}: {v}" for k, v in items)
 
 
 @pytest.fixture
@@ -81,7 +75,7 @@ def test_a_zero_mean_vector_is_left_alone_by_layernorm_and_the_verdict_says_so(l
     lab.state.norm_text = "1, −1, 2, −2"
     out = lab.state.normalised()
     assert np.mean(out["input"]) == 0.0 and np.array_equal(out["LayerNorm"], out["RMSNorm"])
-    verdict = html_text(lab.norms_verdict.object)
+    verdict = meta(lab)["norms"]["verdict"]
     assert "elsewhere" not in verdict and "another direction" not in verdict
     assert "The mean is already 0" in verdict and "exactly RMSNorm's" in verdict
 
@@ -158,7 +152,8 @@ def test_a_float32_run_of_the_worked_example_is_accepted_and_a_wrong_value_is_no
     assert not bad.matches
     state = LabState()
     state.worked = WorkedExample(rows=[*worked.rows[:-1], bad], trace=worked.trace)
-    summary = html_text(tables.worked_summary_html(state))
+    drawn = json.loads(payload(state, {})[0])["worked"]["summary"]
+    summary = " ".join([drawn["caption"], *(str(c) for r in drawn["rows"] for c in r["cells"])])
     assert "✗ too far" in summary and "some differ" in summary
     assert f"{numbers.number(ATOL, significant=True)} + {numbers.number(RTOL, significant=True)} · |PyTorch|" in summary
 
@@ -233,7 +228,7 @@ def test_the_wrong_split_is_explained_in_the_lessons_words(lab: DecoderLabExplor
     lab.state.param.update(T=T, wrong_split=True)
     for expansion in (2, 4, 8):
         lab.state.expansion = expansion
-        page = " ".join(panes(lab.__panel__()))
+        page = page_text(lab)
         for word in NUMPY_WORDS:
             assert word not in page, word
         split = lab.state.split
@@ -247,7 +242,7 @@ def test_the_wrong_split_is_explained_in_the_lessons_words(lab: DecoderLabExplor
             assert f"the gate is {tables.shape_text(shapes['gate'])} and the value {tables.shape_text(shapes['val'])}" \
                 in split.error
         assert f"halved the positions ({T} into" in split.error
-        assert split.error in html_text(lab.break_summary.object)
+        assert split.error in symptoms(lab)
 
 
 def test_the_wrong_split_message_comes_from_the_shapes_not_from_numpy() -> None:
@@ -265,8 +260,8 @@ def test_the_wrong_split_message_comes_from_the_shapes_not_from_numpy() -> None:
 def section_titles(view: DecoderLabExplorable) -> dict[int, str]:
     """Panel number -> title, as the lab's headings print them."""
     found = {}
-    for html in panes(view.body):
-        for number, title in re.findall(r'id="dl-panel-(\d+)">\d+\. ([^<]+)</h2>', html):
+    for part in page_parts(view):
+        for number, title in re.findall(r"^(\d+)\. (.+)$", part):
             found[int(number)] = title
     return found
 
@@ -297,14 +292,14 @@ def test_no_gradient_figure_comes_before_the_depth_panel_explains_it(embed: bool
     panel's explanation."""
     view = DecoderLabExplorable(predict=False, embed=embed)
     view.__panel__()
-    order = panes(view.body)
-    depth = next(i for i, html in enumerate(order) if 'id="dl-panel-6"' in html)
-    assert not [html for html in order[:depth] if "gradient" in html]
+    order = page_parts(view)
+    depth = order.index("6. Depth")
+    assert not [part for part in order[:depth] if "gradient" in part]
     assert "gradient" not in describe.announcement(view.state)
-    status = next(i for i, html in enumerate(order) if "at block 1&#x27;s input" in html)
-    assert status > depth and "gradient of a fixed scalar loss" in order[depth]
+    status = next(i for i, part in enumerate(order) if "at block 1's input" in part)
+    assert status > depth and "gradient of a fixed scalar loss" in order[depth + 1]
     grad = view.state.depth[("pre", "add")]["grad_norm"][0]
-    assert f"{describe._num(float(grad))} at block 1" in html_text(order[status])
+    assert f"{describe._num(float(grad))} at block 1" in order[status]
 
 
 @pytest.mark.parametrize(("changes", "width"), [
@@ -316,19 +311,19 @@ def test_the_depth_panel_says_what_it_runs(lab: DecoderLabExplorable, changes: d
     lab.state.param.update(**changes)
     s = lab.state
     assert s.depth_d == width
-    shown = html_text(lab.depth_setup.object)
+    shown = meta(lab)["depth"]["setup"]
     assert f"{s.blocks} block" in shown and "(the Blocks slider)" in shown
     assert f"B = {s.B} and T = {s.T} as set in panel 1" in shown
     assert f"{s.heads} head" in shown and f"causal mask {'on' if s.causal else 'off'}" in shown
     if s.d > DEPTH_MAX_D:
-        assert f"d = {DEPTH_MAX_D}, not your d = {s.d}" in shown and "bt-notice" in lab.depth_setup.object
+        assert f"d = {DEPTH_MAX_D}, not your d = {s.d}" in shown and meta(lab)["depth"]["wide"] is True
     else:
         assert f"d = {s.d}, your d from panel 1" in shown
     assert "Placement and residual do not follow the controls" in shown
     for variant, profile in s.depth.items():
         config_rows = profile["grad_norm"]
         assert len(config_rows) == s.blocks + 1 and config_rows[-1] == pytest.approx(1.0), variant
-    assert shown in " ".join(html_text(h) for h in panes(lab.body))
+    assert shown in page_text(lab)
     assert budget.cost(**{k: getattr(s, k) for k in ("B", "T", "d", "heads", "expansion", "mlp", "blocks")}).within()
     assert D_CHOICES[-1] > DEPTH_MAX_D  # so the fixed-width case is reachable
 
@@ -413,7 +408,7 @@ def test_eps_zero_symptom_says_where_the_nan_actually_is(lab: DecoderLabExplorab
     the mask, nowhere in post-norm without it."""
     lab.state.param.update(zero_eps=True, placement=placement, causal=causal)
     rows = set(np.flatnonzero(np.any(np.isnan(lab.state.trace.output[0]), axis=-1)).tolist())
-    summary = html_text(lab.break_summary.object)
+    summary = symptoms(lab)
     if rows == set(range(lab.state.T)):
         assert "attention carries the NaN to every position" in summary and placement == "pre"
     elif rows:

@@ -11,11 +11,13 @@ import pytest
 from blocktrace.explorables.block_floor import FloorExplorable
 from blocktrace.explorables.components.floor_diagram import DIAGRAM_ENV, FloorDiagram
 from blocktrace.explorables.components.floor_model import LOCKED_NAME
-from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE
+from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE, number
 from blocktrace.explorables.decoder_block_lab.view import DecoderLabExplorable
 from blocktrace.explorables.transformer_block_trace.view import TraceExplorable
 from tests.app.bokeh_ws_client import models, pull_document
 from tests.drawn import press
+from tests.lab_page import rows
+from tests.lab_page import table as lab_table
 
 # The stages each explorable's table lists, written out here rather than taken from the code under test.
 TRACE_KEYS = ["blocks.0.resid_pre", "blocks.0.ln1.normalized", "blocks.0.attn_out", "blocks.0.resid_mid",
@@ -136,8 +138,8 @@ def test_lab_diagram_draws_the_block_as_configured() -> None:
     assert diagram.alerts == {} and diagram.selected == "blocks.0.resid_post"
     diagram.selected = "blocks.0.attn.pattern"
     assert s.inspect == "attn.pattern"
-    marked = re.findall(r'<tr class="current" aria-current="step"><th scope="row">.*?</tr>', view.stage_table.object)
-    assert len(marked) == 1 and "attn.pattern" in marked[0]
+    marked = [r for r in lab_table(view, "Block stages")["rows"] if r.get("current")]
+    assert len(marked) == 1 and marked[0]["cells"][0] == "attn.pattern" and "current" in marked[0]["className"]
     s.placement = "post"
     kinds = {n["role"]: n["kind"] for n in layout(diagram)["nodes"]}
     assert kinds["ln1.normalized"] == kinds["ln2.normalized"] == "norm stream-norm"
@@ -162,11 +164,10 @@ def test_lab_diagram_shows_nan_as_text() -> None:
     assert "blocks.0.ln1.normalized" in diagram.alerts
 
 
-def table_rms(stage_table: str) -> dict[str, str]:
-    """The stage table's RMS column, by the stage's local key (the cell after the key and the shape)."""
-    rows = re.findall(r'<td class="txt">([^<]*)</td><td class="txt">[^<]*</td><td class="num [a-z]+">([^<]*)</td>',
-                      stage_table)
-    return dict(rows)
+def table_rms(view: DecoderLabExplorable) -> dict[str, str]:
+    """The drawn stage table's RMS column, by the stage's local key, written as the browser writes it
+    (draw.js's number(), Python's numbers.number())."""
+    return {r[1]: r[3] if isinstance(r[3], str) else number(r[3]) for r in rows(view, "Block stages")}
 
 
 @pytest.mark.parametrize("query", [{}, {"zero_eps": "on"}], ids=["masked-scores-infinite", "eps-0-nan"])
@@ -174,13 +175,14 @@ def test_lab_diagram_and_stage_table_show_one_rms(query: dict[str, str]) -> None
     """The diagram's card and the stage table give every stage the same RMS, also for the scores, whose masked
     entries are −∞ (RMS "—" in both, and the table's note says why), and for stages holding NaN (NaN in both)."""
     view = DecoderLabExplorable(query=query, predict=False)
-    diagram, table = view.diagram.component, table_rms(view.stage_table.object)
+    diagram, table = view.diagram.component, table_rms(view)
     assert sorted(table) == sorted(LAB_LOCAL)
     assert np.isneginf(view.state.trace["blocks.0.attn.scores"]).any()
     for local, shown in table.items():
         assert diagram.values[f"blocks.0.{local}"] == f"RMS {shown}", local
     assert table["attn.scores"] == ("NaN" if query else NO_RMS)
-    assert (NO_RMS_NOTE in view.stage_table.object) != bool(query)
+    asides = [r.get("aside") for r in lab_table(view, "Block stages")["rows"]]
+    assert (NO_RMS_NOTE in asides) != bool(query)
     assert (table["resid_post"] == "NaN") == bool(query)
 
 

@@ -8,6 +8,7 @@ with pages not yet loaded gets its next pages built only once their browser is t
 from __future__ import annotations
 
 import asyncio
+import json
 from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
@@ -30,35 +31,52 @@ def pending(content: dict) -> set[str]:
                                                                           or [])}
 
 
-def titled(found: list[dict], title: str) -> list[dict]:
-    return [m for m in found if m.get("attributes", {}).get("title") == title]
+def drawings(contents: list[dict]) -> list[dict]:
+    """The lab's drawing component (its controls and panels, drawn by the browser) wherever it came: in the page's
+    document, or in a patch that filled a place of it."""
+    return [m for content in contents for m in models(content) if {"spec", "meta"} <= set(m.get("attributes", {}))]
 
 
-def _texts(found: list[dict]) -> str:
-    return " ".join(str(m.get("attributes", {}).get("text", "")) for m in found)
+def the_drawing(document: dict) -> dict:
+    [found] = drawings([document])
+    return found
 
 
-async def until_built(session: Session, titles: tuple[str, ...] = ("B (batch items)", "T (positions)"),
-                      texts: tuple[str, ...] = ()) -> list[dict]:
-    """Read the page's patches until every place still to be filled has been (the lab is built) and the
-    controls titled `titles` and the `texts` have arrived (on Panel 1.10 a place's content can come in a
-    message after the one that marks it filled). Each read is bounded by the client's timeout."""
-    found = list(models(session.document))
+def drawn_metas(document: dict, patches: list[dict]) -> list[dict]:
+    """Every payload the drawing was given (none while the page has no drawing yet), in order."""
+    found = drawings([document, *patches])
+    if not found:
+        return []
+    drawing = found[0]
+    out = [drawing["attributes"]["meta"]]
+    out += [e["new"] for content in patches for e in content.get("events", [])
+            if e.get("kind") == "ModelChanged" and e.get("model", {}).get("id") == drawing["id"]
+            and e.get("attr") == "meta"]
+    return [json.loads(m) for m in out]
+
+
+async def until_built(session: Session, texts: tuple[str, ...] = ()) -> dict:
+    """Read the page's patches until every place still to be filled has been and the lab is built (a payload
+    with its panels, not "building"), with the `texts` in it; that payload. Each read is bounded by the
+    client's timeout."""
     waiting = pending(session.document)
     assert waiting, "the page arrives with places for what is built once it is loaded"
+    patches: list[dict] = []
 
     def done() -> bool:
-        return not waiting and all(titled(found, t) for t in titles) and all(t in _texts(found) for t in texts)
+        metas = drawn_metas(session.document, patches)
+        return bool(not waiting and metas and not metas[-1].get("building")
+                    and all(t in json.dumps(metas[-1], ensure_ascii=False) for t in texts))
 
     while not done():
         message = await session.read()
         if message.msgtype == "PATCH-DOC":
-            found += list(models(message.content))
+            patches.append(message.content)
             waiting |= pending(message.content)
             waiting -= {e["model"]["id"] for e in message.content["events"]
                         if e.get("kind") == "ModelChanged" and e.get("attr") == "css_classes"
                         and DrawnAfterLoad.PENDING not in e["new"]}
-    return found
+    return drawn_metas(session.document, patches)[-1]
 
 
 async def flood_then_change(base: str, student_link: str) -> dict:
@@ -66,10 +84,11 @@ async def flood_then_change(base: str, student_link: str) -> dict:
     try:
         page = await client.fetch(HTTPRequest(base + student_link, headers=STUDENT, request_timeout=60))
         student = await Session.open(ws_url(base), token_in(page.body.decode("utf-8")))
-        slider = titled(await until_built(student), "T (positions)")[0]
+        assert (await until_built(student))["controls"]["T"] == 4
         heavy = [await client.fetch(HTTPRequest(base + LAB + HEAVY, headers=FLOODER, request_timeout=60))
                  for _ in range(10)]
-        await student.set(slider["id"], "value", 6)
+        change = json.dumps({"name": "T", "value": 6, "n": 1})  # as the drawn slider sends it
+        await student.set(the_drawing(student.document)["id"], "sent", change)
         answered = False
         while not answered:  # bounded by the client's read timeout
             message = await student.read()
@@ -77,7 +96,7 @@ async def flood_then_change(base: str, student_link: str) -> dict:
                 e.get("attr") == "search" and "T=6" in str(e.get("new")) for e in message.content["events"])
         await student.close_and_wait()
         last = await Session.open(ws_url(base), token_in(heavy[-1].body.decode("utf-8")))
-        pulled = list(models(last.document))
+        pulled = drawn_metas(last.document, [])
         built = await until_built(last, texts=("multiply-adds per change", "last sizes that fit"))
         await last.close_and_wait()
         return {"statuses": [r.code for r in heavy], "answered": answered, "pulled": pulled, "built": built}
@@ -91,11 +110,11 @@ def test_ten_heavy_gets_cost_a_frame_each_and_another_students_change_is_answere
     found = asyncio.run(flood_then_change(lan_server.base_url, lan_server.teacher_link(LAB)))
     assert found["statuses"] == [200] * 10
     assert found["answered"]
-    assert not titled(found["pulled"], "B (batch items)")  # the page came without the lab in it
-    sliders = titled(found["built"], "B (batch items)")
-    assert [s["attributes"]["value"] for s in sliders] == [1]  # the budget's defaults, not the link's B = 4
-    texts = _texts(found["built"])
-    assert "multiply-adds per change" in texts and "last sizes that fit" in texts
+    # the page came without the lab in it: no drawing yet, or its controls alone with nothing computed
+    assert all(m["building"] is True and "shapes" not in m for m in found["pulled"])
+    built = found["built"]
+    assert built["controls"]["B"] == 1 and "shapes" in built  # the budget's defaults, not the link's B = 4
+    assert "multiply-adds per change" in built["budget"] and "last sizes that fit" in built["budget"]
 
 
 def test_a_class_behind_one_address_still_gets_every_page(lan_server) -> None:
@@ -118,4 +137,4 @@ def test_a_class_behind_one_address_still_gets_every_page(lan_server) -> None:
 
     codes, built = asyncio.run(class_arrives())
     assert codes == [200] * 30
-    assert [s["attributes"]["value"] for s in titled(built, "T (positions)")] == [5]
+    assert built["controls"]["T"] == 5 and len(built["labels"]) == 5

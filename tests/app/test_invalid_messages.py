@@ -1,16 +1,19 @@
-"""A widget value no page sends (out of bounds, wrong type) is refused in one short log line, no traceback."""
+"""A control value no page sends (out of bounds, wrong type, not a change at all) is refused in one short log line,
+no traceback; the decoder lab's drawn controls send their changes as its drawing's `sent` (drawn_view/draw.js)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from tests.app.bokeh_ws_client import Session, fetch_token
-from tests.app.test_get_flood import LAB, titled, until_built, ws_url
+from tests.app.test_get_flood import LAB, the_drawing, until_built, ws_url
 
 DEADLINE_S = 30.0
-OUT_OF_RANGE = "refused a widget value from a browser: Integer parameter 'LabState.B' must be at most 4, not 99."
-WRONG_TYPE = "refused a websocket message from a browser: failed to validate Slider"
+OUT_OF_RANGE = "refused a control change: Integer parameter 'LabState.B' must be at most 4, not 99."
+WRONG_TYPE = "refused a websocket message from a browser: failed to validate DecoderLabDrawing"
+MALFORMED = "dropped a malformed control change"
 
 
 def log_lines_after(server, mark: int, wanted: str) -> list[str]:
@@ -24,17 +27,18 @@ def log_lines_after(server, mark: int, wanted: str) -> list[str]:
 
 
 async def send_invalid(server, value, wanted: str) -> tuple[list[str], bool]:
-    """Open the lab, send `value` for its B slider; once the log has said so (or the deadline), send a valid
-    B = 2. Returns the log lines written meanwhile and whether the valid change was answered."""
+    """Open the lab, send `value` as its drawing's control change; once the log has said so (or the deadline),
+    send a valid B = 2. Returns the log lines written meanwhile and whether the valid change was answered."""
     base = server.base_url
     session = await Session.open(ws_url(base), await fetch_token(base + server.teacher_link(LAB)))
     try:
-        slider = titled(await until_built(session), "B (batch items)")[0]
+        await until_built(session)
+        drawing = the_drawing(session.document)["id"]
         mark = len(server.log())
-        await session.set(slider["id"], "value", value)
-        # Not at once: a second change within Panel's debounce would replace the first before it is applied.
+        await session.set(drawing, "sent", value)
+        # Not at once: a second change before the first is applied could replace it.
         lines = await asyncio.get_running_loop().run_in_executor(None, log_lines_after, server, mark, wanted)
-        await session.set(slider["id"], "value", 2)
+        await session.set(drawing, "sent", json.dumps({"name": "B", "value": 2, "n": 2}))
         while True:
             message = await session.read()
             if message.msgtype == "PATCH-DOC" and any(
@@ -54,16 +58,18 @@ def check(server, value, wanted: str) -> None:
 
 
 def test_an_out_of_range_value_is_one_short_line(server) -> None:
-    """B = 99 on a slider bounded at 4: the state keeps its value, the log gets one line saying so, and Panel's
-    own "Callback failed" line for it is there too, as one line."""
-    check(server, 99, OUT_OF_RANGE)
-    panels = [line for line in server.log().splitlines()
-              if "Callback failed for object named 'B (batch items)' changing property {'value': 99}" in line]
-    assert len(panels) == 1 and panels[0].endswith("ValueError, the value stays as it was"), panels
+    """B = 99 from a slider bounded at 4: the state keeps its value, the log gets one line saying so."""
+    check(server, json.dumps({"name": "B", "value": 99, "n": 1}), OUT_OF_RANGE)
 
 
 def test_a_value_of_the_wrong_type_is_one_short_line(server) -> None:
-    """A word for a slider (with a forged log line in it): Bokeh refuses the message, the log gets one line."""
+    """A number where the component takes a text: Bokeh refuses the message, the log gets one line."""
+    check(server, 5, WRONG_TYPE)
+
+
+def test_a_change_that_is_no_change_is_one_short_line(server) -> None:
+    """A text that is not a change (with a forged log line in it): dropped, in one line that does not repeat it."""
     # The forged line looks like a traceback's frame (not the word itself, which other tests of this shared
     # server look for in its log).
-    check(server, 'abc\n  File "forged.py", line 1', WRONG_TYPE)
+    check(server, 'abc\n  File "forged.py", line 1', MALFORMED)
+    assert "forged.py" not in server.log()

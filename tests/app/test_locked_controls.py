@@ -116,16 +116,24 @@ def test_the_floor_shows_no_trace_claim_or_checkpoint_before_the_bet() -> None:
 
 
 def test_the_lab_sends_no_causal_result_before_the_prediction() -> None:
-    """The lab's causal test (plot data, badge, table, the Break-it verdict) waits for the commit."""
+    """The lab's causal test (map data, badge, table, its words, the Break-it verdict), invariants and heatmaps
+    wait for the commit; a change sent while locked is refused; the downloads give no file."""
     view = DecoderLabExplorable(query={"causal": "off"})
-    assert all(len(column) == 0 for column in view.delta_src.data.values())
-    assert view.badge.object == "" and view.causal_table.object == "" and view.delta_alt.object == ""
-    assert "shown once your prediction is committed" in view.break_summary.object
-    view.w_causal.value = True
-    assert view.state.causal is False
+    m = drawn(view)
+    assert m["causal"] is None and m["invariants"] is None and m["heads"] is None
+    assert "once your prediction is committed" in m["held"][2]
+    assert ["No causal mask", "Invariants and causal safety: shown once your prediction is committed."] \
+        in m["symptoms"]
+    assert no_file_before_the_commit(view.downloads)
+    send(view, "causal", True)
+    assert view.state.causal is False and drawn(view)["controls"]["causal"] is False
+    view.state.causal = True  # past the component: the state itself sets it back
+    assert view.state.causal is False and view.locked_controls.refused == 1
     assert view.state.prediction.commit(LAB_ANSWER) is None
-    assert all(len(column) > 0 for column in view.delta_src.data.values())
-    assert "dl-badge" in view.badge.object and "Causal safety: " in view.break_summary.object
+    m = drawn(view)
+    assert m["causal"]["table"]["rows"] and m["causal"]["T"] * m["causal"]["d"] > 0
+    assert m["causal"]["badge"][0] == "fail" and any(k == "No causal mask" and "Causal safety: " in v
+                                                     for k, v in m["symptoms"])
 
 
 def test_a_signature_opens_one_route_of_one_server() -> None:

@@ -366,9 +366,11 @@ def test_a_floor_opens_in_the_decoder_lab_as_trained(page: RaceExplorable) -> No
     sequence = race.b.held_out.tokens[2]
     whole, _ = lm.trace_sequence(race.b.config, race.b.params, sequence, race.b.task.vocab)
     assert np.array_equal(lab.state.trace.output[0], whole["blocks.1.resid_post"][:8])
-    assert "after 25 training steps" in lab.trained_note.object and "Back to the race" in lab.trained_note.object
+    note = json.loads(lab.drawing.meta)["trained"]  # drawn as "Trained weights: …" with a link "Back to the race"
+    assert "after 25 training steps" in note["lines"][0] and note["race"] == lab.state.trained.race != ""
     lab.state.prediction.commit("exact")  # the lab's own gate
-    assert lab.w_d.disabled and lab.w_norm.disabled and not lab.w_T.disabled and not lab.w_placement.disabled
+    m = json.loads(lab.drawing.meta)
+    assert not m["locked"] and {"d", "norm"} <= set(m["disabled"]) and not {"T", "placement"} & set(m["disabled"])
 
 
 def test_a_page_keeps_only_its_share_of_floors(page: RaceExplorable, monkeypatch) -> None:

@@ -213,7 +213,9 @@ DRAWN_MARKS_JS = "() => {" + RGBA_JS + r"""
       }
     });
     svg.querySelectorAll(".dv-axis-label").forEach((t) => {
-      fig.axis_labels.push({text: t.textContent, needed: t.getComputedTextLength(), room: r.height});
+      // turned (a y axis): the chart's height is its room; along an x axis, its width
+      const turned = /rotate/.test(t.getAttribute("transform") || "");
+      fig.axis_labels.push({text: t.textContent, needed: t.getComputedTextLength(), room: turned ? r.height : r.width});
     });
     figures.push(fig);
   }

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from blocktrace.explorables.components.heatmap import MIN_CELL_PX
+from blocktrace.explorables.components.numbers import number, stage_rms
+from blocktrace.explorables.decoder_block_lab import DecoderLabExplorable
+from blocktrace.explorables.engine.forward import block_keys
 
 pytestmark = pytest.mark.browser
 
@@ -20,8 +24,8 @@ def ready(page: Page) -> None:
 
 
 def slider(page: Page, label: str) -> Locator:
-    """The handle of the slider titled `label` (Bokeh puts the title and the handle in one input group)."""
-    return page.locator(".bk-input-group", has_text=label).get_by_role("slider")
+    """The slider labelled `label` (a range input the lab draws, its <label for> naming it)."""
+    return page.get_by_role("slider", name=label, exact=True)
 
 
 def checkbox(page: Page, label: str) -> Locator:
@@ -83,27 +87,113 @@ def test_design_choices_update_the_invariants_and_heatmaps(open_page) -> None:
     opened.assert_clean()
 
 
-# Each heatmap's numbers (its text renderer named "cell-numbers"): [shown, how wide a cell is drawn in px], once
-# every heatmap is laid out (null before).
+# Each drawn heatmap (figure.dv-chart titled "Attention weights, head h"): its cells' width in px, the numbers
+# written in its cells with their boxes, and its cells' hover texts; null until each has been drawn.
 HEATMAP_NUMBERS = """() => {
-  const maps = Array.from(Bokeh.documents[0].all_models)
-    .filter((m) => Array.isArray(m.renderers) && m.renderers.some((r) => r.name === "cell-numbers"));
-  if (maps.length === 0 || !maps.every((map) => map.inner_width > 0)) return null;
-  return maps.map((map) => [map.renderers.find((r) => r.name === "cell-numbers").visible,
-                            map.inner_width / map.x_range.factors.length]);
+  const found = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll("figure.dv-chart")) found.push(el);
+    for (const el of root.querySelectorAll("*")) if (el.shadowRoot) walk(el.shadowRoot);
+  };
+  walk(document);
+  const maps = found.filter((f) => f.querySelector("figcaption").textContent.startsWith("Attention weights, head"));
+  if (maps.length === 0) return null;
+  return maps.map((f) => {
+    const cells = [...f.querySelectorAll("rect.dv-heat")];
+    const box = (el) => { const b = el.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+    return {cell: cells[0].getBoundingClientRect().width, n: cells.length,
+            numbers: [...f.querySelectorAll("text.dv-cell")].map((t) => ({cell: t.dataset.cell, box: box(t)})),
+            cells: Object.fromEntries(cells.map((c) => [c.dataset.cell, box(c)])),
+            hover: cells.map((c) => c.querySelector("title").textContent)};
+  });
 }"""
+
+
+# The same, once the page is laid out at `width` px (its maps redrawn at the new width).
+HEATMAP_NUMBERS_AT = ("(width) => document.documentElement.clientWidth === width && (" + HEATMAP_NUMBERS +
+                      ")()")
+
+
+def inside(inner: list[float], outer: list[float]) -> bool:
+    return inner[0] >= outer[0] and inner[1] >= outer[1] and inner[2] <= outer[2] and inner[3] <= outer[3]
+
+
+def apart(a: list[float], b: list[float]) -> bool:
+    return a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
 
 
 @pytest.mark.parametrize("positions", [4, 8])
 def test_heatmap_numbers_show_only_where_a_cell_holds_them(open_page, positions: int) -> None:
-    """At 8 positions the weights' numbers would overlap: the browser leaves them to hover and the words."""
+    """At 8 positions the weights' numbers would overlap: the browser leaves them to hover and the words; where
+    they are written, each sits inside its own cell and no two overlap."""
     opened = open_page(f"{LAB}?T={positions}", teacher_link=True)
     page = opened.page
     ready(page)
-    shown = page.wait_for_function(HEATMAP_NUMBERS).json_value()
-    assert all(visible == (cell >= MIN_CELL_PX) for visible, cell in shown), shown
-    if positions == 4:  # the lesson's own size: its numbers are on the map
-        assert all(visible for visible, _ in shown), shown
+    for width in (1280, 390):  # a laptop, then a phone: the same page redrawn at the phone's width
+        page.set_viewport_size({"width": width, "height": 900})
+        shown = page.wait_for_function(HEATMAP_NUMBERS_AT, arg=width).json_value()
+        for heat in shown:
+            assert heat["n"] == positions ** 2 and len(heat["hover"]) == positions ** 2
+            assert all(re.search(r": \d\.\d{3}$", text) for text in heat["hover"]), heat["hover"]  # each on hover
+            if heat["cell"] < MIN_CELL_PX:
+                assert heat["numbers"] == [], heat
+            else:
+                assert len(heat["numbers"]) == positions ** 2
+            for k, written in enumerate(heat["numbers"]):
+                assert inside(written["box"], heat["cells"][written["cell"]]), written
+                assert all(apart(written["box"], other["box"]) for other in heat["numbers"][k + 1:])
+        if positions == 4 and width == 1280:  # the lesson's own size: its numbers are on the map
+            assert all(heat["numbers"] for heat in shown), shown
+        if positions == 8 and width == 390:  # a phone's map at 8 positions: hover and the words only
+            assert all(heat["cell"] < MIN_CELL_PX and heat["numbers"] == [] for heat in shown), shown
+    opened.assert_clean()
+
+
+# The drawn stage table's text, row by row (header cell, then each cell), and each heatmap cell's hover text.
+DRAWN_TEXT = """() => {
+  const tables = [], titles = [];
+  const walk = (root) => {
+    for (const t of root.querySelectorAll("table")) tables.push(t);
+    for (const el of root.querySelectorAll("*")) if (el.shadowRoot) walk(el.shadowRoot);
+  };
+  walk(document);
+  const stages = tables.find((t) => t.caption && t.caption.textContent.startsWith("Block stages"));
+  const norms = tables.find((t) => t.caption && t.caption.textContent.startsWith("The vector and its two"));
+  const first = (c) => c.firstChild ? c.firstChild.textContent.trim() : "";  // a row's label, not its note
+  const rows = (t) => [...t.tBodies[0].rows].map((r) => [...r.cells].map(first));
+  return {stages: rows(stages), norms: rows(norms)};
+}"""
+
+
+def test_the_drawn_numbers_are_the_engines_for_a_linked_state(open_page) -> None:
+    """A link's state drawn in the browser: the stage table's RMS and components, the norms' table and every
+    attention weight on hover are the engine's numbers for that state, written as numbers.number() writes them."""
+    query = {"T": "6", "heads": "2", "norm": "layernorm", "causal": "off", "d": "16"}
+    opened = open_page(LAB + "?" + urlencode(query), teacher_link=True)
+    page = opened.page
+    ready(page)
+    expect(page.get_by_text("Describe “Attention weights, head 1” in words")).to_be_visible()
+    s = DecoderLabExplorable(query=query, predict=False).state
+    drawn = page.evaluate(DRAWN_TEXT)
+    expected = []
+    for local in block_keys(s.trace.config):
+        v = s.trace["blocks.0." + local]
+        row = v[0]
+        while row.ndim > 1:
+            row = row[0] if row.ndim > 2 else row[-1]
+        shown_rms = stage_rms(v)
+        rms_text = shown_rms if isinstance(shown_rms, str) else number(shown_rms)
+        expected.append([rms_text, *(number(x, signed=True) for x in row[:6])])
+    assert [r[3:10] for r in drawn["stages"]] == expected
+    normed = s.normalised()
+    assert [r[1:1 + len(normed["input"])] for r in drawn["norms"]] == [
+        [number(x, signed=True) for x in normed[name]] for name in ("input", "RMSNorm", "LayerNorm")]
+    heat = page.wait_for_function(HEATMAP_NUMBERS).json_value()
+    labels = [f"{i} {w}" for i, w in enumerate(s.words)]
+    for h, shown in enumerate(heat):
+        pattern = s.trace["blocks.0.attn.pattern"][0, h]
+        assert shown["hover"] == [f"{labels[r]}, {labels[c]}: {number(pattern[r, c])}"
+                                  for r in range(s.T) for c in range(s.T)]
     opened.assert_clean()
 
 

@@ -8,6 +8,8 @@ from blocktrace.app.lessons.loading import load_lessons
 from blocktrace.explorables.decoder_block_lab import budget
 from blocktrace.explorables.decoder_block_lab.state import BUDGETED, D_CHOICES, EXPANSIONS, LabState
 from blocktrace.explorables.decoder_block_lab.view import DecoderLabExplorable
+from tests.drawn import meta
+from tests.lab_page import page_parts
 
 HEAVY = {"B": 4, "T": 8, "d": 512, "heads": 8, "expansion": 8, "mlp": "gelu", "blocks": 48}  # issue 16's link
 # What the decoder-block lesson asks for on top of its link's state ("Run the comparison", steps 2-3).
@@ -75,8 +77,12 @@ def test_a_link_over_the_budget_opens_at_the_default_sizes_with_the_message_besi
     s = view.state
     assert {name: getattr(s, name) for name in BUDGETED} == sizes_of({})
     assert s.norm == "layernorm"
-    assert "multiply-adds" in view.budget_note.object and "last sizes that fit" in view.budget_note.object
-    assert view.depth_budget_note.object == view.budget_note.object
+    message = meta(view)["budget"]
+    assert "multiply-adds" in message and "last sizes that fit" in message
+    parts = page_parts(view)  # drawn in panel 1, under the sizes, and in panel 6, under the Blocks slider
+    at = [i for i, part in enumerate(parts) if part == message]
+    assert len(at) == 2 and parts.index("1. Shapes") < at[0] < parts.index("2. Design choices")
+    assert parts.index("6. Depth") < at[1] < parts.index("7. The worked example")
 
 
 def test_every_single_size_the_controls_offer_runs_at_the_lessons_other_sizes() -> None:

@@ -67,7 +67,7 @@ def test_the_weights_fix_the_shape_whatever_the_page_sends() -> None:
     assert (lab.d, lab.norm, lab.mlp, lab.heads, lab.expansion) == (16, "layernorm", "swiglu", 2, 4)
     lab.param.update(residual="replace", placement="post")  # what-ifs on trained weights stay open
     assert lab.trace.config.residual == "replace" and lab.trace.params is lab.trained.cut.params
-    assert "which it was not trained as" in describe.trained_html(lab)
+    assert "which it was not trained as" in describe.trained_note(lab)["lines"][0]
     lab.reset()
     assert (lab.placement, lab.residual, lab.norm) == ("pre", "add", "layernorm")
 
@@ -75,7 +75,7 @@ def test_the_weights_fix_the_shape_whatever_the_page_sends() -> None:
 def test_a_key_the_server_does_not_hold_says_so_and_the_lab_draws_its_own() -> None:
     lab = LabState(run="A" * 22, d=32)
     assert lab.trained is None and "no longer kept" in lab.run_error and lab.d == 32
-    assert "no longer kept" in describe.trained_html(lab)
+    assert "no longer kept" in describe.trained_note(lab)["error"]
     assert lab.trace.params is not None and lab.words[0] == "the"
     assert tf.read_key("") == ""  # the lab's own weights
     for text in ("short", "<b>x</b>" + "A" * 14, "A" * 23):

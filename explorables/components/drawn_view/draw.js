@@ -331,7 +331,9 @@
         if (options[n]) setOptions(inputs[n], options[n]);
         if (bounds[n]) setBounds(inputs[n], bounds[n]);
         showControl(inputs[n], ch.waiting(n) ? undefined : values[n], meta.locked || off.indexOf(n) >= 0);
-        if (inputs[n].dvError) inputs[n].dvError.textContent = n === meta.error_field && meta.error ? meta.error : "";
+        if (inputs[n].dvError) {  // one message (error, error_field), or one per field (errors)
+          inputs[n].dvError.textContent = (meta.errors || {})[n] || (n === meta.error_field && meta.error ? meta.error : "");
+        }
       }
       ctx.width = Math.floor(view.width ? view.width() : root.clientWidth);
       view.draw(meta, io.get("values") || []);
