@@ -8,8 +8,8 @@ words, and the stage table's rows with their offsets.
 
 `values`: each model's training loss per step (step k + 1 at index k, as the runner's records count them), each
 model's held-out readings (step, % right), the gradient reaching each floor at the latest step, both heads'
-weights and the stage table's RMS and first components. Before the commit nothing runs, so nothing of a race
-exists to be sent: `values` is empty and meta holds the set-up and the question's status only.
+weights and the stage table's RMS and first components. Before the commit nothing runs, and whatever the state
+held, nothing of a race would be sent: `values` is empty and meta holds the set-up and the question's status only.
 """
 
 from __future__ import annotations
@@ -221,7 +221,8 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
     s = state
     task = task_data.make_task(s.task)
     a, b = s.side_names()
-    steps = max(len(s.a.steps), len(s.b.steps))
+    unlocked = s.prediction.unlocked  # before: the view runs no race; and whatever the state held, none is sent
+    steps = max(len(s.a.steps), len(s.b.steps)) if unlocked else 0
     numbers = _Values()
     side_names = names(s)
     meta = {
@@ -232,9 +233,12 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
                                    f"{task.chance_loss:.2f})."],
         "sides": f"A is {a}; B is {b}. Everything else is the same.",
         "status": status(s, facts), "progress": f"Step {steps:,} of {BUDGET:,}." if steps else "",
-        "words": plots.race_sentences(s, side_names), "no_curves": NO_CURVES, "look_first": LOOK_FIRST,
+        "words": plots.race_sentences(s, side_names) if unlocked else [f"{n}: not started." for n in side_names],
+        "no_curves": NO_CURVES, "look_first": LOOK_FIRST,
         "target_text": TARGET_TEXT,
     }
+    if not unlocked:
+        return json_text({**meta, "look": None, "curves": None}), EMPTY
     # The look first: its offsets stay as they are while the curves grow, so the browser sees an unchanged look
     meta["look"] = _look(s, facts, numbers.put)
     if meta["look"] is not None:
