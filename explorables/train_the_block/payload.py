@@ -35,7 +35,8 @@ from blocktrace.explorables.train_the_block.state import (
     verdict_sentence,
 )
 
-__all__ = ["EMPTY", "LOOK_FIRST", "LOOK_NOTE", "NO_CURVES", "PageFacts", "disabled", "payload", "status"]
+__all__ = ["EMPTY", "LOOK_FIRST", "LOOK_NOTE", "NO_CURVES", "PageFacts", "disabled", "names", "options", "payload",
+           "status", "stopped_at_verdict"]
 
 log = logging.getLogger(__name__)
 

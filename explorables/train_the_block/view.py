@@ -62,7 +62,6 @@ from blocktrace.explorables.train_the_block.state import (
     BUDGET,
     DIFFERENCES,
     FLOORS,
-    MAX_SEED,
     QUERY_KEYS,
     RATES,
     SETUP_PARAMS,
@@ -88,6 +87,7 @@ SPEEDS = {"Fast: as many steps as the server gives": 0, "Medium: at most 5 steps
 ACTIONS = {"play": "Play", "step": "One step", "reset": "Reset", "keep": "Keep training"}
 CHOICES = ("speed", "example", "floor", "head", "table")  # the page's own choices (LookChoices), not the race's
 SEED_TEXT = re.compile(r"\s*\d{1,6}\s*")
+MAX_SEED = RaceState.param.seed.bounds[1]
 
 
 class LookChoices(param.Parameterized):

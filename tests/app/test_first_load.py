@@ -74,10 +74,11 @@ def test_pages_do_not_load_the_esm_polyfill(server, path: str) -> None:
 def test_no_page_draws_with_webgl(path: str) -> None:
     """Pages leave out bokeh-gl.min.js (app/tuning/early_page.py), which only figures drawn with WebGL need."""
     plots = [m for m in page_models(path) if hasattr(m, "output_backend")]
-    # every other explorable and lesson page has Bokeh figures to check; the block trace and the block floor draw
-    # their charts as SVG
+    # every other explorable and lesson page has Bokeh figures to check; the block trace, the block floor and the
+    # race draw their charts as SVG
     assert plots or path in ("/", "/explorables/transformer-block-trace", "/lessons/transformer-block",
-                             "/explorables/block-floor", "/lessons/block-floor")
+                             "/explorables/block-floor", "/lessons/block-floor", "/explorables/train-the-block",
+                             "/lessons/train-the-block")
     assert [m.output_backend for m in plots if m.output_backend == "webgl"] == []
 
 

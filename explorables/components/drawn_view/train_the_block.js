@@ -278,6 +278,15 @@
       });
     }
 
+    // A wide table scrolls sideways in its own box on a phone: the box takes the keyboard's focus (arrow keys
+    // scroll it) and is named by the table's caption.
+    function scrollable(parent, caption) {
+      var wrap = parent.lastChild;
+      wrap.setAttribute("tabindex", "0");
+      wrap.setAttribute("role", "region");
+      wrap.setAttribute("aria-label", caption);
+    }
+
     function stageTable(parent, t, values) {
       if (t.missing) { N("p", {"class": "bt-muted"}, parent, t.missing); return; }
       var any = false;
@@ -289,6 +298,7 @@
                 plain: [2], className: r[6] ? "current" : null, current: r[6]};
       });
       D.table(parent, t.caption, t.header, rows, "tb-stages");
+      scrollable(parent, t.caption);
       if (any) N("p", {"class": "bt-muted"}, parent, t.no_rms);
     }
 
@@ -299,6 +309,7 @@
       if (!lk) return;
       var answers = lk.answers.map(function (r) { return {label: r[0], values: r[1]}; });
       D.table(inside, lk.answers_caption, [""].concat(lk.positions), answers, "tb-answers");
+      scrollable(inside, lk.answers_caption);
       var maps = N("div", {"class": "tb-maps"}, inside);
       var places = lk.maps.map(function () { return N("div", {"class": "tb-map"}, maps); });
       lk.maps.forEach(function (m, i) { mapChart(places[i], lk, m, values); });
