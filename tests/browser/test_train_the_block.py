@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import Browser, expect
 
 pytestmark = pytest.mark.browser
 
@@ -129,3 +130,23 @@ def test_the_charts_give_values_on_hover_words_a_log_axis_and_a_png(open_page) -
     assert info.value.suggested_filename == "race-training-loss.png"
     assert Path(info.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     opened.assert_clean()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_played_race_on_a_phone_passes_axe_and_fits(browser: Browser, server, theme: str) -> None:
+    """On a 390 px phone, after a race has played: the curves, the maps and the wide tables fit the phone's width
+    (the tables scroll in a focusable region of their own) and axe finds no serious violation."""
+    page = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True).new_page()
+    page.goto(server.url(f"{RACE}&theme={theme}"))
+    page.get_by_label("A reaches 90 % held-out accuracy first.").check()
+    page.get_by_role("button", name="Commit prediction").click()
+    page.get_by_role("button", name="Play").click()
+    expect(page.get_by_text(re.compile(r"^A: add: .*held-out accuracy"))).to_be_visible(timeout=60_000)
+    page.get_by_role("button", name="Pause").click()
+    expect(page.get_by_role("status").filter(has_text="Paused.")).to_be_visible()
+    expect(page.get_by_role("region", name=re.compile(r"^A: add, floor 1, at step \d+"))).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") == 390
+    violations = Axe().run(page).response["violations"]
+    serious = [f"{v['id']}: {v['help']}" for v in violations if v["impact"] in ("serious", "critical")]
+    assert serious == []
+    page.context.close()

@@ -55,6 +55,34 @@
 
     function fresh(place) { var p = place.cloneNode(false); place.replaceWith(p); return p; }
 
+    // A chart drawn again under the pointer (every slice while the race plays) keeps showing what the pointer is
+    // on: a step's loss or reading never changes within a race, so a curve keeps its words; a map's cell shows its
+    // new weight. [{title, text, cell}] of the charts in `place`, in order (null: not hovered) ...
+    function hovered(place) {
+      return Array.prototype.map.call(place.querySelectorAll("figure.dv-chart"), function (f) {
+        var r = f.querySelector(".dv-readout"), cell = f.querySelector(".dv-heat:hover");
+        if (!f.matches(":hover") || !r.textContent.trim()) return null;
+        return {title: f.querySelector("figcaption").textContent, text: r.textContent,
+                cell: cell ? cell.getAttribute("data-cell") : null};
+      });
+    }
+
+    // ... written back into the charts drawn since at the same places.
+    function rehover(place, kept) {
+      var figures = place.querySelectorAll("figure.dv-chart");
+      kept.forEach(function (k, i) {
+        var f = figures[i];
+        if (!k || !f) return;
+        var r = f.querySelector(".dv-readout");
+        if (k.cell) {
+          var cell = f.querySelector('.dv-heat[data-cell="' + k.cell + '"] title');
+          if (cell) r.textContent = cell.textContent;
+        } else if (f.querySelector("figcaption").textContent === k.title) {
+          r.textContent = k.text;
+        }
+      });
+    }
+
     function setText(el, text) { if (el.textContent !== text) el.textContent = text; }
 
     // The width a chart gets in `parent` (its content box): the chart is as wide as its place.
@@ -338,6 +366,7 @@
         progress.hidden = !meta.progress;
         words.replaceChildren();
         meta.words.forEach(function (w) { N("li", null, words, w); });
+        var kept = hovered(curves);
         curves = fresh(curves);
         if (!meta.curves) {
           N("p", {"class": "bt-muted bt-placeholder"}, curves, meta.no_curves);
@@ -345,6 +374,7 @@
           lossChart(curves, meta, values);
           accuracyChart(curves, meta, values);
           depthChart(curves, meta, values);
+          rehover(curves, kept);
         }
         // The look changes every few slices: drawn again only when it (or the width) did.
         var key = null;
@@ -355,7 +385,12 @@
         } else {
           key = meta.look_first;
         }
-        if (key !== lastInside) { lastInside = key; drawInside(meta, values); }
+        if (key !== lastInside) {
+          lastInside = key;
+          var held = hovered(inside);
+          drawInside(meta, values);
+          rehover(inside, held);
+        }
       }
     };
   };
