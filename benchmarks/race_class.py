@@ -17,9 +17,8 @@ no browser):
    post-norm, 12 floors). After --warm-up seconds of racing, the same slider students move their sliders again
    for --duration seconds while every race plays.
 
-A race update is a document patch that streams rows of a step not shown before into a loss curve's
-ColumnDataSource (the page's `source.stream`: a ColumnsStreamed event; Panel 1.10 may send the two curves'
-streams of one slice in two messages, which count once). Per racing page, over the second window: updates per
+A race update is a payload of the page's drawing (its `meta`, one a slice) whose curves hold a step not shown
+before. Per racing page, over the second window: updates per
 second, steps per second (from the streamed `step` column: one step moves both models) and the longest wait
 between two updates. A race that ends or is refused inside the window is counted over the time it played.
 
@@ -47,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import random
 import secrets
@@ -67,9 +67,6 @@ from classroom import (  # the class simulation this benchmark adds races to (be
     Server,
     Student,
     _bounded,
-    _entries,
-    _objects,
-    _patch,
     cpu_of,
     loop_pauses,
     machine_cpu,
@@ -82,8 +79,6 @@ from classroom import (  # the class simulation this benchmark adds races to (be
 from blocktrace.app.settings import Settings, env_name, settings
 
 RACE_ROUTE = "/explorables/train-the-block"
-PLAY_NAME = "PlayButton"  # the race page's Play button (play_button.py): its data model's name starts so
-LOSS_COLUMNS = {"step", "loss"}  # a loss curve's source (plots.loss_figure), told apart from accuracy and depth
 TARGET_RATIO, TARGET_UPDATES = 1.5, 5.0  # issue 25
 RACERS, SLIDERS, DURATION, WARM_UP = 30, 10, 20.0, 5.0
 
@@ -94,65 +89,53 @@ RACERS, SLIDERS, DURATION, WARM_UP = 30, 10, 20.0, 5.0
 class Racer(Student):
     """A student on the race page, joined and committed by classroom.py's Student.
 
-    Student.join reads the page until it has found the models it names "slider", "radio", "commit" and "vector";
-    here "slider" is the Play button's data model (its `disabled` turning False is the unlock Student.commit waits
-    for; its `value` is True while playing) and "vector" a loss curve's source, so a page whose figures arrive after
-    its document is read until they have.
+    The race page is drawn in the browser (components/drawn_view/train_the_block.js): one component's `meta` is
+    every answer of the server, which Student.join finds as "slider" and "vector" alike. Here its `disabled` no
+    longer naming "play" is the unlock Student.commit waits for, what Play says ("Pause" while playing) whether the
+    race plays, and its curves' length the top step shown.
     """
 
-    loss_sources: set[str] = field(default_factory=set)
     playing: asyncio.Event = field(default_factory=asyncio.Event)
     updated: asyncio.Event = field(default_factory=asyncio.Event)  # the first update has arrived
     stopped_at: float | None = None  # when the page showed Play again (the race ended or was decided, or refused)
-    top_step: int = 0  # the highest step streamed so far
+    top_step: int = 0  # the highest step shown so far
     updates: list[tuple[float, int]] = field(default_factory=list)  # (received at, top step then) per update
-    loss_messages: int = 0  # patches with any loss stream (an update, or a second message of one)
-    unread_steps: int = 0  # of those, patches whose `step` column came in a form not read here (not a list)
-
-    def _take_ids(self, content) -> None:
-        super()._take_ids(content)  # the gate's radio group and commit button, the cookie
-        for obj in _objects(content, []):
-            name, attrs = obj.get("name", ""), obj.get("attributes", {})
-            if str(attrs.get("name", "")).startswith(PLAY_NAME):  # the ReactiveHTML's data: value, disabled
-                self.ids["slider"] = obj["id"]
-            elif name.endswith("ColumnDataSource") and set(_entries(attrs.get("data"))) == LOSS_COLUMNS:
-                self.loss_sources.add(obj["id"])
-                self.ids.setdefault("vector", obj["id"])
+    play_n: int = 0  # the number of the Play press sent: answers before it say nothing of the race playing
 
     async def _read_forever(self) -> None:
         while (message := await self._read()) is not None:
             self.received += 1
             if message.msgtype != "PATCH-DOC":
                 continue
-            now, top, streamed, unread = time.perf_counter(), self.top_step, False, False
+            now = time.perf_counter()
             for event in message.content.get("events", []):
                 model = (event.get("model") or {}).get("id")
-                if event.get("kind") == "ColumnsStreamed" and model in self.loss_sources:
-                    streamed = True
-                    steps = _entries(event.get("data")).get("step")
-                    if isinstance(steps, list) and steps:
-                        top = max(top, int(max(steps)))
-                    else:
-                        unread = True
-                elif event.get("kind") == "ModelChanged" and model == self.ids["slider"]:
-                    if event.get("attr") == "disabled" and event.get("new") is False:
-                        self.enabled.set()
-                    elif event.get("attr") == "value" and event.get("new") is True:
-                        self.playing.set()
-                    elif event.get("attr") == "value" and event.get("new") is False and self.playing.is_set():
-                        self.stopped_at = now
-            self.loss_messages += streamed
-            self.unread_steps += unread
-            if top > self.top_step or (unread and top == self.top_step):  # unread: counted, its steps unknown
-                self.top_step = top
-                self.updates.append((now, top))
-                self.updated.set()
+                if event.get("kind") == "ModelChanged" and model == self.ids.get("drawing") and \
+                        event.get("attr") == "meta":
+                    self._race_meta(event.get("new"), now)
+
+    def _race_meta(self, text: object, now: float) -> None:
+        """One payload of the race page: the unlock, Play or Pause, and the steps its curves hold."""
+        try:
+            meta = json.loads(str(text))
+        except ValueError:
+            return
+        if "play" not in meta.get("disabled", ["play"]):
+            self.enabled.set()
+        if self.play_n and meta.get("ack", 0) >= self.play_n and meta.get("play") == "Play" and self.playing.is_set():
+            self.stopped_at = now
+        curves = meta.get("curves")
+        top = max(side["n"] for side in curves["sides"]) if curves else 0
+        if top > self.top_step:
+            self.top_step = top
+            self.updates.append((now, top))
+            self.updated.set()
 
     async def play(self) -> None:
-        """Press Play (its value becomes True, as a click makes it) and wait until the first update arrives."""
-        await _patch({"kind": "ModelChanged", "model": {"id": self.ids["slider"]}, "attr": "value", "new": True},
-                     ).send(self.sock)
-        self.playing.set()  # the server does not echo a change the browser made
+        """Press Play (as the page's button sends it) and wait until the first update arrives."""
+        await self._send_drawn("action", "play")
+        self.play_n = self.drawn_n
+        self.playing.set()
         await asyncio.wait_for(self.updated.wait(), STEP_TIMEOUT)
 
     def rates(self, start: float, end: float) -> tuple[float, float, float]:
@@ -330,12 +313,6 @@ async def run(server: Server, n_racers: int, n_sliders: int, duration: float, wa
             with_races.longest_gap_s = max(gaps)
         with_races.stopped = sum(r.stopped_at is not None and r.stopped_at < end1 for r in final)
         windows.append(with_races)
-        split = [r for r in final if r.loss_messages > len(r.updates)]
-        if split:
-            print(f"  note: {len(split)} racing pages got a slice's loss streams in more than one message", flush=True)
-        if any(r.unread_steps for r in final):
-            print("  note: some loss streams' `step` column was not a list: those updates are counted, their steps "
-                  "are not (steps/s too low)", flush=True)
 
         offset = time.time() - time.perf_counter()  # the server keeps its pauses in epoch seconds
         pauses = await loop_pauses(server, 1, [(start0 + offset, end0 + offset), (start1 + offset, end1 + offset)])
@@ -372,7 +349,7 @@ COLUMNS = [  # (heading, second heading line, width, cell), as classroom.print_r
 
 NOTES = (
     "change: slider value sent -> the stage table for that value received (no reply: never received);\n"
-    "updates/s: patches streaming a new step into a loss curve, per second, on each racing page (median and the\n"
+    "updates/s: payloads whose curves hold a new step, per second, on each racing page (median and the\n"
     "  lowest page); steps/s: the steps those updates brought; longest wait: the longest time any racing page went\n"
     "  without an update; ended: races that stopped inside the window (counted over the time they played);\n"
     "CPU %: 100 per core; server loop: the server's own process (its event loop and what runs beside it);\n"

@@ -61,8 +61,8 @@ class LateCloseFilter(logging.Filter):
     asks the connection for its session, the connection had already let go of it, and the `assert`
     in `ServerConnection.session` escapes to Tornado, which logs the whole traceback. The browser had
     already gone; nothing is lost. It comes more often with pages that send something many times a second
-    (train-the-block streams its curves ten times a second), when the tab closes in the middle of a send. The
-    record says what happened in one line, as a warning: the server did nothing wrong.
+    (train-the-block sends a payload ten times a second while it plays), when the tab closes in the middle of a
+    send. The record says what happened in one line, as a warning: the server did nothing wrong.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:

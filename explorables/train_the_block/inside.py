@@ -1,24 +1,23 @@
 """Inside the two models as they learn: one held-out sequence, each model's answer at every position, the
-attention weights of one floor and head, and that floor's stages as a table. Pure functions of a runner.Look.
+attention weights of one floor and head, and that floor's stages (drawn as a table by the browser: payload.py).
+Pure functions of a runner.Look.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 
 import numpy as np
 
 from blocktrace.explorables.components.floor_model import Shown, shown, spec_from
 from blocktrace.explorables.components.heatmap import heatmap_sentences
-from blocktrace.explorables.components.html import table
-from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE, rms_card, stage_rms
+from blocktrace.explorables.components.numbers import rms_card
 from blocktrace.explorables.engine.config import BlockConfig
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.engine.stages import stage_texts
-from blocktrace.explorables.train_the_block.runner import Look, SideLook
+from blocktrace.explorables.train_the_block.runner import SideLook
 
-__all__ = ["N_SHOWN", "answers_html", "attention_sentences", "diagram_view", "pattern_of", "stage_table_html"]
+__all__ = ["N_SHOWN", "attention_sentences", "diagram_view", "pattern_of", "stage_row"]
 
 MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU", "relu": "ReLU"}
 WAITING = "values appear after the first step"
@@ -33,22 +32,7 @@ def pattern_of(side: SideLook, head: int, n_pos: int) -> np.ndarray:
     return side.pattern[head]
 
 
-def answers_html(look: Look, vocab: Sequence[str], names: Sequence[str]) -> str:
-    """The sequence, the right answer at each scored position, and what each model answers there (✓ or ✗)."""
-    scored = np.flatnonzero(look.scored)
-    rows = [("Input", [vocab[t] for t in look.tokens[scored]], {})]
-    rows.append(("Right answer", [vocab[t] for t in look.targets[scored]], {}))
-    for name, side in zip(names, (look.a, look.b), strict=True):
-        marks = [f"{vocab[side.answers[i]]} {'✓' if side.answers[i] == look.targets[i] else '✗'}" for i in scored]
-        right = int(np.sum(side.answers[scored] == look.targets[scored]))
-        rows.append((f"{name}, {right} of {scored.size} right at step {side.steps}", marks, {}))
-    header = ["", *[f"position {i + 1}" for i in scored]]
-    caption = (f"The example's scored positions (the whole input is {' '.join(vocab[t] for t in look.tokens)}): "
-               "what each model answers now")
-    return f'<div class="bt-table-wrap">{table(caption, header, rows, "tb-answers")}</div>'
-
-
-def _row(values: np.ndarray, position: int) -> np.ndarray:
+def stage_row(values: np.ndarray, position: int) -> np.ndarray:
     """A stage's values at one position, every head's together. # [..., pos, x] -> [...·x]"""
     return values[..., position, :].reshape(-1) if values.ndim >= 2 else values.reshape(-1)
 
@@ -65,31 +49,10 @@ def diagram_view(side: SideLook | None, name: str, config: BlockConfig, floor: i
         return shown(spec, "", None, True, caption=f"{name}, floor {floor + 1}: {WAITING}.", locked_name=WAITING)
     values = {}
     for stage in side.stages:
-        values[stage.key] = rms_card(_row(stage.values, position))
+        values[stage.key] = rms_card(stage_row(stage.values, position))
     caption = (f"{name}, floor {floor + 1} at step {side.steps}: each card shows its stage's RMS at position "
                f"{position + 1}, as the table below does; select a stage to mark it there.")
     return shown(spec, f"blocks.{floor}.{picked}", values, False, caption=caption)
-
-
-def stage_table_html(side: SideLook, name: str, floor: int, position: int, token: str, picked: str = "") -> str:
-    """The floor's stages in forward order at one position: shape, RMS and the first components."""
-    if not side.stages:
-        return f'<p class="bt-muted">{escape(name)} has no floor {floor + 1}.</p>'
-    body = []
-    for stage in side.stages:
-        row = _row(stage.values, position)
-        first = [float(v) for v in row[:N_SHOWN]] + [None] * (N_SHOWN - min(N_SHOWN, row.size))
-        more = f"+{row.size - N_SHOWN} more" if row.size > N_SHOWN else ""
-        shape = "[" + ", ".join(str(n) for n in stage.values.shape) + "]"
-        opts = {"plain": (2,), **({"current": True, "class": "current"} if stage.local_key == picked else {})}
-        shown_rms = stage_rms(row)
-        if shown_rms == NO_RMS:
-            opts["aside"] = NO_RMS_NOTE
-        body.append((stage.label, [stage.local_key, shape, shown_rms, *first, more], opts))
-    header = ["Stage", "Key", "Shape", "RMS", *[f"[{i}]" for i in range(N_SHOWN)], ""]
-    caption = (f"{name}, floor {floor + 1}, at step {side.steps}: every stage at position {position + 1} "
-               f"(“{token}”); attention rows list every head's weights")
-    return f'<div class="bt-table-wrap">{table(caption, header, body, "tb-stages")}</div>'
 
 
 def attention_sentences(side: SideLook, name: str, floor: int, head: int, tokens: Sequence[str]) -> list[str]:

@@ -1,35 +1,46 @@
 """The train-the-block page: set up a race, predict its winner, then play it and watch both models learn.
 
 The race trains in the runner's worker processes (runner.py); this view asks for one slice at a time from
-a periodic callback of its own session (Panel's `add_periodic_callback`, ended with the session), records
-it in the state and streams the new rows into the figures' sources. The server decides: the race moves
-only once the prediction is unlocked, a set-up committed to stays until the race has decided it, and a
-closed page's race is dropped at once.
+a periodic callback of its own session (Panel's `add_periodic_callback`, ended with the session) and records
+it in the state. One component draws the controls, the curves and the look inside the models in the browser
+(components/drawn_view/train_the_block.js) from one payload per change or slice (payload.py); the question, the
+floor diagram, the downloads and the link to the lab stay Panel's.
+
+The server decides: every change the browser sends is checked here (a known control, the set-up not held, the
+parameter's own bounds and choices) and answered with the payload as it then is, so a refused one puts the
+browser's input back; the race moves only once the prediction is unlocked, a set-up committed to stays until the
+race has decided it, and a closed page's race is dropped at once.
 """
 
 from __future__ import annotations
 
 import atexit
 import io
+import json
 import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from html import escape
+from typing import Any
 from urllib.parse import urlencode
 
 import numpy as np
 import panel as pn
+import param
 from bokeh.document import without_document_lock
-from bokeh.models import Span
 
 from blocktrace.explorables.components import trained_floors
+from blocktrace.explorables.components.drawn_view import DrawnView, json_text, read_css, spec_json
+from blocktrace.explorables.components.drawn_view.answering import AnswersTheDrawing
 from blocktrace.explorables.components.embed import state_query
 from blocktrace.explorables.components.explorable import ExplorableView
+from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
-from blocktrace.explorables.components.heatmap import heatmap_data, heatmap_figure, set_factors, token_factors
-from blocktrace.explorables.components.html import alt_text
-from blocktrace.explorables.components.page_layout import READABLE_CONTROLS, STICKY_SIDE, readable
+from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
-from blocktrace.explorables.components.style import styled
-from blocktrace.explorables.components.updates import LiveHTML, batched, set_object
+from blocktrace.explorables.components.style import styled, stylesheet
+from blocktrace.explorables.components.updates import LiveHTML, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.decoder_block_lab.state import QUERY_KEYS as LAB_KEYS
 from blocktrace.explorables.decoder_block_lab.view import ROUTE as LAB_ROUTE
@@ -37,9 +48,8 @@ from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import ConfigError
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.train_the_block import files, inside, plots
-from blocktrace.explorables.train_the_block.play_button import PlayButton
+from blocktrace.explorables.train_the_block.payload import PageFacts, names, payload
 from blocktrace.explorables.train_the_block.runner import (
-    EVALUATE_EVERY,
     EXAMPLES,
     Look,
     LookAt,
@@ -54,14 +64,13 @@ from blocktrace.explorables.train_the_block.state import (
     FLOORS,
     QUERY_KEYS,
     RATES,
+    SETUP_PARAMS,
     TARGET_TEXT,
     WARMUPS,
     RaceState,
-    outcome_sentence,
-    verdict_sentence,
 )
 
-__all__ = ["RaceExplorable", "TITLE", "runner"]
+__all__ = ["ACTIONS", "LookChoices", "RaceDrawing", "RaceExplorable", "TITLE", "controls_spec", "runner"]
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +81,24 @@ INTRO = ("Two models learn the same small task from the same examples, starting 
          f"{TARGET_TEXT} accuracy on examples it never trained on first, then press Play.")
 QUESTION = f"Which model will reach {TARGET_TEXT} held-out accuracy first?"
 HINT = "A is the first side of the difference you chose, B the second; both are named above the answers."
-NO_CURVES = ("Both loss curves, the held-out accuracy and the gradient reaching each floor are drawn here from "
-             "the first step.")
-LOOK_FIRST = "Take a step to look inside: the attention weights and stages of the models as they are now."
-TWO_MAPS = ":host > * { flex: 1 1 18rem; }"  # A's and B's maps side by side where they fit, else one above the other
 TICK_MS = 100  # how often a playing page asks for the next slice (at most one is in flight)
 SPEEDS = {"Fast: as many steps as the server gives": 0, "Medium: at most 5 steps a tick": 5,
           "Slow: one step a tick": 1}  # steps asked for every TICK_MS (0: the server's slice)
+ACTIONS = {"play": "Play", "step": "One step", "reset": "Reset", "keep": "Keep training"}
+CHOICES = ("speed", "example", "floor", "head", "table")  # the page's own choices (LookChoices), not the race's
+SEED_TEXT = re.compile(r"\s*\d{1,6}\s*")
+MAX_SEED = RaceState.param.seed.bounds[1]
+
+
+class LookChoices(param.Parameterized):
+    """What this page asks of the race besides its set-up: how fast it plays, and what it looks at inside."""
+
+    speed = param.Selector(default=0, objects=list(SPEEDS.values()), doc="Steps asked for a tick (0: the server's).")
+    example = param.Integer(default=0, bounds=(0, EXAMPLES - 1), doc="The held-out example looked inside.")
+    floor = param.Integer(default=0, bounds=(0, max(FLOORS) - 1), doc="The floor looked inside (from 0).")
+    head = param.Integer(default=0, bounds=(0, None), doc="The head whose weights the maps show (from 0).")
+    table = param.Selector(default="a", objects=["a", "b"], doc="Whose stages the table and the diagram show.")
+
 
 class _Runner:
     """The process's runner, made on first use with the numbers the server set (`configure`); its workers start
@@ -105,8 +125,55 @@ class _Runner:
 runner = _Runner()
 
 
-class RaceExplorable(ExplorableView):
-    """One session's race: its own state, widgets, figures and race in the runner."""
+def controls_spec(embed: bool = False) -> list[dict]:
+    """The controls the browser draws, in their focus order: the race's card (`group: "race"`), Keep training beside
+    the status (`"keep"`), and what to look at inside the models (`"look"`)."""
+    def select(name, label, options, group="race"):
+        return {"name": name, "kind": "select", "label": label, "options": [[k, v] for k, v in options.items()],
+                "group": group}
+
+    race = [
+        select("task", "Task", {task_data.make_task(t).title: t for t in task_data.TASKS}),
+        select("difference", "The one difference", {d.label: key for key, d in DIFFERENCES.items()}),
+        select("floors", "Floors in each model", {str(f): f for f in FLOORS}),
+        select("lr", "Learning rate (Adam)", {f"{r:g}": r for r in RATES}),
+        select("warmup", "Warm-up (both models)", {"none": 0, **{f"{w} steps": w for w in WARMUPS if w}}),
+        {"name": "seed", "kind": "text", "label": "Seed (weights and data)", "hint": f"0 to {MAX_SEED:,}; press Enter",
+         "group": "race"},
+        *({"name": name, "kind": "button", "label": ACTIONS[name], "group": "race", "row": "play"}
+          for name in ("play", "step", "reset")),
+        select("speed", "Speed", SPEEDS),
+    ]
+    keep = [{"name": "keep", "kind": "button", "label": ACTIONS["keep"], "group": "keep"}]
+    look = [select("example", "Example", {f"Example {i + 1}": i for i in range(EXAMPLES)}, "look"),
+            {"name": "floor", "kind": "select", "label": "Floor", "options": [], "group": "look"},
+            {"name": "head", "kind": "select", "label": "Head", "options": [], "group": "look"},
+            select("table", "Stage table of", {"A": "a", "B": "b"}, "look")]
+    return [*race, *keep, *look]
+
+
+def _spec(embed: bool) -> str:
+    """The shared spec and each side's colour (plots.SIDE_SERIES) and dash."""
+    spec = json.loads(spec_json(controls_spec(embed), embed))
+    spec["sides"] = [{"series": s, "dash": d} for s, d in zip(plots.SIDE_SERIES, ("", "6 4"), strict=True)]
+    return json_text(spec)
+
+
+class RaceDrawing(DrawnView):
+    """The race's controls, curves and the look inside its models, drawn by train_the_block.js."""
+
+    _scripts = DrawnView.scripts_for("train_the_block.js", "trainTheBlock")
+
+    def __init__(self, **params):
+        params.setdefault("stylesheets", [stylesheet(), read_css("drawn_view.css"), read_css("train_the_block.css")])
+        super().__init__(**params)
+
+
+class RaceExplorable(AnswersTheDrawing, ExplorableView):
+    """One session's race: its own state, drawing, diagram and race in the runner."""
+
+    CONTROLS = SETUP_PARAMS
+    ACTIONS = ACTIONS
 
     def __init__(self, query: dict[str, str] | None = None, embed: bool = False, predict: bool = True):
         state = RaceState()
@@ -124,10 +191,13 @@ class RaceExplorable(ExplorableView):
         self._look_again = False  # a look was asked for while the race was busy
         self._ready: tuple | None = None  # the race's first step, taken before Play and not shown yet (_prepare)
         self._one_waiting = False  # One step was pressed while the worker was busy: it is taken next
-        self._build_widgets()
+        self._alert = ""  # a message shown in the status's place until the status next changes
+        self._seed_error = ""  # the seed field's message, until a seed is taken
+        self.choices = LookChoices()
+        self.picked = "attn.pattern"  # the stage marked in the diagram and the table (a local key)
         self._build_views()
         state.param.watch(self._new_setup, ["generation"])
-        state.param.watch(self._show_sides, ["difference", "floors", "lr", "warmup"])
+        state.param.watch(self._send, [*SETUP_PARAMS])
         state.prediction.param.watch(self._lock, GATE_EVENTS)
         state.param.watch(self._lock, ["predicted_setup", "decided", "difference"])
         sync_to_url(state, QUERY_KEYS)
@@ -138,115 +208,142 @@ class RaceExplorable(ExplorableView):
 
     # --- building ---------------------------------------------------------------------------
 
-    def _build_widgets(self) -> None:
-        s = self.state
-        self.task = pn.widgets.Select.from_param(
-            s.param.task, label="Task", options={task_data.make_task(t).title: t for t in task_data.TASKS},
-            sizing_mode="stretch_width")
-        self.difference = pn.widgets.Select.from_param(
-            s.param.difference, label="The one difference",
-            options={d.label: key for key, d in DIFFERENCES.items()},
-            sizing_mode="stretch_width")
-        self.floors = pn.widgets.Select.from_param(s.param.floors, label="Floors in each model",
-                                                   options={str(f): f for f in FLOORS}, sizing_mode="stretch_width")
-        self.lr = pn.widgets.Select.from_param(s.param.lr, label="Learning rate (Adam)",
-                                               options={f"{r:g}": r for r in RATES}, sizing_mode="stretch_width")
-        self.warmup = pn.widgets.Select.from_param(
-            s.param.warmup, label="Warm-up (both models)",
-            options={"none": 0, **{f"{w} steps": w for w in WARMUPS if w}}, sizing_mode="stretch_width")
-        self.seed = pn.widgets.IntInput.from_param(s.param.seed, label="Seed (weights and data)",
-                                                   sizing_mode="stretch_width")
-        self.play = PlayButton()  # says Pause while playing, and keeps the keyboard's focus (play_button.py)
-        self.step = pn.widgets.Button(label="One step")
-        self.reset = pn.widgets.Button(label="Reset")
-        # Beside the verdict, once the race has stopped there: the same race plays on, within the same limits
-        self.keep = pn.widgets.Button(label="Keep training", color="primary", visible=False)
-        self.keep.on_click(lambda _: self.keep_training())
-        self.speed = pn.widgets.Select(label="Speed", options=SPEEDS, value=0, sizing_mode="stretch_width")
-        self.play.param.watch(self._play_pressed, ["value"])
-        self.step.on_click(lambda _: self._schedule_one())
-        self.reset.on_click(lambda _: self.restart())
-        self.setup_widgets = [self.task, self.difference, self.floors, self.lr, self.warmup, self.seed]
-        # Looking inside: which held-out example, which floor and head; whose stages the table shows
-        self.example = pn.widgets.Select(label="Example", options={f"Example {i + 1}": i for i in range(EXAMPLES)},
-                                         value=0, sizing_mode="stretch_width")
-        self.look_floor = pn.widgets.Select(label="Floor", options=self._floor_options(), value=0,
-                                            sizing_mode="stretch_width")
-        self.head = pn.widgets.Select(label="Head", options=self._head_options(), value=0,
-                                      sizing_mode="stretch_width")
-        self.table_side = pn.widgets.Select(label="Stage table of", options={"A": "a", "B": "b"}, value="a",
-                                            sizing_mode="stretch_width")
-        self.look_widgets = [self.example, self.look_floor, self.head, self.table_side]
-        for widget in self.look_widgets[:2]:
-            widget.param.watch(lambda _event: self._ask_look(), ["value"])
-        self.look_floor.param.watch(lambda _event: self.look is None and self._show_diagram(), ["value"])
-        for widget in self.look_widgets[2:]:
-            widget.param.watch(lambda _event: self._show_look(), ["value"])
-        readable([*self.setup_widgets, self.speed, *self.look_widgets])
-
-    def _names(self) -> tuple[str, str]:
-        a, b = self.state.side_names()
-        return f"A: {a}", f"B: {b}"
-
     def _build_views(self) -> None:
         s = self.state
         self.gate = PredictionGate(s.prediction, QUESTION, HINT)
-        names = self._names()
-        chance = task_data.make_task(s.task).chance_loss
-        self.loss_fig, self.loss_sources = plots.loss_figure(names, chance)
-        self.accuracy_fig, self.accuracy_sources = plots.accuracy_figure(names)
-        self.depth_fig, self.depth_source = plots.depth_figure(names)
-        self.curve_figs = (self.loss_fig, self.accuracy_fig, self.depth_fig)
-        wide = styled(sizing_mode="stretch_width")
-        self.no_curves = LiveHTML(f'<p class="bt-muted bt-placeholder">{NO_CURVES}</p>', **wide)
-        self._curves_shown(False)
-        self.status = LiveHTML(self._status_html(), **wide)
-        self.progress = LiveHTML("", **wide)
-        self.task_note = LiveHTML(self._task_html(), **wide)
-        self.sides = LiveHTML(self._sides_html(), **wide)
-        self.words = LiveHTML(self._words_html(), **wide)
-        # inside the models: both heatmaps are built once, on the example's own tokens, and filled by each look
-        tokens = token_factors(self._example_tokens())
-        empty = heatmap_data(np.zeros((len(tokens), len(tokens))), tokens, tokens)
-        self.maps, self.map_sources = zip(*(heatmap_figure(f"{name}: attention weights", dict(empty), tokens, tokens,
-                                                           height=300) for name in names), strict=True)
-        for fig in self.maps:  # up to 16 × 16 cells: colour only (darker is more weight), the numbers on hover
-            for renderer in fig.renderers[1:]:  # the cells' printed values
-                renderer.visible = False
-        self.look_note = LiveHTML(f'<p class="bt-muted">{LOOK_FIRST}</p>', **wide)
-        self.picked = "attn.pattern"  # the stage marked in the diagram and the table (a local key)
+        self.drawing = RaceDrawing(on_control=self._control, spec=_spec(self.embed))
         self.diagram = DiagramPlace(self._pick)
-        self._show_diagram()
-        self.answers = LiveHTML("", **wide)
-        self.stage_table = LiveHTML("", **wide)
-        self.maps_alt = LiveHTML("", **wide)
         self.curves_file = pn.widgets.FileDownload(filename="race-curves.csv", label="Curves (CSV)", color="light",
                                                    embed=False, callback=self._curves_file)
         self.weights_file = pn.widgets.FileDownload(filename="race-weights.json", label="Weights (JSON)",
                                                     color="light", embed=False, callback=self._weights_file)
         self.to_lab = pn.widgets.Button(label="Open this floor in the decoder lab", color="light")
         self.to_lab.on_click(self._open_in_lab)
-        self.lab_link = LiveHTML("", **wide)
+        self.lab_link = LiveHTML("", **styled(sizing_mode="stretch_width"))
         self._kept = 0  # floors this page has kept for the lab
+
+    # --- the browser's changes, checked here (AnswersTheDrawing), and one payload per change or slice ------------
+
+    def _control(self, change: dict[str, Any]) -> None:
+        """The page's own choices are checked and applied here; the seed's text is read first; the rest as the
+        mixin does (a known set-up control, not held, within the parameter's choices)."""
+        name, value = change["name"], change["value"]
+        if name in CHOICES:
+            if isinstance(change.get("n"), int):
+                self._ack = change["n"]
+            with self._one_payload():
+                try:
+                    self._choose(name, value)
+                except (ValueError, TypeError) as err:
+                    log.info("refused a control change: %s", err)
+            return
+        if name == "seed" and isinstance(value, str):
+            if not SEED_TEXT.fullmatch(value) or int(value) > MAX_SEED:
+                self._seed_error = (f"Could not use this seed: a whole number from 0 to {MAX_SEED:,}, please. The "
+                                    f"last good seed, {self.state.seed}, is still used.")
+                if isinstance(change.get("n"), int):
+                    self._ack = change["n"]
+                self._send()
+                return
+            change = {**change, "value": int(value)}
+        if name == "seed":
+            self._seed_error = ""
+        super()._control(change)
+
+    def _choose(self, name: str, value: Any) -> None:
+        c = self.choices
+        if name == "floor" and not (isinstance(value, int) and 0 <= value < self._floors()):
+            raise ValueError(f"no floor {value!r} to look at")
+        if name == "head" and not (isinstance(value, int) and 0 <= value < self._heads()):
+            raise ValueError(f"no head {value!r} to look at")
+        setattr(c, name, value)  # param checks type, bounds and choices
+        if name in ("example", "floor"):
+            self._ask_look()
+
+    @contextmanager
+    def _one_payload(self) -> Iterator[None]:
+        """What happens inside is answered with one payload, at its end (nested: at the outermost end)."""
+        if self._answering:
+            yield
+            return
+        self._answering = True
+        try:
+            yield
+        finally:
+            self._answering = False
+            self._send()
+
+    def _refresh(self) -> None:
+        """The page changed: one payload now, or at the end of the change or slice being answered."""
+        if not self._answering:
+            self._send()
+
+    def _unlocked(self) -> bool:
+        # The set-up may change before the commit (the student chooses the race first); _check holds it after,
+        # and Play, One step and Reset do nothing before it (toggle, _schedule_one, restart).
+        return True
+
+    def _check(self, name: str, value: Any) -> None:
+        if self.state.setup_held:
+            raise ValueError("the set-up is held until the race it was predicted for is decided")
+        if name == "warmup" and self.state.difference == "warmup":
+            raise ValueError("warm-up is the difference: each side has its own")
+
+    def _act(self, name: str) -> None:
+        if name == "play":
+            self.toggle()
+        elif name == "step":
+            self._schedule_one()
+        elif name == "reset":
+            self.restart()
+        elif name == "keep":
+            self.keep_training()
+
+    def _facts(self) -> PageFacts:
+        c = self.choices
+        return PageFacts(playing=self.playing, alert=self._alert, look=self.look,
+                         choices={name: getattr(c, name) for name in CHOICES}, picked=self.picked,
+                         error=self._seed_error, floors=self._floors(), heads=self._heads())
+
+    def _payload(self, controls: dict[str, Any], ack: int):
+        return payload(self.state, self._facts(), controls, ack=ack)
+
+    def _diagram_view(self):
+        """The diagram of the table's model and floor: named only before the first look, its RMS after; hidden when
+        that model has no such floor."""
+        which = self._table_side()
+        floor = self._look_at(False).floor if self.look is None else self.look.floor
+        spec = self.state.spec
+        config = (spec.config_a, spec.config_b)[which]
+        there = floor < config.n_layers
+        for pane in self.diagram.panes:
+            if pane.visible != there:
+                pane.visible = there
+        side = None if self.look is None or not there else (self.look.a, self.look.b)[which]
+        position = 0 if self.look is None else self._position()
+        name = names(self.state)[which]
+        return lambda: inside.diagram_view(side, name, config, floor, position, self.picked)
+
+    def _status_changed(self) -> None:
+        """The status follows the race again: a message in its place goes."""
+        self._alert = ""
+        self._refresh()
+
+    def _message(self, text: str) -> None:
+        self._alert = text
+        self._refresh()
+
+    def _show(self, _part: Slice) -> None:
+        """A slice was recorded: the curves, the depth plot and the words follow (in the payload)."""
+        self._status_changed()
 
     # --- the race ---------------------------------------------------------------------------
 
-    @batched
     def _lock(self, *_events) -> None:
-        unlocked = self.state.prediction.unlocked
-        for widget in (self.play, self.step, self.reset):
-            widget.disabled = not unlocked
-        for widget in self.setup_widgets:
-            widget.disabled = self.state.setup_held
-        if self.state.difference == "warmup":  # each side has its own warm-up then
-            self.warmup.disabled = True
-        self._curves_shown(bool(self.state.a.steps or self.state.b.steps))
-        self._show_status()
+        """The gate or the hold changed: what is disabled follows (in the payload), and a race that may run now is
+        prepared."""
+        self._status_changed()
         self._prepare()
-
-    def _play_pressed(self, event) -> None:
-        if event.new != self.playing:
-            self.toggle()
 
     def toggle(self) -> None:
         """Play or pause; refused (nothing moves, the button is set back) while the prediction is not unlocked.
@@ -257,13 +354,11 @@ class RaceExplorable(ExplorableView):
             self.playing = not self.playing and not s.finished
         if self.playing and s.result() is not None:
             self.keep_going = True
-        if self.play.value != self.playing:
-            self.play.value = self.playing
         if self.playing and self._doc is not None:
             if self._callback is None:
                 self._callback = pn.state.add_periodic_callback(self._tick, period=TICK_MS)
             self._tick()
-        self._show_status()
+        self._status_changed()
 
     def keep_training(self) -> None:
         """The race stopped at its verdict: play the same race on, from where it stopped (up to BUDGET steps and
@@ -391,7 +486,7 @@ class RaceExplorable(ExplorableView):
         if self._busy or not s.prediction.unlocked or s.finished or self.closed:
             return None
         if steps is None:
-            steps = self.speed.value if self.speed.value in SPEEDS.values() and self.speed.value else None
+            steps = self.choices.speed or None
         left = (runner().session_work - self.work_done) // self._cost()
         if left < 1:
             if not quiet:
@@ -420,10 +515,11 @@ class RaceExplorable(ExplorableView):
         return ("slice", generation, part)
 
     def _apply(self, outcome: tuple) -> bool:
-        """Show what the worker did; True when the race moved."""
-        self._busy = False
-        moved = self._show_outcome(outcome)
-        self._free()
+        """Show what the worker did, as one payload; True when the race moved."""
+        with self._one_payload():
+            self._busy = False
+            moved = self._show_outcome(outcome)
+            self._free()
         return moved
 
     def _show_outcome(self, outcome: tuple) -> bool:
@@ -443,7 +539,6 @@ class RaceExplorable(ExplorableView):
         self._show(part)
         if part.look is not None:
             self.look = part.look
-            self._show_look()
         if s.finished:
             self._pause()
         elif self.playing and not self.keep_going and s.result() is not None:
@@ -453,8 +548,9 @@ class RaceExplorable(ExplorableView):
     def _look_at(self, always: bool) -> LookAt:
         """The example and floor picked (a value no menu offers, as a crafted message might send, counts as the
         first)."""
-        example = self.example.value if self.example.value in range(EXAMPLES) else 0
-        floor = self.look_floor.value if self.look_floor.value in self._floor_options().values() else 0
+        c = self.choices
+        example = c.example if c.example in range(EXAMPLES) else 0
+        floor = c.floor if c.floor in range(self._floors()) else 0
         return LookAt(example, floor, always)
 
     def _ask_look(self) -> None:
@@ -484,12 +580,12 @@ class RaceExplorable(ExplorableView):
             return generation, None
 
     def _apply_look(self, fetched: tuple[int, Look | None]) -> None:
-        self._busy = False
-        generation, look = fetched
-        if look is not None and generation == self.state.generation:
-            self.look = look
-            self._show_look()
-        self._free()
+        with self._one_payload():
+            self._busy = False
+            generation, look = fetched
+            if look is not None and generation == self.state.generation:
+                self.look = look
+            self._free()
 
     async def _start(self, spec: RaceSpec, generation: int) -> None:
         if self.race_id is not None:
@@ -503,9 +599,7 @@ class RaceExplorable(ExplorableView):
 
     def _pause(self) -> None:
         self.playing = False
-        if self.play.value:
-            self.play.value = False
-        self._show_status()
+        self._status_changed()
 
     def restart(self) -> None:
         """Reset: the same set-up from step 0."""
@@ -523,155 +617,41 @@ class RaceExplorable(ExplorableView):
             race, self.race_id = self.race_id, None
             runner().forget(race)
 
-    # --- showing ----------------------------------------------------------------------------
+    # --- the set-up and inside the models ---------------------------------------------------------
 
-    @batched
-    def _show_sides(self, *_events) -> None:
-        set_object(self.sides, self._sides_html())
-
-    def _sides_html(self) -> str:
-        a, b = self.state.side_names()
-        return f'<p class="bt-muted">A is {escape(a)}; B is {escape(b)}. Everything else is the same.</p>'
-
-    @batched
     def _new_setup(self, *_events) -> None:
-        names = self._names()
-        for fig in (self.loss_fig, self.accuracy_fig, self.depth_fig):
-            for item, name in zip(fig.legend[0].items, names, strict=True):  # one item per side
-                item.label = {"value": name}
-        for source in (*self.loss_sources, *self.accuracy_sources):
-            source.data = {key: [] for key in source.data}
-        chance = task_data.make_task(self.state.task).chance_loss
-        for line in self.loss_fig.select(type=Span):
-            line.location = chance
-        self.depth_source.data = {"depth": [], "a": [], "b": []}
-        self._curves_shown(False)
+        """A new race (set-up or reset): nothing of the old one is shown, the menus follow its models."""
         self.look, self._look_again = None, False
         self.keep_going, self._ready = False, None  # a new race: it stops at its own verdict
-        self.look_floor.options = floors = self._floor_options()
-        if self.look_floor.value not in floors.values():
-            self.look_floor.value = 0
-        self.head.options = self._head_options()
-        tokens = token_factors(self._example_tokens())
-        for fig, source, name in zip(self.maps, self.map_sources, names, strict=True):
-            set_factors(fig, tokens, tokens)
-            source.data = heatmap_data(np.zeros((len(tokens), len(tokens))), tokens, tokens)
-            fig.title.text = f"{name}: attention weights"
-        for pane in (self.answers, self.stage_table, self.maps_alt):
-            set_object(pane, "")
-        self._show_diagram()
-        set_object(self.look_note, f'<p class="bt-muted">{LOOK_FIRST}</p>')
-        self._show_status()
-        set_object(self.progress, self._progress_html())
-        set_object(self.task_note, self._task_html())
-        set_object(self.words, self._words_html())
+        c = self.choices
+        if c.floor >= self._floors():
+            c.floor = 0
+        if c.head >= self._heads():
+            c.head = 0
+        self._status_changed()
         self._prepare()
 
-    def _curves_shown(self, shown: bool) -> None:
-        """The figures once there is something to draw (empty, Bokeh draws neither axes nor grid); a line in their
-        place until then. Once the race may run, the figures are laid out in their places but not shown (their
-        space kept, under the line that says they are drawn there), so the first step only fills and uncovers
-        them: laying three figures out took the browser most of a second on a busy machine (issue 38), now spent
-        while the student reads rather than after Play. Uncovering is a change of style, which BokehJS applies
-        without laying the page out again."""
-        placed = shown or self.state.prediction.unlocked
-        for fig in self.curve_figs:
-            if fig.visible != placed:
-                fig.visible = placed
-            styles = {"visibility": None if shown else "hidden"}  # None: BokehJS removes the property
-            if dict(fig.styles) != styles:
-                fig.styles = styles
-        line = {"display": "none" if shown else None}
-        if dict(self.no_curves.styles) != line:
-            self.no_curves.styles = line
-
-    @batched
-    def _show(self, part: Slice) -> None:
-        """Stream what the slice added into the curves; the depth plot and the words show the latest step."""
-        self._curves_shown(True)
-        for source, records in zip(self.loss_sources, (part.a, part.b), strict=True):
-            if records:
-                source.stream(plots.loss_rows(records))
-        for source, readings in zip(self.accuracy_sources, (part.held_out_a, part.held_out_b), strict=True):
-            if readings:
-                source.stream(plots.accuracy_rows(readings))
-        self.depth_source.data = plots.depth_data(self.state)
-        self._show_status()
-        set_object(self.progress, self._progress_html())
-        set_object(self.words, self._words_html())
-
-    # --- inside the models ---------------------------------------------------------------------
-
-    def _floor_options(self) -> dict[str, int]:
+    def _floors(self) -> int:
+        """Floors of the deeper model: the Floor menu's length."""
         spec = self.state.spec
-        return {f"Floor {i + 1}": i for i in range(max(spec.config_a.n_layers, spec.config_b.n_layers))}
+        return max(spec.config_a.n_layers, spec.config_b.n_layers)
 
-    def _head_options(self) -> dict[str, int]:
-        return {f"Head {h + 1}": h for h in range(self.state.spec.config_a.n_heads)}
-
-    def _example_tokens(self) -> list[str]:
-        task = task_data.make_task(self.state.task)
-        return [task.vocab[t] for t in self.state.example_tokens(self._look_at(False).example)]
-
-    @batched
-    def _show_look(self) -> None:
-        """The latest look: both heatmaps, the answers, the chosen model's stage table and the words."""
-        look = self.look
-        if look is None:
-            self._show_diagram()
-            return
-        vocab = task_data.make_task(self.state.task).vocab
-        tokens = [vocab[t] for t in look.tokens]
-        factors = token_factors(tokens)
-        names = self._names()
-        floor = look.floor
-        head = self.head.value if self.head.value in self._head_options().values() else 0
-        sentences = []
-        for fig, source, side, name in zip(self.maps, self.map_sources, (look.a, look.b), names, strict=True):
-            set_factors(fig, factors, factors)
-            source.data = heatmap_data(inside.pattern_of(side, head, len(tokens)), factors,
-                                                             factors)
-            there = side.pattern is not None
-            fig.title.text = (f"{name}: floor {floor + 1}, head {head + 1}, step {side.steps}" if there
-                              else f"{name}: no floor {floor + 1}")
-            sentences += inside.attention_sentences(side, name, floor, head, tokens)
-        set_object(self.answers, inside.answers_html(look, vocab, names))
-        which = self._table_side()
-        side = (look.a, look.b)[which]
-        position = int(np.flatnonzero(look.scored)[-1])
-        set_object(self.stage_table, inside.stage_table_html(side, names[which], floor, position, tokens[position],
-                                                             self.picked))
-        self._show_diagram()
-        set_object(self.maps_alt, alt_text("Attention weights", sentences))
-        set_object(self.look_note, '<p class="bt-muted">A held-out example: neither model ever trains on it. In the '
-                                   "maps, a darker cell is more weight (hover a cell for its value, or open the words "
-                                   "under them); the maps, answers and table follow the models every "
-                                   f"{EVALUATE_EVERY} steps.</p>")
+    def _heads(self) -> int:
+        return self.state.spec.config_a.n_heads
 
     def _table_side(self) -> int:
-        return 1 if self.table_side.value == "b" else 0
+        return 1 if self.choices.table == "b" else 0
 
-    def _show_diagram(self) -> None:
-        """The diagram of the table's model and floor: named only before the first look, its RMS after."""
-        which = self._table_side()
-        floor = self._look_at(False).floor if self.look is None else self.look.floor
-        spec = self.state.spec
-        config = (spec.config_a, spec.config_b)[which]
-        side = None if self.look is None else (self.look.a, self.look.b)[which]
-        for pane in self.diagram.panes:
-            pane.visible = floor < config.n_layers
-        if floor >= config.n_layers:
-            return
-        position = 0 if self.look is None else int(np.flatnonzero(self.look.scored)[-1])
-        self.diagram.show(lambda: inside.diagram_view(side, self._names()[which], config, floor, position,
-                                                      self.picked))
+    def _position(self) -> int:
+        """The example's last scored position: the one the table and the diagram show."""
+        return int(np.flatnonzero(self.look.scored)[-1])
 
     def _pick(self, key: str) -> None:
         """A stage chosen in the diagram: marked there and in the table."""
         local = key.split(".", 2)[-1]
         if local in block_keys(self.state.spec.config_a) and self.look is not None:
             self.picked = local
-            self._show_look()
+            self._refresh()
 
     # --- downloads ------------------------------------------------------------------------------
 
@@ -709,7 +689,7 @@ class RaceExplorable(ExplorableView):
                                       "already given still work.</p>")
             return
         self._kept += 1
-        example = self.example.value if self.example.value in range(EXAMPLES) else 0
+        example = self._look_at(False).example
         try:
             cut = await runner().cut_floor(self.race_id, which, floor, example)
         except RaceLost:
@@ -724,87 +704,22 @@ class RaceExplorable(ExplorableView):
                                   f'rel="noopener">{escape(text)}</a> (a new tab). The link keeps these weights '
                                   "while the server runs; share it with your class if you like.</p>")
 
-    def _message(self, text: str) -> None:
-        set_object(self.status, f'<p class="bt-field-error" role="alert">{escape(text)}</p>')
-
-    def _task_html(self) -> str:
-        task = task_data.make_task(self.state.task)
-        return (f'<p class="bt-muted"><strong>{escape(task.title)}.</strong> {escape(task.needs)} '
-                f"Guessing gives {100 * task.chance_accuracy:.1f} % (a loss of {task.chance_loss:.2f}).</p>")
-
-    def _show_status(self) -> None:
-        """The status line and the verdict; Keep training beside them while the race stands stopped at its
-        verdict."""
-        set_object(self.status, self._status_html())
-        s = self.state
-        stopped = s.prediction.unlocked and not self.playing and not s.finished and s.result() is not None
-        if self.keep.visible != stopped:
-            self.keep.visible = stopped
-
-    def _status_html(self) -> str:
-        """What the race is doing, read out by screen readers when it changes (so never the step count, which
-        changes with every slice: that is the progress line), what happened once it is decided, and the
-        prediction against it."""
-        s = self.state
-        if not s.prediction.unlocked:
-            return '<p class="bt-live" role="status">Commit your prediction to start the race.</p>'
-        steps = max(len(s.a.steps), len(s.b.steps))
-        result = s.result()
-        if s.finished:
-            text = f"Both models have stopped (each stops after {BUDGET:,} steps, or when its numbers blow up)."
-        elif self.playing:
-            text = "Playing."
-        elif result is not None:
-            text = f"The race stopped here: Keep training to watch both models go on, up to {BUDGET:,} steps."
-        else:
-            text = "Paused." if steps else "Ready: press Play, or One step."
-        verdict = ""
-        if result is not None:  # what happened first, then what the race is doing
-            happened = outcome_sentence(result, s.side_names(), (s.a.reached, s.b.reached),
-                                        (not s.a.running, not s.b.running))
-            text = f"Decided: {happened} {text}"
-            if s.prediction.committed:
-                right = s.prediction.choice == result
-                verdict = (f'<p class="{"bt-ok" if right else "bt-bad"}">'
-                           f"{escape(verdict_sentence(s.prediction.choice, result))}</p>")
-        return f'<p class="bt-live" role="status" aria-live="polite">{escape(text)}</p>{verdict}'
-
-    def _progress_html(self) -> str:
-        s = self.state
-        steps = max(len(s.a.steps), len(s.b.steps))
-        return f'<p class="bt-muted">Step {steps:,} of {BUDGET:,}.</p>' if steps else ""
-
-    def _words_html(self) -> str:
-        items = "".join(f"<li>{escape(line)}</li>" for line in plots.race_sentences(self.state, self._names()))
-        return f'<ul class="bt-alt">{items}</ul>'
-
     # --- layout -----------------------------------------------------------------------------
 
     def __panel__(self):
-        controls = self.control_card(LiveHTML('<h2 class="bt-h2">The race</h2>', **styled()),
-                                     self.task, (self.difference, self.sides), *self.setup_widgets[2:],
-                                     (self.play, self.step, self.reset), self.speed)
-        gate = [self.gate] if self.show_gate else []
-        left = pn.Column(*gate, controls, styles=self.side_styles(),
-                         stylesheets=[] if self.embed else [STICKY_SIDE])
-        look = pn.Column(LiveHTML('<h2 class="bt-h2">Inside the two models</h2>', **styled()), self.look_note,
-                         pn.GridBox(*self.look_widgets, ncols=2, sizing_mode="stretch_width"),
-                         self.answers, pn.FlexBox(*self.maps, flex_wrap="wrap", gap="1rem",
-                                                  sizing_mode="stretch_width", stylesheets=[TWO_MAPS]),
-                         self.maps_alt, *self.diagram.panes, self.stage_table, sizing_mode="stretch_width")
+        head = [] if self.embed else [LiveHTML(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>',
+                                               **styled(sizing_mode="stretch_width"))]
         saved = pn.Column(LiveHTML('<h2 class="bt-h2">Take it with you</h2><p class="bt-muted">The curves as a '
-                                   "table, and both models' weights as they are now. Each plot's toolbar saves it "
-                                   "as a picture.</p>", **styled(sizing_mode="stretch_width")),
+                                   "table, and both models' weights as they are now. Each chart's PNG button saves "
+                                   "it as a picture.</p>", **styled(sizing_mode="stretch_width")),
                           pn.FlexBox(self.curves_file, self.weights_file, flex_wrap="wrap"),
                           LiveHTML('<p class="bt-muted">The floor the stage table shows, as trained so far, in the '
                                    "decoder lab: every stage, the causal test and the failure modes on these "
                                    "weights.</p>", **styled(sizing_mode="stretch_width")),
-                          self.to_lab, self.lab_link,
-                          sizing_mode="stretch_width")
-        right = pn.Column(self.task_note, self.status, self.keep, self.progress, self.no_curves, *self.curve_figs,
-                          self.words, look, saved, styles=self.main_styles("36rem"))
-        head = [] if self.embed else [LiveHTML(f'<h1 class="bt-title">{TITLE}</h1><p class="bt-lead">{INTRO}</p>',
-                                               **styled(sizing_mode="stretch_width"))]
-        body = pn.FlexBox(left, right, flex_wrap="wrap", gap="1rem", sizing_mode="stretch_width")
-        return pn.Column(*head, *self.notice_panes(), body, sizing_mode="stretch_width",
+                          self.to_lab, self.lab_link, css_classes=["bt-card"], sizing_mode="stretch_width")
+        # Below the first screen: it follows once the page is up (fewer models first).
+        saved_place = DrawnAfterLoad().later(lambda: [saved], sizing_mode="stretch_width")
+        top = self.gate_row(self.state.prediction.skipped)  # the question beside the floor it races
+        # READABLE_CONTROLS: the Panel widgets left (the question, downloads, the lab's button) at the prose's size.
+        return pn.Column(*head, *self.notice_panes(), *top, self.drawing, saved_place, sizing_mode="stretch_width",
                          stylesheets=[READABLE_CONTROLS])

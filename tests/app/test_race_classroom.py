@@ -30,6 +30,7 @@ from blocktrace.app.server.session_setup import attach_explorable, question_id, 
 from blocktrace.explorables.train_the_block import RaceExplorable
 from blocktrace.explorables.train_the_block.state import PREDICTION_CHOICES
 from blocktrace.explorables.train_the_block.view import TITLE, runner
+from tests.drawn import meta, send
 from tests.unit.test_final_after_store import SessionDocument, commit, open_classroom
 
 CLASS, LESSON, RACE = "race1", "train-the-block", "train-the-block"
@@ -238,8 +239,8 @@ def test_a_new_page_holds_the_race_the_prediction_was_for(classroom) -> None:
     reopened = Page(classroom, ADA, DEPTH)  # the same learner, a link to another race
     assert reopened.state.prediction.committed and reopened.state.setup_held
     assert reopened.setup() == {"task": "copy", "vs": "residual", "floors": 2, "seed": 0}
-    reopened.race.difference.value = "depth"  # a message from the page: set back
-    assert reopened.state.difference == "residual"
+    send(reopened.race, "difference", "depth")  # a message from the page: set back
+    assert reopened.state.difference == "residual" and meta(reopened.race)["controls"]["difference"] == "residual"
     assert reopened.play() == "a-first"
     again = Page(classroom, ADA, DEPTH)
     assert again.state.decided == "a-first" and not again.state.setup_held
@@ -267,7 +268,7 @@ def test_a_pushed_race_lands_before_the_commit_and_is_the_race_predicted(classro
     page.poll()
     assert page.setup() == {"task": "copy", "vs": "depth", "floors": 2, "seed": 3}
     assert PUSH_RACE in page.note() and not page.state.prediction.committed
-    assert page.race.difference.value == "depth"  # the control shows it
+    assert meta(page.race)["controls"]["difference"] == "depth"  # the control shows it
     page.commit("together")
     assert page.state.predicted_setup["difference"] == "depth"
     verdict = page.play()
@@ -291,10 +292,11 @@ def test_a_push_moves_a_held_race_and_nothing_the_page_sends_does(classroom) -> 
     assert held.setup() == {"task": "copy", "vs": "depth", "floors": 2, "seed": 3}
     assert held.state.setup_held and held.state.predicted_setup["difference"] == "depth"
     assert held.state.a.steps == [] and PUSH_MOVED in held.note()
-    assert all(widget.disabled for widget in held.race.setup_widgets)
-    held.race.task.value = "sort"  # the disabled control, sent anyway
-    held.race.seed.value = 4
+    assert {"task", "difference", "floors", "lr", "warmup", "seed"} <= set(meta(held.race)["disabled"])
+    send(held.race, "task", "sort")  # the disabled control, sent anyway
+    send(held.race, "seed", "4")
     assert held.setup() == {"task": "copy", "vs": "depth", "floors": 2, "seed": 3}
+    assert meta(held.race)["controls"]["task"] == "copy" and meta(held.race)["controls"]["seed"] == 3
     held.idle()
     assert races(classroom)[-1][1]["setup"]["vs"] == "depth"  # a new page would hold the pushed race
     assert done.setup() == {"task": "copy", "vs": "depth", "floors": 2, "seed": 3}

@@ -1,5 +1,6 @@
-"""The train-the-block page without a browser: the gate holds the race, slices reach the figures in place,
-the set-up stays as predicted, and a closed page frees its race."""
+"""The train-the-block page without a browser: the gate holds the race, each slice reaches the drawing as one
+payload, the set-up stays as predicted, and a closed page frees its race. The page is driven as the browser drives
+it (tests/drawn.py): its payload read, its controls' changes sent and checked by the server."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from blocktrace.explorables.engine.ops import rms
 from blocktrace.explorables.train_the_block import RaceExplorable
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, RaceRunner
 from blocktrace.explorables.train_the_block.view import runner
+from tests.drawn import meta, press, send
 
 
 @pytest.fixture
@@ -43,32 +45,40 @@ def _play(page: RaceExplorable, slices: int) -> list[bool]:
 def test_nothing_trains_before_the_prediction_is_committed(page: RaceExplorable) -> None:
     """Before the commit the race neither starts nor moves, whatever is pressed or sent."""
     page.toggle()
+    for label in ("Play", "One step", "Reset"):
+        press(page, label)
     assert _play(page, 2) == [False, False]
     assert page.race_id is None and page.state.a.steps == [] and not page.playing
-    assert page.play.disabled and page.step.disabled
+    assert {"play", "step", "reset"} <= set(meta(page)["disabled"]) and meta(page)["play"] == "Play"
+    assert page.drawing.values.size == 0 and meta(page)["curves"] is None and meta(page)["look"] is None
 
 
-def _uncovered(page: RaceExplorable) -> list[bool]:
-    """Whether each figure is laid out and shown (not hidden until the first step), and the line in their place."""
-    shown = [fig.visible and fig.styles.get("visibility") != "hidden" for fig in page.curve_figs]
-    return [*shown, page.no_curves.styles.get("display") != "none"]
+def _loss(page: RaceExplorable, side: int) -> list[float]:
+    """One side's training losses as the payload holds them (step k + 1 at index k)."""
+    m = meta(page)["curves"]["sides"][side]
+    return page.drawing.values[m["loss"]:m["loss"] + m["n"]].tolist()
 
 
-def test_slices_reach_the_figures_in_place(page: RaceExplorable) -> None:
-    """The figures are laid out (hidden, under the line that says where they come) once the race may run, not
-    before; after the commit each slice streams its rows into the same sources and uncovers them, and the words
-    follow."""
-    assert not any(fig.visible for fig in page.curve_figs)  # nothing laid out before the commit
+def test_slices_reach_the_drawing_as_one_payload_each(page: RaceExplorable) -> None:
+    """Before the first step the payload holds the line that says where the curves come and no numbers; each slice
+    is then one change of the drawing (its meta and its values together), holding every step's loss, each held-out
+    reading and the depth plot's rows, and the words follow."""
     page.state.prediction.commit("a-first")
-    sources = list(page.loss_sources)
-    assert all(fig.visible for fig in page.curve_figs) and _uncovered(page) == [False, False, False, True]
+    assert meta(page)["curves"] is None and "drawn here from the first step" in meta(page)["no_curves"]
+    changes: list[set[str]] = []
+    page.drawing.param.watch(lambda *events: changes.append({e.name for e in events}), ["meta", "values"])
     assert _play(page, 2) == [True, True]
-    assert _uncovered(page) == [True, True, True, False]
-    assert page.loss_sources == sources and page.loss_sources[0].data["step"] == list(range(1, 2 * EVALUATE_EVERY + 1))
-    assert page.accuracy_sources[0].data["step"] == [EVALUATE_EVERY, 2 * EVALUATE_EVERY]
-    assert len(page.depth_source.data["a"]) == 3  # two floors and the output
-    assert f"Step {2 * EVALUATE_EVERY} of 1,000." in page.progress.object and "Step" not in page.status.object
-    assert "A: add: 50 steps" in page.words.object
+    assert changes == [{"meta", "values"}, {"meta", "values"}]  # one payload a slice, numbers and words together
+    assert _loss(page, 0) == [r.loss for r in page.state.a.steps] and len(_loss(page, 0)) == 2 * EVALUATE_EVERY
+    assert [r.step for r in page.state.a.steps] == list(range(2 * EVALUATE_EVERY))  # index k is step k + 1
+    curves = meta(page)["curves"]
+    held = curves["sides"][0]
+    assert page.drawing.values[held["held"]:held["held"] + 2 * held["n_held"]].tolist()[::2] == [
+        EVALUATE_EVERY, 2 * EVALUATE_EVERY]
+    assert curves["n_depth"] == 3  # two floors and the output
+    m = meta(page)
+    assert m["progress"] == f"Step {2 * EVALUATE_EVERY} of 1,000." and "Step" not in m["status"]["text"]
+    assert "A: add: 50 steps" in " ".join(m["words"])
 
 
 def test_a_set_up_sent_after_the_commit_is_set_back(page: RaceExplorable) -> None:
@@ -76,9 +86,10 @@ def test_a_set_up_sent_after_the_commit_is_set_back(page: RaceExplorable) -> Non
     refused by the server: the race keeps its set-up and its steps."""
     page.state.prediction.commit("b-first")
     _play(page, 1)
-    assert all(w.disabled for w in page.setup_widgets)
-    page.task.value = "sort"
-    assert page.state.task == "copy" and page.task.value == "copy" and len(page.state.a.steps) == EVALUATE_EVERY
+    assert {"task", "difference", "floors", "lr", "warmup", "seed"} <= set(meta(page)["disabled"])
+    send(page, "task", "sort")
+    assert page.state.task == "copy" and meta(page)["controls"]["task"] == "copy"
+    assert meta(page)["ack"] == page._sent_n and len(page.state.a.steps) == EVALUATE_EVERY
 
 
 def test_a_closed_page_frees_its_race(page: RaceExplorable) -> None:
@@ -108,10 +119,11 @@ def test_a_bad_link_keeps_the_defaults_and_says_so() -> None:
 
 def test_the_legends_and_the_note_name_the_sides_of_the_race(page: RaceExplorable) -> None:
     """After a new set-up the figures' legends and the note under the difference name both sides anew."""
-    page.state.param.update(difference="depth", floors=24)
-    labels = [item.label["value"] for item in page.loss_fig.legend[0].items]
-    assert labels == ["A: 2 floors", "B: 24 floors"]
-    assert "A is 2 floors; B is 24 floors." in page.sides.object
+    send(page, "difference", "depth")
+    send(page, "floors", 24)
+    assert meta(page)["names"] == ["A: 2 floors", "B: 24 floors"]
+    assert meta(page)["sides"] == "A is 2 floors; B is 24 floors. Everything else is the same."
+    assert meta(page)["options"]["floor"][-1] == ["Floor 24", 23]
 
 
 def test_one_step_is_one_step(page: RaceExplorable) -> None:
@@ -132,12 +144,12 @@ def test_a_lost_race_says_so_and_starts_again(page: RaceExplorable) -> None:
         await page.advance()
         os.kill(await runner()._call(0, os.getpid), signal.SIGKILL)
         lost = await page.advance()
-        message = page.status.object
+        message = meta(page)["status"]
         again = await page.advance()
         return lost, message, again
 
     lost, message, again = asyncio.run(go())
-    assert not lost and "starts again from step 0" in message and 'role="alert"' in message
+    assert not lost and "starts again from step 0" in message["text"] and message["alert"]
     assert again and len(page.state.a.steps) == EVALUATE_EVERY
 
 
@@ -156,26 +168,43 @@ def test_the_look_inside_is_the_models_at_their_current_weights(page: RaceExplor
     """After a slice the maps hold the chosen floor and head of each model, on the chosen held-out example, as
     the same race trained here gives them; a new floor is looked at without a step."""
     page.state.prediction.commit("a-first")
-    page.example.value, page.head.value = 3, 1
+    send(page, "example", 3)
+    send(page, "head", 1)
     assert _play(page, 1) == [True]
     race = _run_here(page, EVALUATE_EVERY)
     tokens = page.state.example_tokens(3)
-    for source, run in zip(page.map_sources, (race.a, race.b), strict=True):
+    for n, run in enumerate((race.a, race.b)):
         trace, _ = lm.trace_sequence(run.config, run.params, tokens, run.task.vocab)
-        assert source.data["value"] == trace["blocks.0.attn.pattern"][1].ravel().tolist()
-    page.look_floor.value = 1
+        assert _map(page, n) == trace["blocks.0.attn.pattern"][1].ravel().tolist()
+    send(page, "floor", 1)
 
     async def look_again():
         await page._look_now()
     asyncio.run(look_again())
     trace, logits = lm.trace_sequence(race.a.config, race.a.params, tokens, race.a.task.vocab)
-    assert page.map_sources[0].data["value"] == trace["blocks.1.attn.pattern"][1].ravel().tolist()
-    assert "floor 2, head 2, step 25" in page.maps[0].title.text
+    assert _map(page, 0) == trace["blocks.1.attn.pattern"][1].ravel().tolist()
+    look = meta(page)["look"]
+    assert "floor 2, head 2, step 25" in look["maps"][0]["title"]
     scored = page.look.scored
     right = int((logits.argmax(-1)[scored] == page.look.targets[scored]).sum())
-    assert f"A: add, {right} of {int(scored.sum())} right at step 25" in page.answers.object
-    assert "Floor 2, at step 25" not in page.stage_table.object and "floor 2, at step 25" in page.stage_table.object
-    assert "blocks.1" not in page.stage_table.object and "resid_post" in page.stage_table.object
+    assert [f"A: add, {right} of {int(scored.sum())} right at step 25"] == [r[0] for r in look["answers"] if
+                                                                            r[0].startswith("A: ")]
+    table = look["table"]
+    assert "Floor 2, at step 25" not in table["caption"] and "floor 2, at step 25" in table["caption"]
+    keys = [row[1] for row in table["rows"]]
+    assert not any("blocks.1" in k for k in keys) and "resid_post" in keys
+    position = int(np.flatnonzero(scored)[-1])
+    row = next(r for r in table["rows"] if r[1] == "resid_post")
+    assert page.drawing.values[row[3]] == rms(trace["blocks.1.resid_post"][position])
+    send(page, "head", 9)  # a head the models lack (a crafted message): refused, the last good kept
+    assert meta(page)["controls"]["head"] == 1 and meta(page)["ack"] == page._sent_n
+
+
+def _map(page: RaceExplorable, side: int) -> list[float]:
+    """One model's attention map as the payload holds it, row by row."""
+    m = meta(page)["look"]["maps"][side]
+    n = len(meta(page)["look"]["factors"])
+    return page.drawing.values[m["at"]:m["at"] + n * n].tolist()
 
 
 def test_a_floor_only_the_deeper_model_has_is_said_not_drawn() -> None:
@@ -183,11 +212,13 @@ def test_a_floor_only_the_deeper_model_has_is_said_not_drawn() -> None:
     try:
         page = RaceExplorable(query={"task": "copy", "floors": "6", "vs": "depth"})
         page.state.prediction.commit("a-first")
-        page.look_floor.value = 4
+        send(page, "floor", 4)
         assert _play(page, 1) == [True]
-        assert set(page.map_sources[0].data["value"]) == {0.0} and "no floor 5" in page.maps[0].title.text
-        assert "A: 2 floors has no floor 5." in page.maps_alt.object
-        assert "floor 5, head 1, step 1" in page.maps[1].title.text
+        maps = meta(page)["look"]["maps"]
+        assert set(_map(page, 0)) == {0.0} and "no floor 5" in maps[0]["title"]
+        assert maps[0]["words"] == ["A: 2 floors has no floor 5."]
+        assert "floor 5, head 1, step 1" in maps[1]["title"]
+        assert meta(page)["look"]["table"]["missing"] == "A: 2 floors has no floor 5."
     finally:
         runner.configure()
 
@@ -202,7 +233,7 @@ def test_a_page_trains_no_more_than_its_share() -> None:
         page.playing = True
         assert _play(page, 4) == [True, True, True, False]
         assert len(page.state.a.steps) == 25 and page.work_done == cost * 25  # the third slice took only 5
-        assert "as much as one page may" in page.status.object and not page.playing
+        assert "as much as one page may" in meta(page)["status"]["text"] and not page.playing
         page.restart()  # a reset does not give the page a new share
         page.state.prediction.commit("a-first")
         assert _play(page, 1) == [False] and page.state.a.steps == []
@@ -212,17 +243,20 @@ def test_a_page_trains_no_more_than_its_share() -> None:
 
 def test_slow_speed_asks_for_one_step_a_tick(page: RaceExplorable) -> None:
     page.state.prediction.commit("a-first")
-    page.speed.value = 1
+    send(page, "speed", 1)
     assert _play(page, 3) == [True, True, True] and len(page.state.a.steps) == 3
-    page.speed.value = "many"  # what a crafted message might hold: the server's slice, never more
-    assert _play(page, 1) == [True] and len(page.state.a.steps) == 3 + EVALUATE_EVERY
+    send(page, "speed", "many")  # what a crafted message might hold: refused, the last good speed kept
+    assert meta(page)["controls"]["speed"] == 1 and meta(page)["ack"] == page._sent_n
+    assert _play(page, 1) == [True] and len(page.state.a.steps) == 4
+    send(page, "speed", 0)  # Fast: the server's slice, never more
+    assert _play(page, 1) == [True] and len(page.state.a.steps) == 4 + EVALUATE_EVERY
 
 
 def test_the_downloads_hold_the_curves_drawn_and_the_weights_trained(page: RaceExplorable) -> None:
     """The CSV has a row per model per step with the held-out readings where they were taken; the JSON holds
     both models' parameters as the same race trained here has them."""
     page.state.prediction.commit("a-first")
-    assert asyncio.run(page._weights_file()) is None and "Take a step first" in page.status.object
+    assert asyncio.run(page._weights_file()) is None and "Take a step first" in meta(page)["status"]["text"]
     assert _play(page, 2) == [True, True]
     rows = list(csv.DictReader(io.StringIO(page._curves_file().getvalue().decode())))
     assert len(rows) == 4 * EVALUATE_EVERY and [r["model"] for r in rows[::2 * EVALUATE_EVERY]] == ["A", "B"]
@@ -246,7 +280,7 @@ def test_the_floor_diagram_shows_the_tables_model_and_a_picked_stage_marks_its_r
     diagram = page.diagram.component
     assert diagram.locked and diagram.values == {} and "values appear after the first step" in diagram.caption
     page.state.prediction.commit("a-first")
-    page.table_side.value = "b"
+    send(page, "table", "b")
     assert _play(page, 1) == [True]
     race = _run_here(page, EVALUATE_EVERY)
     trace, _ = lm.trace_sequence(race.b.config, race.b.params, page.look.tokens, race.b.task.vocab)
@@ -256,8 +290,7 @@ def test_the_floor_diagram_shows_the_tables_model_and_a_picked_stage_marks_its_r
     assert "B: replace, floor 1 at step 25" in diagram.caption and diagram.selected == "blocks.0.attn.pattern"
     diagram.selected = "blocks.0.resid_mid"  # a click in the browser
     assert page.picked == "resid_mid" and diagram.selected == "blocks.0.resid_mid"
-    current = page.stage_table.object.split('aria-current="step"')[1]
-    assert current.split("</tr>")[0].count("resid_mid") == 1
+    assert [row[1] for row in meta(page)["look"]["table"]["rows"] if row[6]] == ["resid_mid"]  # marked: current
     diagram.selected = "blocks.0.nonsense"  # a crafted key is set back
     assert page.picked == "resid_mid" and diagram.selected == "blocks.0.resid_mid"
 
@@ -266,16 +299,17 @@ def test_the_play_button_is_set_back_before_the_commit_and_says_what_a_press_doe
     """Pressed before the commit (a crafted message: it is disabled) the button springs back and nothing plays;
     after it, pressing plays and the button says Pause, pressing again pauses and it says Play; the status says
     which, without a step count."""
-    assert page.play.disabled and page.play.label == "Play"
-    page.play.value = True
-    assert not page.play.value and not page.playing and page.play.label == "Play"
+    assert "play" in meta(page)["disabled"] and meta(page)["play"] == "Play"
+    press(page, "Play")
+    assert not page.playing and meta(page)["play"] == "Play" and meta(page)["ack"] == page._sent_n
     page.state.prediction.commit("a-first")
-    assert not page.play.disabled
-    page.play.value = True
-    assert page.playing and page.play.label == "Pause" and "Playing." in page.status.object
-    page.play.value = False
-    assert not page.playing and page.play.label == "Play" and "Ready" in page.status.object
-    assert _play(page, 1) == [True] and "Paused." in page.status.object and "Step" not in page.status.object
+    assert "play" not in meta(page)["disabled"]
+    press(page, "Play")
+    assert page.playing and meta(page)["play"] == "Pause" and "Playing." in meta(page)["status"]["text"]
+    press(page, "Play")
+    assert not page.playing and meta(page)["play"] == "Play" and "Ready" in meta(page)["status"]["text"]
+    assert _play(page, 1) == [True] and "Paused." in meta(page)["status"]["text"]
+    assert "Step" not in meta(page)["status"]["text"]
 
 
 def test_the_race_stops_at_its_verdict_and_keeps_training_when_asked(page: RaceExplorable, monkeypatch) -> None:
@@ -295,20 +329,22 @@ def test_the_race_stops_at_its_verdict_and_keeps_training_when_asked(page: RaceE
             slices += 1
         return slices
 
-    page.toggle()
-    assert page.playing and not page.keep.visible
+    press(page, "Play")
+    assert page.playing and not meta(page)["keep"]
     asyncio.run(play_while_playing())
     stopped_at = len(s.a.steps)
     assert s.result() is not None and not s.finished and stopped_at < 200
-    assert page.keep.visible and page.play.label == "Play" and not page.keep_going
-    status = html.unescape(page.status.object)
+    m = meta(page)
+    assert m["keep"] and m["play"] == "Play" and not page.keep_going and "keep" not in m["disabled"]
+    status, verdict = m["status"]["text"], m["status"]["verdict"]
     assert status.count("Decided: ") == 1 and "The race stopped here: Keep training" in status
-    assert "Your prediction was " in status and "You predicted: B reaches 90 % held-out accuracy first." in status
-    page.keep_training()
-    assert page.playing and page.keep_going and not page.keep.visible and page.play.label == "Pause"
+    assert verdict[0].startswith("Your prediction was ") and verdict[1] == ("ok" if s.result() == "b-first" else "bad")
+    assert "You predicted: B reaches 90 % held-out accuracy first." in verdict[0]
+    press(page, "Keep training")
+    assert page.playing and page.keep_going and not meta(page)["keep"] and meta(page)["play"] == "Pause"
     assert asyncio.run(play_while_playing()) > 1
     assert s.finished and len(s.a.steps) == 200 and s.a.steps[stopped_at].step == stopped_at  # the same race on
-    assert not page.keep.visible and "Both models have stopped" in page.status.object
+    assert not meta(page)["keep"] and "Both models have stopped" in meta(page)["status"]["text"]
 
 
 def test_the_first_step_is_taken_ahead_once_committed_and_shown_at_play(page: RaceExplorable, monkeypatch) -> None:
@@ -329,14 +365,15 @@ def test_the_first_step_is_taken_ahead_once_committed_and_shown_at_play(page: Ra
         page.state.prediction.commit("a-first")
         await page.prepare()
         await page.prepare()  # already taken: not again
-        held = (list(asked), list(page.loss_sources[0].data["step"]), page.progress.object, page.words.object)
+        m = meta(page)
+        held = (list(asked), m["curves"], page.drawing.values.size, m["progress"], m["words"])
         return before, held, await page.advance()
 
-    before, (held_asked, drawn, progress, words), moved = asyncio.run(go())
+    before, (held_asked, curves, numbers, progress, words), moved = asyncio.run(go())
     assert before == (None, [])
-    assert held_asked == [1] and drawn == [] and progress == "" and "A: add: not started." in words
-    assert moved and asked == [1] and page.loss_sources[0].data["step"] == [1] and "Step 1 of 1,000." in (
-        page.progress.object)
+    assert held_asked == [1] and curves is None and numbers == 0 and progress == "" and "A: add: not started." in words
+    assert moved and asked == [1] and _loss(page, 0) == [page.state.a.steps[0].loss]
+    assert meta(page)["progress"] == "Step 1 of 1,000."
 
 
 def test_a_race_stops_at_its_budget_of_steps(page: RaceExplorable, monkeypatch) -> None:
@@ -355,7 +392,9 @@ def test_a_floor_opens_in_the_decoder_lab_as_trained(page: RaceExplorable) -> No
     asyncio.run(page._open_in_lab(None))
     assert "Take a step first" in page.lab_link.object
     assert _play(page, 1) == [True]
-    page.table_side.value, page.look_floor.value, page.example.value = "b", 1, 2
+    send(page, "table", "b")
+    send(page, "floor", 1)
+    send(page, "example", 2)
     asyncio.run(page._open_in_lab(None))
     link = re.search(r'href="([^"]+)"', page.lab_link.object).group(1)
     assert link.startswith("/explorables/decoder-block-lab?") and "floor 2 of replace" in page.lab_link.object
@@ -395,7 +434,20 @@ def test_a_refused_race_is_not_tried_again_until_play_which_says_why() -> None:
         page = RaceExplorable(query={"task": "copy", "floors": "2", "vs": "residual"})
         page.state.prediction.commit("a-first")
         asyncio.run(page.prepare())
-        assert page._ready is None and not page._busy and "Ready" in page.status.object
-        assert _play(page, 1) == [False] and "already training 0 races" in page.status.object
+        assert page._ready is None and not page._busy and "Ready" in meta(page)["status"]["text"]
+        assert _play(page, 1) == [False] and "already training 0 races" in meta(page)["status"]["text"]
     finally:
         runner.configure()
+
+
+def test_a_bad_seed_is_refused_beside_its_field_and_the_last_good_kept(page: RaceExplorable) -> None:
+    """A seed that is not a whole number in range gets a message beside its field (not the typed text back) and the
+    race keeps its last good seed; a good one is taken and the message goes."""
+    for typed in ("12x", "<b>1</b>", "-3", "10000"):
+        send(page, "seed", typed)
+        m = meta(page)
+        assert m["error_field"] == "seed" and m["error"].startswith("Could not use this seed")
+        assert typed not in m["error"]
+        assert page.state.seed == 0 and m["controls"]["seed"] == 0 and m["ack"] == page._sent_n
+    send(page, "seed", " 42 ")
+    assert page.state.seed == 42 and meta(page)["controls"]["seed"] == 42 and meta(page)["error"] == ""
