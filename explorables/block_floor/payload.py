@@ -17,6 +17,7 @@ from blocktrace.explorables.block_floor import plots
 from blocktrace.explorables.block_floor.divergence import agree, floor_rows, slot, stage_labels
 from blocktrace.explorables.block_floor.state import CORRECT_BET, FloorState
 from blocktrace.explorables.components.drawn_view import json_text
+from blocktrace.explorables.components.drawn_view.values import Values
 from blocktrace.explorables.components.numbers import number, vector
 
 __all__ = ["EMPTY", "LOCKED_NOTE", "banner", "claim_line", "order_part", "payload", "settle_line", "table_caption"]
@@ -114,24 +115,14 @@ def order_part(state: FloorState, n: int, trace, position: int, other, put) -> d
 
 def _results(state: FloorState) -> tuple[dict, np.ndarray]:
     s = state
-    blocks: list[np.ndarray] = []
-    at = 0
-
-    def put(array) -> int:
-        nonlocal at
-        start = at
-        blocks.append(np.asarray(array, dtype=np.float64).ravel())
-        at += blocks[-1].size
-        return start
-
+    numbers = Values()
+    put = numbers.put
     orders = [(s.original, s.tracked), (s.reversed_, s.mirror)]
     parts = []
     for n, (trace, pos) in enumerate(orders[:2 if s.reverse else 1]):
         other = orders[1 - n] if s.reverse else None
         parts.append(order_part(s, n, trace, pos, other, put))
-    values = np.concatenate(blocks)
-    values.flags.writeable = False
-    return {"orders": parts, "limit": plots.plane_limit(s), "settle": settle_line(s)}, values
+    return {"orders": parts, "limit": plots.plane_limit(s), "settle": settle_line(s)}, numbers.array()
 
 
 def payload(state: FloorState, controls: dict, ack: int = 0) -> tuple[str, np.ndarray]:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from blocktrace.explorables.components.drawn_view import json_text
+from blocktrace.explorables.components.drawn_view.values import Values
 from blocktrace.explorables.decoder_block_lab import checks, describe, plots, tables
 from blocktrace.explorables.decoder_block_lab.shapes import exercise_answer
 from blocktrace.explorables.decoder_block_lab.state import DEPTH_MAX_D, VARIANTS, LabState
@@ -126,15 +127,8 @@ def _worked(s: LabState, put: Put) -> dict:
 
 
 def _results(s: LabState, unlocked: bool) -> tuple[dict, np.ndarray]:
-    blocks: list[np.ndarray] = []
-    at = 0
-
-    def put(array) -> int:
-        nonlocal at
-        start = at
-        blocks.append(np.asarray(array, dtype=np.float64).ravel())
-        at += blocks[-1].size
-        return start
+    numbers = Values()
+    put = numbers.put
 
     found = s.invariants() if unlocked else []
     out = {
@@ -151,9 +145,7 @@ def _results(s: LabState, unlocked: bool) -> tuple[dict, np.ndarray]:
         "symptoms": describe.symptoms(s),
         "live": describe.announcement(s),
     }
-    values = np.concatenate(blocks) if blocks else np.zeros(0)
-    values.flags.writeable = False
-    return out, values
+    return out, numbers.array()
 
 
 def payload(state: LabState, controls: dict, ack: int = 0, errors: dict[str, str] | None = None,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from blocktrace.explorables.components.drawn_view import json_text
+from blocktrace.explorables.components.drawn_view.values import Values
 from blocktrace.explorables.components.heatmap import token_factors
 from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE, stage_rms
 from blocktrace.explorables.engine import tasks as task_data
@@ -117,27 +118,6 @@ def disabled(state: RaceState) -> list[str]:
     return off
 
 
-class _Values:
-    """The payload's numbers, appended block by block; put() gives a block's offset."""
-
-    def __init__(self) -> None:
-        self.blocks: list[np.ndarray] = []
-        self.at = 0
-
-    def put(self, array) -> int:
-        start = self.at
-        self.blocks.append(np.asarray(array, dtype=np.float64).ravel())
-        self.at += self.blocks[-1].size
-        return start
-
-    def array(self) -> np.ndarray:
-        if not self.blocks:
-            return EMPTY
-        values = np.concatenate(self.blocks)
-        values.flags.writeable = False
-        return values
-
-
 def _curves(state: RaceState, put) -> dict | None:
     """Both loss curves, both held-out curves and the depth plot's rows (None before the first step)."""
     s = state
@@ -224,7 +204,7 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
     a, b = s.side_names()
     unlocked = s.prediction.unlocked  # before: the view runs no race; and whatever the state held, none is sent
     steps = max(len(s.a.steps), len(s.b.steps)) if unlocked else 0
-    numbers = _Values()
+    numbers = Values()
     side_names = names(s)
     meta = {
         "controls": {**controls, **facts.choices}, "ack": ack, "error": facts.error, "error_field": "seed",
@@ -243,7 +223,7 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
     # The look first: its offsets stay as they are while the curves grow, so the browser sees an unchanged look
     meta["look"] = _look(s, facts, numbers.put)
     if meta["look"] is not None:
-        meta["look"]["span"] = [0, numbers.at]
+        meta["look"]["span"] = [0, numbers.size]
     meta["curves"] = _curves(s, numbers.put)
     return json_text(meta), numbers.array()
 

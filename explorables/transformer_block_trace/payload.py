@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from blocktrace.explorables.components.drawn_view import json_text
+from blocktrace.explorables.components.drawn_view.values import Values
 from blocktrace.explorables.components.numbers import norm
 from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.engine import ops
@@ -40,15 +41,11 @@ def trace_part(state: TraceState) -> tuple[dict, np.ndarray]:
 
 def _trace_part(state: TraceState) -> tuple[dict, np.ndarray]:
     trace, base = state.trace, state.baseline
-    blocks: list[np.ndarray] = []
+    numbers = Values()
     offsets: dict[str, int] = {}
-    at = 0
 
     def put(name: str, array: np.ndarray) -> None:
-        nonlocal at
-        offsets[name] = at
-        blocks.append(np.asarray(array, dtype=np.float64).ravel())
-        at += blocks[-1].size
+        offsets[name] = numbers.put(array)
 
     rows = []
     for key in ROW_KEYS:
@@ -60,8 +57,7 @@ def _trace_part(state: TraceState) -> tuple[dict, np.ndarray]:
     put("norm_diff", [norm(trace[k][0] - base[k][0]) for k in ROW_KEYS])
     gate, value = trace["blocks.0.mlp.gate"][0], trace["blocks.0.mlp.value"][0]
     put("swiglu", np.stack([gate, ops.silu(gate), value, ops.silu(gate) * value]))
-    values = np.concatenate(blocks)
-    values.flags.writeable = False
+    values = numbers.array()
     meta = {
         "rows": rows, "offsets": offsets, "d_mlp": int(gate.size), "lost": state.lost_at(),
         "announce": describe.announcement(state),
