@@ -24,7 +24,7 @@ from blocktrace.explorables.block_floor.payload import payload, table_caption
 from blocktrace.explorables.block_floor.state import MAX_WORDS, QUERY_KEYS, FloorState
 from blocktrace.explorables.components.checkpoint import CheckpointView
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
-from blocktrace.explorables.components.drawn_view import DrawnView, json_text, read_css, spec_json
+from blocktrace.explorables.components.drawn_view import DrawnView, json_text, spec_json
 from blocktrace.explorables.components.drawn_view.answering import AnswersTheDrawing
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
@@ -35,7 +35,7 @@ from blocktrace.explorables.components.locked_controls import LockedControls, On
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.palette import text_on
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
-from blocktrace.explorables.components.style import styled, stylesheet
+from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import sync_to_url
 
@@ -112,10 +112,7 @@ class FloorDrawing(DrawnView):
     """The block floor's controls and results, drawn by block_floor.js."""
 
     _scripts = DrawnView.scripts_for("block_floor.js", "blockFloor")
-
-    def __init__(self, **params):
-        params.setdefault("stylesheets", [stylesheet(), read_css("drawn_view.css"), read_css("block_floor.css")])
-        super().__init__(**params)
+    _css = "block_floor.css"
 
 
 class FloorExplorable(AnswersTheDrawing, ExplorableView):

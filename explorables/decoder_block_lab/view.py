@@ -20,7 +20,7 @@ import panel as pn
 
 from blocktrace.explorables.components.build_turns import in_turn
 from blocktrace.explorables.components.downloads import Downloads, worksheet_html
-from blocktrace.explorables.components.drawn_view import DrawnView, json_text, read_css, spec_json
+from blocktrace.explorables.components.drawn_view import DrawnView, json_text, spec_json
 from blocktrace.explorables.components.drawn_view.answering import AnswersTheDrawing
 from blocktrace.explorables.components.embed import EmbedButton, server_base, state_query
 from blocktrace.explorables.components.explorable import ExplorableView
@@ -29,7 +29,7 @@ from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.locked_controls import LockedControls
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
-from blocktrace.explorables.components.style import styled, stylesheet
+from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.decoder_block_lab import plots, tables
@@ -210,10 +210,7 @@ class DecoderLabDrawing(DrawnView):
     """The decoder lab's controls and results, drawn by decoder_lab.js."""
 
     _scripts = DrawnView.scripts_for("decoder_lab.js", "decoderLab")
-
-    def __init__(self, **params):
-        params.setdefault("stylesheets", [stylesheet(), read_css("drawn_view.css"), read_css("decoder_lab.css")])
-        super().__init__(**params)
+    _css = "decoder_lab.css"
 
 
 class DecoderLabExplorable(AnswersTheDrawing, ExplorableView):

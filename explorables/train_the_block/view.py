@@ -31,7 +31,7 @@ import param
 from bokeh.document import without_document_lock
 
 from blocktrace.explorables.components import trained_floors
-from blocktrace.explorables.components.drawn_view import DrawnView, json_text, read_css, spec_json
+from blocktrace.explorables.components.drawn_view import DrawnView, json_text, spec_json
 from blocktrace.explorables.components.drawn_view.answering import AnswersTheDrawing
 from blocktrace.explorables.components.embed import state_query
 from blocktrace.explorables.components.explorable import ExplorableView
@@ -39,7 +39,7 @@ from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
-from blocktrace.explorables.components.style import styled, stylesheet
+from blocktrace.explorables.components.style import styled
 from blocktrace.explorables.components.updates import LiveHTML, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.decoder_block_lab.state import QUERY_KEYS as LAB_KEYS
@@ -163,10 +163,7 @@ class RaceDrawing(DrawnView):
     """The race's controls, curves and the look inside its models, drawn by train_the_block.js."""
 
     _scripts = DrawnView.scripts_for("train_the_block.js", "trainTheBlock")
-
-    def __init__(self, **params):
-        params.setdefault("stylesheets", [stylesheet(), read_css("drawn_view.css"), read_css("train_the_block.css")])
-        super().__init__(**params)
+    _css = "train_the_block.css"
 
 
 class RaceExplorable(AnswersTheDrawing, ExplorableView):

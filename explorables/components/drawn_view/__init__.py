@@ -27,7 +27,7 @@ import param
 from blocktrace.explorables.components.palette import chart_colours, text_on
 from blocktrace.explorables.components.style import dark, stylesheet
 
-__all__ = ["DrawnView", "drawing_script", "json_text", "read_css", "spec_json"]
+__all__ = ["DrawnView", "drawing_script", "json_text", "spec_json"]
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +37,6 @@ HERE = Path(__file__).parent
 @cache
 def _read(name: str) -> str:
     return (HERE / name).read_text(encoding="utf-8")
-
-
-def read_css(name: str) -> str:
-    """A stylesheet of this folder (drawn_view.css, or an explorable's own), as text for `stylesheets`."""
-    return _read(name)
 
 
 def json_text(obj) -> str:
@@ -69,9 +64,11 @@ def spec_json(controls: list[dict], embed: bool = False) -> str:
 class DrawnView(pn.reactive.ReactiveHTML):
     """The controls and results of one explorable, drawn by its view in draw.js's loop.
 
-    A subclass names its view: `_view = "blockTrace"` and `_scripts = DrawnView.scripts_for("block_trace.js",
-    "blockTrace")`.
+    A subclass names its view, `_scripts = DrawnView.scripts_for("block_trace.js", "blockTrace")`, and its own
+    stylesheet in this folder, if any: `_css = "block_floor.css"`.
     """
+
+    _css: str | None = None
 
     spec = param.String(default="{}", doc="JSON sent once: palette, the controls to draw, embedded or not.")
     meta = param.String(default="", doc="JSON per change: offsets into values and short strings, no HTML.")
@@ -94,7 +91,8 @@ class DrawnView(pn.reactive.ReactiveHTML):
                 "values": "state.view.update()", "remove": "state.view.remove()"}
 
     def __init__(self, on_control: Callable[[dict], None] | None = None, **params):
-        params.setdefault("stylesheets", [stylesheet(), _read("drawn_view.css")])
+        own = [_read(self._css)] if self._css else []
+        params.setdefault("stylesheets", [stylesheet(), _read("drawn_view.css"), *own])
         params.setdefault("sizing_mode", "stretch_width")
         params.setdefault("margin", (5, 10))  # as Panel's panes beside it
         super().__init__(**params)
