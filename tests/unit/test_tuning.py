@@ -113,9 +113,11 @@ def test_no_tuning_leaves_panel_bokeh_and_tornado_as_shipped() -> None:
     result = run_python("""
 import json, sys
 import panel, bokeh.core.has_props, bokeh.server.tornado, bokeh.server.urls, panel.io.document, panel.io.server
+import panel.reactive
 from panel.models.esm import ReactiveESM
 watched = {
     "ReactiveESM.__javascript_raw__": lambda: ReactiveESM.__javascript_raw__,
+    "Reactive._update_properties": lambda: panel.reactive.Reactive._update_properties,
     "create_static_handler": lambda: bokeh.server.tornado.create_static_handler,
     "per_app_patterns": lambda: tuple(h for _, h, *_ in bokeh.server.urls.per_app_patterns),
     "dispatch_tornado": lambda: panel.io.document.dispatch_tornado,
