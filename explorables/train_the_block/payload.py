@@ -37,7 +37,7 @@ from blocktrace.explorables.train_the_block.state import (
 )
 
 __all__ = ["EMPTY", "LOOK_FIRST", "LOOK_NOTE", "NO_CURVES", "PageFacts", "disabled", "names", "options", "payload",
-           "status", "stopped_at_verdict"]
+           "sides_sentence", "status", "stopped_at_verdict"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,16 @@ def names(state: RaceState) -> tuple[str, str]:
     """The sides as the legends and the tables name them: ("A: add", "B: replace")."""
     a, b = state.side_names()
     return f"A: {a}", f"B: {b}"
+
+
+def sides_sentence(state: RaceState) -> str:
+    """What A and B are, under the difference's menu: "A is pre-norm; B is post-norm. Everything else is the same."
+    Racing depth with 2 floors in each model gives both sides the same name: said once, with the way to a race."""
+    a, b = state.side_names()
+    if a != b:
+        return f"A is {a}; B is {b}. Everything else is the same."
+    way = " Choose more floors to make B deeper." if state.difference == "depth" else ""
+    return f"Both are {a} and everything else is the same: the two models are identical.{way}"
 
 
 def stopped_at_verdict(state: RaceState, facts: PageFacts) -> bool:
@@ -201,7 +211,6 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
     choices; `ack`: the number of the browser's last change answered."""
     s = state
     task = task_data.make_task(s.task)
-    a, b = s.side_names()
     unlocked = s.prediction.unlocked  # before: the view runs no race; and whatever the state held, none is sent
     steps = max(len(s.a.steps), len(s.b.steps)) if unlocked else 0
     numbers = Values()
@@ -212,7 +221,7 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
         "keep": stopped_at_verdict(s, facts), "names": list(side_names),
         "task": [f"{task.title}.", f"{task.needs} Guessing gives {100 * task.chance_accuracy:.1f} % (a loss of "
                                    f"{task.chance_loss:.2f})."],
-        "sides": f"A is {a}; B is {b}. Everything else is the same.",
+        "sides": sides_sentence(s),
         "status": status(s, facts), "progress": f"Step {steps:,} of {BUDGET:,}." if steps else "",
         "words": plots.race_sentences(s, side_names) if unlocked else [f"{n}: not started." for n in side_names],
         "no_curves": NO_CURVES, "look_first": LOOK_FIRST,

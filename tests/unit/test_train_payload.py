@@ -10,7 +10,7 @@ import pytest
 
 from blocktrace.explorables.components.numbers import NO_RMS, stage_rms
 from blocktrace.explorables.train_the_block import inside, plots, runner
-from blocktrace.explorables.train_the_block.payload import PageFacts, payload
+from blocktrace.explorables.train_the_block.payload import PageFacts, payload, sides_sentence
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, LookAt
 from blocktrace.explorables.train_the_block.state import SETUP_PARAMS, RaceState
 
@@ -112,6 +112,20 @@ def test_the_look_is_the_runners_look(raced) -> None:
     right = int(np.sum(look.a.answers[scored] == look.targets[scored]))
     assert m["answers"][2][0] == f"A: add, {right} of {scored.size} right at step {2 * EVALUATE_EVERY}"
     assert m["span"] == [0, m["table"]["rows"][-1][3] + 1 + inside.N_SHOWN]  # the look's numbers come first
+
+
+@pytest.mark.parametrize(("difference", "floors", "sentence"), [
+    ("depth", 2, "Both are 2 floors and everything else is the same: the two models are identical. Choose more "
+                 "floors to make B deeper."),
+    ("depth", 24, "A is 2 floors; B is 24 floors. Everything else is the same."),
+    ("placement", 2, "A is pre-norm; B is post-norm. Everything else is the same."),
+])
+def test_the_sides_are_named_once_when_they_are_the_same(difference: str, floors: int, sentence: str) -> None:
+    """Racing depth with 2 floors in each model reads "Both are 2 floors", not "A is 2 floors; B is 2 floors", and
+    says how to make B deeper; sides that differ are each named, in the payload too."""
+    state = RaceState(task="copy", difference=difference, floors=floors)
+    assert sides_sentence(state) == sentence
+    assert _strict(payload(state, PageFacts(), _controls(state))[0])["sides"] == sentence
 
 
 def test_the_verdict_follows_the_race_not_the_page() -> None:
