@@ -47,7 +47,7 @@ def painter() -> str:
 
 
 DIAGRAM_CSS = """
-:host { display: block; width: 100%; --fd-stream: #7b8da1; --fd-selected: #e3effb; --fd-frame: #f3f5f8;
+:host { display: block; --fd-stream: #7b8da1; --fd-selected: #e3effb; --fd-frame: #f3f5f8;
   --fd-branch: #6a737d; }
 .fd-root { border: 1px solid var(--bt-line); border-radius: 8px; padding: 0.45rem 0.7rem 0.5rem;
   background: var(--bt-bg); color: var(--bt-ink); }

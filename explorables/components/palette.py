@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ChartColours", "chart_colours", "sign_colour", "text_on"]
+__all__ = ["ChartColours", "chart_colours", "luminance", "sign_colour", "text_on"]
 
 NEGATIVE = "#2166ac"  # blue (PuOr/RdBu family end)
 POSITIVE = "#d95f02"  # orange

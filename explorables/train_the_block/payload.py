@@ -23,6 +23,7 @@ from blocktrace.explorables.components.drawn_view import json_text
 from blocktrace.explorables.components.drawn_view.values import Values
 from blocktrace.explorables.components.heatmap import token_factors
 from blocktrace.explorables.components.numbers import NO_RMS, NO_RMS_NOTE, stage_rms
+from blocktrace.explorables.components.palette import chart_colours, luminance
 from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.train_the_block import inside, plots
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, Look
@@ -36,8 +37,8 @@ from blocktrace.explorables.train_the_block.state import (
     verdict_sentence,
 )
 
-__all__ = ["EMPTY", "LOOK_FIRST", "LOOK_NOTE", "NO_CURVES", "PageFacts", "disabled", "names", "options", "payload",
-           "status", "stopped_at_verdict"]
+__all__ = ["EMPTY", "LOOK_FIRST", "NO_CURVES", "PageFacts", "disabled", "look_note", "names", "options", "payload",
+           "sides_sentence", "status", "stopped_at_verdict"]
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,16 @@ EMPTY.flags.writeable = False
 NO_CURVES = ("Both loss curves, the held-out accuracy and the gradient reaching each floor are drawn here from "
              "the first step.")
 LOOK_FIRST = "Take a step to look inside: the attention weights and stages of the models as they are now."
-LOOK_NOTE = ("A held-out example: neither model ever trains on it. In the maps, a darker cell is more weight (hover "
-             "a cell for its value, or open the words under them); the maps, answers and table follow the models "
-             f"every {EVALUATE_EVERY} steps.")
+
+
+def look_note(dark: bool) -> str:
+    """The note above the look inside, in the theme's words: the maps' blues grow darker with weight on the light
+    theme and brighter on the dark one (palette.SEQUENTIAL_DARK)."""
+    blues = chart_colours(dark).sequential
+    more = "darker" if luminance(blues[-1]) < luminance(blues[0]) else "brighter"
+    return (f"A held-out example: neither model ever trains on it. In the maps, a {more} cell is more weight (hover "
+            "a cell for its value, or open the words under them); the maps, answers and table follow the models "
+            f"every {EVALUATE_EVERY} steps.")
 
 
 @dataclass(frozen=True)
@@ -64,12 +72,23 @@ class PageFacts:
     error: str = ""  # the seed field's message
     floors: int = 1  # the deeper model's floors (the Floor menu)
     heads: int = 1
+    dark: bool = False  # the session's theme (style.dark()): the maps' colours, and the words about them
 
 
 def names(state: RaceState) -> tuple[str, str]:
     """The sides as the legends and the tables name them: ("A: add", "B: replace")."""
     a, b = state.side_names()
     return f"A: {a}", f"B: {b}"
+
+
+def sides_sentence(state: RaceState) -> str:
+    """What A and B are, under the difference's menu: "A is pre-norm; B is post-norm. Everything else is the same."
+    Racing depth with 2 floors in each model gives both sides the same name: said once, with the way to a race."""
+    a, b = state.side_names()
+    if a != b:
+        return f"A is {a}; B is {b}. Everything else is the same."
+    way = " Choose more floors to make B deeper." if state.difference == "depth" else ""
+    return f"Both are {a} and everything else is the same: the two models are identical.{way}"
 
 
 def stopped_at_verdict(state: RaceState, facts: PageFacts) -> bool:
@@ -184,7 +203,7 @@ def _look(state: RaceState, facts: PageFacts, put) -> dict | None:
         table["rows"] = _stage_rows(side, position, facts.picked, put)
     else:
         table["missing"] = f"{side_names[which]} has no floor {look.floor + 1}."
-    return {"note": LOOK_NOTE, "positions": [f"position {i + 1}" for i in scored],
+    return {"note": look_note(facts.dark), "positions": [f"position {i + 1}" for i in scored],
             "answers_caption": (f"The example's scored positions (the whole input is {' '.join(tokens)}): what each "
                                 "model answers now"),
             "answers": answers, "factors": token_factors(tokens), "maps": maps, "table": table}
@@ -201,7 +220,6 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
     choices; `ack`: the number of the browser's last change answered."""
     s = state
     task = task_data.make_task(s.task)
-    a, b = s.side_names()
     unlocked = s.prediction.unlocked  # before: the view runs no race; and whatever the state held, none is sent
     steps = max(len(s.a.steps), len(s.b.steps)) if unlocked else 0
     numbers = Values()
@@ -212,7 +230,7 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
         "keep": stopped_at_verdict(s, facts), "names": list(side_names),
         "task": [f"{task.title}.", f"{task.needs} Guessing gives {100 * task.chance_accuracy:.1f} % (a loss of "
                                    f"{task.chance_loss:.2f})."],
-        "sides": f"A is {a}; B is {b}. Everything else is the same.",
+        "sides": sides_sentence(s),
         "status": status(s, facts), "progress": f"Step {steps:,} of {BUDGET:,}." if steps else "",
         "words": plots.race_sentences(s, side_names) if unlocked else [f"{n}: not started." for n in side_names],
         "no_curves": NO_CURVES, "look_first": LOOK_FIRST,

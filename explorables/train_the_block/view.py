@@ -39,7 +39,7 @@ from blocktrace.explorables.components.figures import DrawnAfterLoad
 from blocktrace.explorables.components.floor_diagram import DiagramPlace
 from blocktrace.explorables.components.page_layout import READABLE_CONTROLS
 from blocktrace.explorables.components.prediction import GATE_EVENTS, PredictionGate
-from blocktrace.explorables.components.style import styled
+from blocktrace.explorables.components.style import dark, styled
 from blocktrace.explorables.components.updates import LiveHTML, set_object
 from blocktrace.explorables.components.url_state import sync_to_url
 from blocktrace.explorables.decoder_block_lab.state import QUERY_KEYS as LAB_KEYS
@@ -190,6 +190,7 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         self._one_waiting = False  # One step was pressed while the worker was busy: it is taken next
         self._alert = ""  # a message shown in the status's place until the status next changes
         self._seed_error = ""  # the seed field's message, until a seed is taken
+        self._dark = dark()  # the session's theme, read while its config is at hand (slices arrive from the loop)
         self.choices = LookChoices()
         self.picked = "attn.pattern"  # the stage marked in the diagram and the table (a local key)
         self._build_views()
@@ -300,7 +301,7 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         c = self.choices
         return PageFacts(playing=self.playing, alert=self._alert, look=self.look,
                          choices={name: getattr(c, name) for name in CHOICES}, picked=self.picked,
-                         error=self._seed_error, floors=self._floors(), heads=self._heads())
+                         error=self._seed_error, floors=self._floors(), heads=self._heads(), dark=self._dark)
 
     def _payload(self, controls: dict[str, Any], ack: int):
         return payload(self.state, self._facts(), controls, ack=ack)

@@ -12,6 +12,17 @@ from playwright.sync_api import Browser, expect
 pytestmark = pytest.mark.browser
 
 RACE = "/explorables/train-the-block?task=copy&vs=residual&floors=2"
+# Each menu of the drawing: its id, its width, and the width it takes when nothing holds it in (as wide as its
+# longest option). A select's scrollWidth is its clientWidth whatever its text, so it cannot tell.
+MENU_WIDTHS = """menus => menus.map(menu => {
+  const free = menu.cloneNode(true);
+  free.removeAttribute("id");
+  free.style.cssText = "position: absolute; left: 0; top: 0; width: auto; max-width: none; visibility: hidden";
+  menu.after(free);
+  const widths = [menu.id, menu.getBoundingClientRect().width, free.getBoundingClientRect().width];
+  free.remove();
+  return widths;
+})"""
 
 
 def test_a_race_runs_after_the_prediction_stops_at_its_verdict_and_trains_on(open_page) -> None:
@@ -78,6 +89,24 @@ def _committed(open_page):
     page.get_by_role("button", name="Commit prediction").click()
     expect(page.get_by_role("button", name="Play")).to_be_enabled()
     return opened, page
+
+
+@pytest.mark.parametrize(("query", "phone"), [("&embed=1", False), ("&embed=1", True), ("", True)],
+                         ids=["embedded-900", "embedded-phone", "phone"])
+def test_every_menu_shows_its_longest_option_in_full(browser: Browser, server, query: str, phone: bool) -> None:
+    """Embedded 900 px wide, and on a 390 px phone embedded or not, every menu of the race is as wide as its longest
+    option (Speed's "Fast: as many steps as the server gives" was cut off in the embed's grid), and nothing runs
+    past the page's right edge."""
+    size = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True} if phone else \
+        {"viewport": {"width": 900, "height": 700}}
+    page = browser.new_context(**size).new_page()
+    page.goto(server.url(RACE + query))
+    expect(page.get_by_label("Speed")).to_have_value("Fast: as many steps as the server gives")
+    widths = page.locator(".dv select").evaluate_all(MENU_WIDTHS)
+    assert len(widths) == 10 and "dv-speed" in [w[0] for w in widths]
+    assert [(name, shown, longest) for name, shown, longest in widths if shown < longest - 0.5] == []
+    assert page.evaluate("document.documentElement.scrollWidth") == size["viewport"]["width"]
+    page.context.close()
 
 
 def test_a_bad_seed_is_refused_beside_its_field_and_the_last_good_kept(open_page) -> None:

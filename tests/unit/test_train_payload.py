@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from blocktrace.explorables.components.numbers import NO_RMS, stage_rms
+from blocktrace.explorables.components.palette import chart_colours, luminance
 from blocktrace.explorables.train_the_block import inside, plots, runner
-from blocktrace.explorables.train_the_block.payload import PageFacts, payload
+from blocktrace.explorables.train_the_block.payload import PageFacts, look_note, payload, sides_sentence
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, LookAt
 from blocktrace.explorables.train_the_block.state import SETUP_PARAMS, RaceState
 
@@ -112,6 +113,34 @@ def test_the_look_is_the_runners_look(raced) -> None:
     right = int(np.sum(look.a.answers[scored] == look.targets[scored]))
     assert m["answers"][2][0] == f"A: add, {right} of {scored.size} right at step {2 * EVALUATE_EVERY}"
     assert m["span"] == [0, m["table"]["rows"][-1][3] + 1 + inside.N_SHOWN]  # the look's numbers come first
+    assert m["note"] == look_note(False)
+    dark = _strict(payload(state, PageFacts(look=look, floors=2, heads=2, dark=True), _controls(state))[0])["look"]
+    assert dark["note"] == look_note(True)
+
+
+@pytest.mark.parametrize(("dark", "more"), [(False, "darker"), (True, "brighter")])
+def test_the_look_note_says_how_the_themes_maps_show_more_weight(dark: bool, more: str) -> None:
+    """On white more weight is a darker blue; on the dark theme a brighter one (palette.SEQUENTIAL_DARK): the note
+    says so in each theme, as its palette runs."""
+    blues = chart_colours(dark).sequential
+    assert (luminance(blues[-1]) < luminance(blues[0])) == (more == "darker")
+    note = look_note(dark)
+    assert f"a {more} cell is more weight" in note
+    assert ("darker" in note) == (not dark) and ("brighter" in note) == dark
+
+
+@pytest.mark.parametrize(("difference", "floors", "sentence"), [
+    ("depth", 2, "Both are 2 floors and everything else is the same: the two models are identical. Choose more "
+                 "floors to make B deeper."),
+    ("depth", 24, "A is 2 floors; B is 24 floors. Everything else is the same."),
+    ("placement", 2, "A is pre-norm; B is post-norm. Everything else is the same."),
+])
+def test_the_sides_are_named_once_when_they_are_the_same(difference: str, floors: int, sentence: str) -> None:
+    """Racing depth with 2 floors in each model reads "Both are 2 floors", not "A is 2 floors; B is 2 floors", and
+    says how to make B deeper; sides that differ are each named, in the payload too."""
+    state = RaceState(task="copy", difference=difference, floors=floors)
+    assert sides_sentence(state) == sentence
+    assert _strict(payload(state, PageFacts(), _controls(state))[0])["sides"] == sentence
 
 
 def test_the_verdict_follows_the_race_not_the_page() -> None:

@@ -14,9 +14,7 @@
   D.views.blockFloor = function (ctx) {
     var N = D.node, spec = ctx.spec, pal = ctx.palette, embed = !!spec.embed;
     var side = N("div", {"class": "dv-side"}, ctx.root);
-    var form = N("form", {"class": "dv-controls bt-card", "aria-label": "Controls"}, side);
-    form.addEventListener("submit", function (e) { e.preventDefault(); });
-    N("h2", {"class": "bt-h2"}, form, "Controls");
+    var form = D.controlsCard(side, "Controls");
     var main = N("div", {"class": "dv-main"}, ctx.root);
     var settle = N("div", {"class": "dv-place"}, main);
     var orders = N("div", {"class": "dv-place"}, main);

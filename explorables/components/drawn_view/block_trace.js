@@ -20,9 +20,7 @@
   D.views.blockTrace = function (ctx) {
     var N = D.node, spec = ctx.spec, pal = ctx.palette;
     var side = N("div", {"class": "dv-side"}, ctx.root);
-    var form = N("form", {"class": "dv-controls bt-card", "aria-label": "Controls"}, side);
-    form.addEventListener("submit", function (e) { e.preventDefault(); });
-    N("h2", {"class": "bt-h2"}, form, "Controls");
+    var form = D.controlsCard(side, "Controls");
     var inspectSpec = null;
     (spec.controls || []).forEach(function (c) {
       if (c.name === "inspect") { inspectSpec = c; return; }

@@ -117,8 +117,7 @@
     var topControls = N("div", {"class": "dl-controls"}, top);
     var panels = {};
     (spec.panels || []).forEach(function (p) {
-      var sec = N("section", {"class": "bt-card dl-panel", "aria-labelledby": "dl-panel-" + p.n}, main);
-      N("h2", {"class": "bt-h2", id: "dl-panel-" + p.n}, sec, p.n + ". " + p.title);
+      var sec = D.controlsCard(main, p.n + ". " + p.title, {id: "dl-panel-" + p.n, className: "dl-panel"});
       N("p", {"class": "bt-lead"}, sec, p.lead);
       panels[p.n] = {sec: sec, controls: N("div", {"class": "dl-controls"}, sec)};
     });

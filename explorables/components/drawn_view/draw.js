@@ -266,6 +266,23 @@
     return input;
   }
 
+  // A card of native controls under its title (an h2): a form named by its title, never submitted (a field sends
+  // its own change). With o.id, a section named by its heading instead (o.className: the card's own class), as the
+  // decoder lab's numbered panels are. The controls go in with ctx.control(card, c).
+  function controlsCard(parent, title, o) {
+    o = o || {};
+    var card;
+    if (o.id) {
+      card = node("section", {"class": "bt-card" + (o.className ? " " + o.className : ""), "aria-labelledby": o.id},
+                  parent);
+    } else {
+      card = node("form", {"class": "dv-controls bt-card", "aria-label": title}, parent);
+      card.addEventListener("submit", function (e) { e.preventDefault(); });
+    }
+    node("h2", {"class": "bt-h2", id: o.id}, card, title);
+    return card;
+  }
+
   // A select's options as the server lists them now ([[words, value], ...]), replaced only when they change.
   function setOptions(input, options) {
     var key = JSON.stringify(options);
@@ -359,5 +376,5 @@
 
   window.btDraw = {views: {}, mount: mount, node: node, number: number, signClass: signClass, cell: cell,
                    table: table, legend: legend, chart: chart, hover: hover, ticks: ticks, yAxis: yAxis,
-                   heatmap: heatmap, savePng: savePng};
+                   heatmap: heatmap, savePng: savePng, controlsCard: controlsCard};
 })();

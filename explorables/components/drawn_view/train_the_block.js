@@ -19,9 +19,7 @@
       return {colour: pal.series[s.series % pal.series.length], dash: s.dash || null};
     });
     var side = N("div", {"class": "dv-side"}, ctx.root);
-    var form = N("form", {"class": "dv-controls bt-card", "aria-label": "The race"}, side);
-    form.addEventListener("submit", function (e) { e.preventDefault(); });
-    N("h2", {"class": "bt-h2"}, form, "The race");
+    var form = D.controlsCard(side, "The race");
     var main = N("div", {"class": "dv-main"}, ctx.root);
     var taskNote = N("p", {"class": "bt-muted"}, main);
     var statusLine = N("p", {"class": "bt-live", role: "status", "aria-live": "polite"}, main);
