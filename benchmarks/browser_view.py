@@ -1,7 +1,7 @@
-"""An explorable's cost per session and per change (the block trace, or --page floor): this tree's view, and
-another tree's for before/after.
+"""An explorable's cost per session and per change (the block trace, or --page floor, or --page lab: the decoder
+lab's T, which its depth panel's 48-block stacks follow): this tree's view, and another tree's for before/after.
 
-usage: python benchmarks/browser_view.py [--page trace|floor] [--variants tuned,stock|each] [--repeat 1]
+usage: python benchmarks/browser_view.py [--page trace|floor|lab] [--variants tuned,stock|each] [--repeat 1]
                                          [--changes 240] [--sessions 40] [--browser] [--loads 3]
                                          [--browser-changes 30] [--before-python PATH]
 
@@ -82,7 +82,17 @@ def rss_mb() -> float:
 PAGES = {
     "trace": ("blocktrace.explorables.transformer_block_trace.view", "TraceExplorable", "attention_scale", SCALES),
     "floor": ("blocktrace.explorables.block_floor.view", "FloorExplorable", "stage", list(range(1, 9))),
+    # up and down: the cold round steps 7 at a time, so the number of values must not be a multiple of 7
+    "lab": ("blocktrace.explorables.decoder_block_lab.view", "DecoderLabExplorable", "T",
+            [2, 3, 4, 5, 6, 7, 8, 7, 6, 5, 4, 3]),
 }
+# --page: the shared caches "cold" empties, (module, name); trees differ in which they have
+TRACE_CACHES = [("transformer_block_trace.state", "TRACES"), ("transformer_block_trace.renderings", "RENDERINGS"),
+                ("transformer_block_trace.diagram", "VIEWS"), ("transformer_block_trace.payload", "PAYLOADS")]
+CACHES = {"trace": TRACE_CACHES, "floor": TRACE_CACHES,
+          "lab": [("decoder_block_lab.state", "RUNS"), ("decoder_block_lab.state", "CORRUPTIONS"),
+                  ("decoder_block_lab.state", "DEPTHS"), ("decoder_block_lab.payload", "RESULTS"),
+                  ("decoder_block_lab.diagram", "VIEWS")]}
 PAGE = "trace"
 
 
@@ -123,13 +133,12 @@ def target(doc) -> tuple[str, str]:
 
 
 def clear_caches() -> None:
-    """Empty every shared cache of the block trace this tree has (trees differ in which they have)."""
+    """Empty every shared cache of the page's explorable this tree has (trees differ in which they have)."""
     import importlib
 
-    for module, name in (("state", "TRACES"), ("renderings", "RENDERINGS"), ("diagram", "VIEWS"),
-                         ("payload", "PAYLOADS")):
+    for module, name in CACHES[PAGE]:
         try:
-            found = importlib.import_module(f"blocktrace.explorables.transformer_block_trace.{module}")
+            found = importlib.import_module(f"blocktrace.explorables.{module}")
         except ImportError:
             continue
         cache = getattr(found, name, None)

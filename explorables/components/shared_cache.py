@@ -7,6 +7,10 @@ process keeps the most recently used settings and each session takes its answer 
 
 Only immutable things go in: strings, read-only arrays, tuples. Widgets and Bokeh models are
 never shared; a session copies plot data into its own sources.
+
+Entries whose size varies a thousandfold with the settings (a trace at d = 8 or at d = 512) are also bounded by
+weight: with `weigh`, the least recently used go until the entries weigh at most `limit` together (the newest
+stays, whatever it weighs).
 """
 
 from __future__ import annotations
@@ -22,11 +26,18 @@ V = TypeVar("V")
 
 
 class SharedCache(Generic[V]):
-    """Least recently used entries beyond `size` are dropped; safe to call from several threads."""
+    """Least recently used entries beyond `size` (or beyond `limit` in weight) are dropped; safe to call from
+    several threads."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, limit: int | None = None, weigh: Callable[[V], int] | None = None):
+        if (limit is None) != (weigh is None):
+            raise ValueError("a weight limit needs a way to weigh an entry, and the other way round")
         self.size = size
+        self.limit = limit
+        self._weigh = weigh
         self._entries: OrderedDict[Hashable, V] = OrderedDict()
+        self._weights: dict[Hashable, int] = {}
+        self.weight = 0  # of every entry held, with `weigh`
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -38,12 +49,17 @@ class SharedCache(Generic[V]):
                 self.hits += 1
                 return self._entries[key]
         value = compute()  # outside the lock: two threads may both compute a new key, with the same result
+        weight = self._weigh(value) if self._weigh is not None else 0
         with self._lock:
             self.misses += 1
             self._entries[key] = value
             self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            self.weight += weight - self._weights.get(key, 0)
+            self._weights[key] = weight
+            while len(self._entries) > self.size or (
+                    self.limit is not None and self.weight > self.limit and len(self._entries) > 1):
+                dropped, _ = self._entries.popitem(last=False)
+                self.weight -= self._weights.pop(dropped)
         return value
 
     def peek(self, key: Hashable) -> V | None:
@@ -57,7 +73,8 @@ class SharedCache(Generic[V]):
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self.hits = self.misses = 0
+            self._weights.clear()
+            self.hits = self.misses = self.weight = 0
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from blocktrace.explorables.components.floor_model import FloorSpec, Shown, shown, spec_from
 from blocktrace.explorables.components.numbers import rms_card
+from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.decoder_block_lab import checks
 from blocktrace.explorables.decoder_block_lab.state import LabState
 from blocktrace.explorables.engine import Trace
 from blocktrace.explorables.engine.forward import block_keys
 
-__all__ = ["diagram_view"]
+__all__ = ["VIEWS", "diagram_view"]
 
 PREFIX = "blocks.0."
 MLP_NAMES = {"swiglu": "SwiGLU", "gelu": "GELU", "relu": "ReLU"}
@@ -56,7 +57,17 @@ def caption(state: LabState) -> str:
     return f"{head} Each card shows its stage's RMS, as the stage table does; select a stage to mark it there."
 
 
+# One view per run, inspected stage and gate state, shared by the sessions of a process (a Shown is never changed:
+# the component copies what it sends).
+VIEWS: SharedCache[Shown] = SharedCache(256)
+
+
 def diagram_view(state: LabState) -> Shown:
+    """The diagram for the state as it is: the inspected stage selected; RMS and failing checks once unlocked."""
+    return VIEWS.get((state.run_key(), state.inspect, state.prediction.unlocked), lambda: _view(state))
+
+
+def _view(state: LabState) -> Shown:
     trace = state.trace
     spec = floor_spec(trace)
     locked = not state.prediction.unlocked

@@ -9,6 +9,10 @@ The prediction's question is answered by the causal test, the invariants and the
 prediction is not committed none of them leaves the server (their places carry `held`, the line saying what will
 appear), nor the break-it symptom of the mask. The shapes, norms, activations, depth and worked example do not
 answer it and are drawn from the start, as before the port.
+
+The results (every panel's part) depend only on the settings and the gate: they are shared by the sessions of a
+process (SharedCache) as JSON text and a read-only array, and a session's own part (its controls, messages and
+the number of its last change) is joined to that text.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import numpy as np
 
 from blocktrace.explorables.components.drawn_view import json_text
 from blocktrace.explorables.components.drawn_view.values import Values
+from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.decoder_block_lab import checks, describe, plots, tables
 from blocktrace.explorables.decoder_block_lab.shapes import exercise_answer
 from blocktrace.explorables.decoder_block_lab.state import DEPTH_MAX_D, VARIANTS, LabState
 from blocktrace.explorables.decoder_block_lab.tables import VARIANT_NAMES
 
-__all__ = ["BREAK_MIRRORS", "CAUSAL_HELD", "CHECKS_HELD", "HEADS_HELD", "SHAPED", "payload", "table_part"]
+__all__ = ["BREAK_MIRRORS", "CAUSAL_HELD", "CHECKS_HELD", "HEADS_HELD", "RESULTS", "SHAPED", "payload", "results",
+           "table_part"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,10 @@ STATUS = {checks.PASS: "pass", checks.FAIL: "fail", checks.NOT_APPLICABLE: "na"}
 SYMBOL = {checks.PASS: "✓", checks.FAIL: "✗", checks.NOT_APPLICABLE: "–"}
 
 Put = Callable[[object], int]
+# The results as JSON text and numbers, per setting and gate, at most 32 MB of them (a setting at d = 512 sends
+# forty thousand numbers, at d = 8 a few hundred).
+RESULTS: SharedCache[tuple[str, np.ndarray]] = SharedCache(
+    256, limit=32_000_000, weigh=lambda found: len(found[0]) + found[1].nbytes)
 
 
 def table_part(found: tables.Table, put: Put) -> dict:
@@ -126,6 +136,19 @@ def _worked(s: LabState, put: Put) -> dict:
     return {"summary": table_part(summary, put), "detail": [table_part(t, put) for t in tables.worked_detail(s)]}
 
 
+def results(s: LabState) -> tuple[str, np.ndarray]:
+    """Every panel's part as JSON text (an object) and its numbers, shared by the sessions with these settings,
+    this gate state and this prediction."""
+    p = s.prediction
+    key = (s.settings(), s.worked.digest, p.unlocked, p.committed and p.choice)
+    return RESULTS.get(key, lambda: _results_text(s))
+
+
+def _results_text(s: LabState) -> tuple[str, np.ndarray]:
+    found, values = _results(s, s.prediction.unlocked)
+    return json_text(found), values
+
+
 def _results(s: LabState, unlocked: bool) -> tuple[dict, np.ndarray]:
     numbers = Values()
     put = numbers.put
@@ -171,8 +194,8 @@ def payload(state: LabState, controls: dict, ack: int = 0, errors: dict[str, str
            "trained": describe.trained_note(s), "held": [CHECKS_HELD, HEADS_HELD, CAUSAL_HELD]}
     if building or s.trace is None or not s.depth:
         return json_text({**own, "building": True}), np.zeros(0)
-    results, values = _results(s, unlocked)
-    return json_text({**results, **own}), values
+    text, values = results(s)
+    return text[:-1] + ", " + json_text(own)[1:], values  # as json_text({**results, **own}): no key in both
 
 
 def _plain(v: float) -> str:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import cached_property
 
 import numpy as np
 import param
 
 from blocktrace.explorables.components import trained_floors
 from blocktrace.explorables.components.prediction import Prediction
+from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.components.trained_floors import TrainedFloor
 from blocktrace.explorables.components.url_state import (
     QueryKey,
@@ -27,9 +29,9 @@ from blocktrace.explorables.engine.backward import depth_profile
 from blocktrace.explorables.engine.config import MAX_ABS_VALUE
 from blocktrace.explorables.engine.parsing import parse_vector
 
-__all__ = ["BUDGETED", "CONSTANT_NORM_TEXT", "CORRECT_PREDICTION", "DEFAULT_NORM_TEXT", "DEPTH_MAX_D", "D_CHOICES",
-           "EXPANSIONS", "HEAD_CHOICES", "MAX_B", "MAX_BLOCKS", "MAX_NORM_WIDTH", "MAX_T", "MIN_T", "QUERY_KEYS",
-           "VARIANTS", "ZERO_NORM_TEXT", "LabState"]
+__all__ = ["BUDGETED", "CONSTANT_NORM_TEXT", "CORRECT_PREDICTION", "CORRUPTIONS", "DEFAULT_NORM_TEXT", "DEPTHS",
+           "DEPTH_MAX_D", "D_CHOICES", "EXPANSIONS", "HEAD_CHOICES", "MAX_B", "MAX_BLOCKS", "MAX_NORM_WIDTH", "MAX_T",
+           "MIN_T", "QUERY_KEYS", "RUNS", "VARIANTS", "ZERO_NORM_TEXT", "LabState", "Run"]
 
 PRESET = "decoder-lab"
 # Position labels: the preset's four words, then four more so T can reach 8.
@@ -91,6 +93,57 @@ QUERY_KEYS = {
 }
 SHAPE = ("d", "heads", "expansion", "norm", "mlp")  # what a trained floor's weights fix
 LAST = 1_000_000  # a watcher precedence: after the widgets' links
+
+
+def _floats(*arrays: np.ndarray) -> int:
+    return sum(int(a.size) for a in arrays)
+
+
+def _read_only(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        a.flags.writeable = False
+
+
+class Run:
+    """One block on the lab's input under one setting: the input, its trace and SwiGLU's split check, shared by
+    the sessions with that setting (every array read-only); the invariants are computed once, when first shown."""
+
+    def __init__(self, x: np.ndarray, trace: Trace, split: checks.SplitResult | None):
+        out = [] if split is None or split.out is None else [split.out]
+        _read_only(x, *(stage.values for stage in trace), *trace.params.values(), *out)
+        self.x, self.trace, self.split = x, trace, split
+
+    @cached_property
+    def invariants(self) -> tuple[checks.Check, ...]:
+        found = checks.invariants(self.trace)
+        split = self.split
+        if split is not None and split.error:
+            found.append(checks.Check("SwiGLU split keeps the shapes", checks.FAIL,
+                                      "chunked along positions instead of features: " + split.error))
+        elif split is not None:
+            found.append(checks.Check("SwiGLU split keeps the shapes", checks.PASS,
+                                      f"gate and value {list(split.shapes[1][1])} each, "
+                                      f"output {list(split.shapes[-1][1])}."))
+        return tuple(found)
+
+    def floats(self) -> int:
+        """Numbers this run holds, its weights included (shared with other runs or not: an upper bound)."""
+        return _floats(self.x, *(stage.values for stage in self.trace), *self.trace.params.values())
+
+
+def _corrupted_floats(entry: tuple[Trace, np.ndarray]) -> int:
+    corrupted, delta = entry
+    return _floats(delta, *(stage.values for stage in corrupted), *corrupted.params.values())
+
+
+# What a setting decides, for the settings most recently used in this process, shared by its sessions: a class
+# moves the same controls over the same values, so each change is computed once. Runs and corrupted runs are
+# bounded by weight (a run at d = 512 holds a thousand times the numbers of one at d = 8, weights included);
+# a depth profile is 8 curves of at most 49 numbers.
+RUNS: SharedCache[Run] = SharedCache(256, limit=budget.MAX_FLOATS, weigh=Run.floats)
+CORRUPTIONS: SharedCache[tuple[Trace, np.ndarray]] = SharedCache(256, limit=budget.MAX_FLOATS,
+                                                                  weigh=_corrupted_floats)
+DEPTHS: SharedCache[dict] = SharedCache(1024)
 
 
 def lab_shape(config: BlockConfig) -> dict | None:
@@ -157,6 +210,7 @@ class LabState(param.Parameterized):
         """deferred=True: compute nothing until start() (a served page calls it once its browser is connected)."""
         self._params_cache: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
         self._corrupted_for: tuple = ()  # (trace id, position, value) the corrupted trace was computed for
+        self._shown: Run | None = None  # the run whose trace is shown
         self._computed: dict[str, tuple] = {}  # derived value -> the inputs it was last computed from
         self._paused = deferred
         self._good = {name: type(self).param[name].default for name in BUDGETED}  # the last sizes within budget
@@ -246,6 +300,22 @@ class LabState(param.Parameterized):
             cache.popitem(last=False)
         return cache[key]
 
+    def run_key(self) -> tuple:
+        """What one block's run reads: the sizes, the design, the broken switches and the trained floor, if any."""
+        return (self.B, self.T, self.d, self.heads, self.expansion, self.norm, self.mlp, self.placement, self.causal,
+                self.residual, self.zero_eps, self.wrong_split, self.run if self.trained is not None else "")
+
+    def depth_key(self) -> tuple:
+        """What the depth panel's stacks read (drawn weights, at the depth panel's width, also beside a floor)."""
+        return (self.B, self.T, self.depth_d, self.heads, self.expansion, self.norm, self.mlp, self.causal,
+                self.zero_eps, self.blocks)
+
+    def settings(self) -> tuple:
+        """Every setting the lab's panels read, as exact bits (-0.0 and 0.0 differ; 999 typed twice is one)."""
+        return (self.run_key(), self.depth_key(), self.corrupt, float(self.corrupt_value).hex(),
+                np.asarray(self.norm_vector, dtype=float).tobytes(), float(self.norm_eps).hex(), self.worked_name,
+                self.inspect)
+
     def cost(self) -> budget.Cost:
         """The estimated work of a change to the current sizes, and the memory they hold."""
         return budget.cost(**{name: getattr(self, name) for name in BUDGETED})
@@ -254,11 +324,12 @@ class LabState(param.Parameterized):
         """Whether the current sizes are within the budget. If not, say why and go back to the last
         sizes that were (the defaults for a link): its derived values are still the ones shown."""
         current = {name: getattr(self, name) for name in BUDGETED}
+        if current == self._good:
+            return True  # admitted before (or the defaults): nothing to estimate
         refusal = self.cost().refusal()
-        if not refusal:
-            if current != self._good:  # a new change let through; not the undoing of a refused one
-                self._good = current
-                self.budget_error = ""
+        if not refusal:  # a new change let through; not the undoing of a refused one
+            self._good = current
+            self.budget_error = ""
             return True
         self.budget_error = refusal
         self.param.update(**self._good)  # re-runs nothing: _run and _run_depth see their last inputs
@@ -296,13 +367,18 @@ class LabState(param.Parameterized):
     def _run(self) -> None:
         if self._paused or not self.admit_sizes():
             return
-        inputs = (*(getattr(self, name) for name in (
-            "B", "T", "d", "heads", "expansion", "norm", "mlp", "placement", "causal", "residual", "zero_eps",
-            "wrong_split")), id(self.trained))
-        if self._computed.get("trace") == inputs:
+        key = self.run_key()
+        if self._computed.get("trace") == key:
             return  # a refused change was undone: what is shown is already this
-        self._computed["trace"] = inputs
+        self._computed["trace"] = key
         corrupt = min(self.corrupt, self.T - 1)  # a shorter sequence pulls the corrupted position inside it
+        run = self._shown = RUNS.get(key, self._compute_run)
+        corrupted, delta = self._corrupt(run, corrupt)
+        self._corrupted_for = (id(run.trace), corrupt, self.corrupt_value)
+        # One update, so every view sees a trace, its corrupted twin and the position together.
+        self._set(x=run.x, trace=run.trace, split=run.split, corrupted=corrupted, delta=delta, corrupt=corrupt)
+
+    def _compute_run(self) -> Run:
         config = self.config() if self.trained is None else self.trained_config()
         params = self.params_for(config) if self.trained is None else self.trained.cut.params
         x = self.make_input(self.d)
@@ -312,18 +388,22 @@ class LabState(param.Parameterized):
             p = "blocks.0.mlp."
             split = checks.swiglu_split(trace["blocks.0.ln2.normalized"], params[p + "W_gate"],
                                         params[p + "W_value"], params[p + "W_down"], wrong=self.wrong_split)
-        corrupted, delta = self._corrupt(trace, x, corrupt)
-        self._corrupted_for = (id(trace), corrupt, self.corrupt_value)
-        # One update, so every view sees a trace, its corrupted twin and the position together.
-        self.param.update(x=x, trace=trace, split=split, corrupted=corrupted, delta=delta, corrupt=corrupt)
+        return Run(x, trace, split)
 
-    def _corrupt(self, trace: Trace, x: np.ndarray, corrupt: int) -> tuple[Trace, np.ndarray]:
-        """The block on x with position `corrupt` of batch item 0 overwritten, and |Δ output| there. # -> [T, d]"""
-        x = x.copy()
+    def _corrupt(self, run: Run, corrupt: int) -> tuple[Trace, np.ndarray]:
+        """The block on x with position `corrupt` of batch item 0 overwritten, and |Δ output| there (shared by
+        the sessions with this setting). # -> [T, d]"""
+        key = (self.run_key(), corrupt, float(self.corrupt_value).hex())
+        return CORRUPTIONS.get(key, lambda: self._compute_corrupt(run, corrupt))
+
+    def _compute_corrupt(self, run: Run, corrupt: int) -> tuple[Trace, np.ndarray]:
+        trace = run.trace
+        x = run.x.copy()
         x[0, corrupt, :] = float(self.corrupt_value)
         corrupted = forward(trace.config, trace.params, x, trace.tokens)
         with np.errstate(invalid="ignore"):  # inf − inf, should a huge value overflow, is shown as NaN
             delta = np.abs(corrupted.output[0] - trace.output[0])
+        _read_only(delta, *(stage.values for stage in corrupted))
         return corrupted, delta
 
     @param.depends("mlp", watch=True)
@@ -337,19 +417,22 @@ class LabState(param.Parameterized):
             return
         if self._corrupted_for == (id(self.trace), self.corrupt, self.corrupt_value):
             return  # _run has just computed it
-        corrupted, delta = self._corrupt(self.trace, self.x, self.corrupt)
-        self.param.update(corrupted=corrupted, delta=delta)
+        corrupted, delta = self._corrupt(self._shown, self.corrupt)
+        self._set(corrupted=corrupted, delta=delta)
 
     @param.depends("B", "T", "d", "heads", "expansion", "norm", "mlp", "causal", "zero_eps", "blocks",
                    watch=True, on_init=True)
     def _run_depth(self) -> None:
         if self._paused or not self.admit_sizes():
             return
-        inputs = tuple(getattr(self, name) for name in (
-            "B", "T", "d", "heads", "expansion", "norm", "mlp", "causal", "zero_eps", "blocks"))
-        if self._computed.get("depth") == inputs:
+        key = self.depth_key()
+        if self._computed.get("depth") == key:
             return
-        self._computed["depth"] = inputs
+        self._computed["depth"] = key
+        self.depth = DEPTHS.get(key, self._compute_depth)
+
+    def _compute_depth(self) -> dict:
+        """(placement, residual) -> depth_profile of the stack, for each of the four arrangements."""
         d = self.depth_d
         base = self.config(n_layers=MAX_BLOCKS, d=d)
         params = self.params_for(base)  # the first n blocks of a 48-block stack, so curves extend, never redraw
@@ -358,8 +441,9 @@ class LabState(param.Parameterized):
         with np.errstate(all="ignore"):  # eps = 0 on a zero row: NaN travels down, shown as gaps
             for placement, residual in VARIANTS:
                 config = base.with_(n_layers=self.blocks, placement=placement, residual=residual)
-                profiles[(placement, residual)] = depth_profile(config, params, x)
-        self.depth = profiles
+                profiles[(placement, residual)] = profile = depth_profile(config, params, x)
+                _read_only(*profile.values())
+        return profiles
 
     @property
     def depth_d(self) -> int:
@@ -372,20 +456,21 @@ class LabState(param.Parameterized):
         except ConfigError as err:
             self.norm_error = str(err)  # the last good vector stays
             return
-        self.param.update(norm_error="", norm_vector=vector)
+        self._set(norm_error="", norm_vector=vector)
+
+    def _set(self, **values) -> None:
+        """`self.param.update(**values)` without the snapshot of every parameter it takes to undo itself, nor the
+        setting of a value already there (the same object: no watcher would hear of it)."""
+        with param.parameterized.batch_call_watchers(self):
+            for name, value in values.items():
+                if getattr(self, name) is not value:
+                    setattr(self, name, value)
 
     # --- what the views read ----------------------------------------------------------------
 
     def invariants(self) -> list[checks.Check]:
-        found = checks.invariants(self.trace)
-        if self.split is not None and self.split.error:
-            found.append(checks.Check("SwiGLU split keeps the shapes", checks.FAIL,
-                                      "chunked along positions instead of features: " + self.split.error))
-        elif self.split is not None:
-            found.append(checks.Check("SwiGLU split keeps the shapes", checks.PASS,
-                                      f"gate and value {list(self.split.shapes[1][1])} each, "
-                                      f"output {list(self.split.shapes[-1][1])}."))
-        return found
+        """The invariants of the run shown, computed once per setting in this process."""
+        return list(self._shown.invariants)
 
     def verdict(self) -> checks.CausalVerdict:
         return checks.causal_verdict(self.delta, self.corrupt)
