@@ -407,11 +407,12 @@ def test_each_chart_downloads_as_a_png(open_page) -> None:
     page.get_by_role("button", name="Commit prediction").click()
     ready(page)
     for title, name in (("Norm ‖·‖ at each stage", "norms"), ("SwiGLU, hidden unit by hidden unit", "swiglu")):
-        svg = page.get_by_role("img", name=title, exact=True)
-        width = int(svg.get_attribute("width"))
-        height = int(svg.get_attribute("height"))
-        with page.expect_download() as info:
-            page.get_by_role("button", name=f"Download “{title}” as PNG").click()
+        svg = page.get_by_role("img", name=title, exact=True).element_handle()
+        button = page.get_by_role("button", name=f"Download “{title}” as PNG")
+        with page.expect_download() as info:  # the size read and the click in one task: no redraw between them
+            width, height = button.evaluate(
+                "(button, svg) => { const size = [Number(svg.getAttribute('width')),"
+                " Number(svg.getAttribute('height'))]; button.click(); return size; }", svg)
         assert info.value.suggested_filename == f"transformer-block-trace-{name}.png"
         data = Path(info.value.path()).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
