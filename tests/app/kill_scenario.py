@@ -190,8 +190,13 @@ async def flood_check_answer(base: str, class_code: str, secret: bytes, presses:
                           and _attrs(m).get("label") == "Commit prediction")
         await session.set(bet, "active", 1)
         await click(session, commit_bet)
-        while found is None:  # each read is bounded (READ_TIMEOUT_S)
-            message = await session.read()
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S  # the bet's answer, as a commit's (reads time out sooner)
+        while found is None:
+            assert time.monotonic() < deadline, f"the checkpoints did not come within {ANSWER_TIMEOUT_S:.0f} s"
+            try:
+                message = await session.read()
+            except TimeoutError:
+                continue
             if message.msgtype == "PATCH-DOC":
                 found = _checkpoint_controls(message.content, labels)
     radio, button = found
