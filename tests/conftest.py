@@ -16,8 +16,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
+from blocktrace.app.serve import READY_LINE
+
 ROOT = Path(__file__).resolve().parents[1]
-START_TIMEOUT = 60.0  # seconds; a cold import of Panel and Bokeh on a 2-core machine takes a few
+# Seconds for a server to answer: a cold import of Panel and Bokeh and the warm-up that builds every page take
+# 5-10 s on an idle 2-core machine, and 45-140 s in a CI lane at nice 10 beside the browser tests
+# (tests/app/test_kill_final.py, which starts four servers, timed out at 60 s there).
+START_TIMEOUT = 300.0
 
 
 @dataclass
@@ -103,7 +108,11 @@ def let_students_start_classes(data_dir: Path, extra: tuple[str, ...]) -> None:
 
 
 def start_server(log_path: Path, *extra: str, open_joining: bool = True) -> Server:
-    """Start the server on a free port and return once /health answers 200.
+    """Start the server on a free port and return once it has printed its banner and /health answers 200.
+
+    The banner, printed by this very process once it listens, is what makes the answer its own: the port was
+    free when chosen, and under load the warm-up holds it unbound for a minute or more, in which another
+    process (another test's server) may take it.
 
     Its classroom data goes beside the log (never into the working tree) unless `extra` says otherwise.
     With `open_joining` (the default) students may join with any class code, so that tests of everything else
@@ -125,7 +134,7 @@ def start_server(log_path: Path, *extra: str, open_joining: bool = True) -> Serv
     server = Server(process, port, log_path, data_dir)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        if _healthy(server.url("/health")):
+        if READY_LINE in server.log() and _healthy(server.url("/health")):
             return server
         try:
             # Waits a moment for the process, and notices at once if it died.
@@ -134,7 +143,8 @@ def start_server(log_path: Path, *extra: str, open_joining: bool = True) -> Serv
             continue
         raise RuntimeError(f"the server exited with status {code} before answering:\n{server.log()}")
     stop_server(server)
-    raise RuntimeError(f"the server did not answer /health within {START_TIMEOUT:.0f} s:\n{server.log()}")
+    raise RuntimeError(f"the server did not print its banner and answer /health within {START_TIMEOUT:.0f} s:\n"
+                       f"{server.log()}")
 
 
 def stop_process(process: subprocess.Popen) -> None:

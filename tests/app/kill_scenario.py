@@ -36,7 +36,9 @@ FINAL = "Your prediction (final)"
 OPEN = "The controls unlock once you commit."
 COMMIT = "Commit prediction"
 CHECK = "Check answer"
-ANSWER_TIMEOUT_S = 60.0  # a restarted page's restore, or a new commit, on a busy 2-core machine
+# A page's answer (final after a commit, a restarted page's restore): 1-4 s in a loaded CI lane, where a page can
+# also hear nothing for over 30 s while the server builds the next students' pages.
+ANSWER_TIMEOUT_S = 120.0
 
 
 def _attrs(model: dict) -> dict:
@@ -83,10 +85,18 @@ async def open_page(base: str, path: str, class_code: str, cookie: str) -> Sessi
 
 
 async def _read_gate(student: Student) -> None:
-    """Follow the gate's text until the websocket closes (the server died or the test closed it)."""
+    """Follow the gate's text until the websocket closes (the server died or the test closed it).
+
+    A read that times out is silence, not the end: a page open while the server is busy with other students
+    hears nothing for a while, and a "final" that comes after is still what the page showed. (Stopping there
+    counted such a page as never final, and the final round then waited in vain for it.) The callers bound the
+    wait for this reader's end, after the kill or after closing the socket."""
     try:
         while True:
-            message = await student.session.read()
+            try:
+                message = await student.session.read()
+            except TimeoutError:
+                continue
             if message.msgtype != "PATCH-DOC":
                 continue
             for event in message.content.get("events", []):
@@ -95,8 +105,10 @@ async def _read_gate(student: Student) -> None:
                     student.gate_text = html.unescape(str(event.get("new")))
                     student.final_seen = student.final_seen or FINAL in student.gate_text
                     student.changed.set()
-    except (Exception, asyncio.CancelledError):  # closed (or a read timed out): what arrived until then
-        pass  # is what the page showed
+    except (Exception, asyncio.CancelledError):  # closed: what arrived until then is what the page showed
+        pass
+    finally:
+        student.changed.set()  # a waiter stops waiting: nothing more will come
 
 
 async def join(base: str, class_code: str, secret: bytes, choice: str) -> Student:
@@ -138,10 +150,12 @@ async def commit(student: Student) -> None:
 
 
 async def wait_for(student: Student, condition, timeout: float = ANSWER_TIMEOUT_S) -> bool:
+    """Whether `condition()` holds once the page's gate has changed, within `timeout`; False at once when the
+    page's socket has closed (nothing more can come)."""
     deadline = time.monotonic() + timeout
     while not condition():
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 or student.reader.done():
             return False
         student.changed.clear()
         try:
@@ -176,8 +190,13 @@ async def flood_check_answer(base: str, class_code: str, secret: bytes, presses:
                           and _attrs(m).get("label") == "Commit prediction")
         await session.set(bet, "active", 1)
         await click(session, commit_bet)
-        while found is None:  # each read is bounded (READ_TIMEOUT_S)
-            message = await session.read()
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S  # the bet's answer, as a commit's (reads time out sooner)
+        while found is None:
+            assert time.monotonic() < deadline, f"the checkpoints did not come within {ANSWER_TIMEOUT_S:.0f} s"
+            try:
+                message = await session.read()
+            except TimeoutError:
+                continue
             if message.msgtype == "PATCH-DOC":
                 found = _checkpoint_controls(message.content, labels)
     radio, button = found
@@ -215,9 +234,8 @@ async def commit_and_kill(server: Server, class_code: str, secret: bytes, studen
     flooder = await flood_check_answer(base, class_code, secret, flood) if flood else None
     for student in class_students:
         await commit(student)
-    if offset_s is None:
-        for student in class_students:
-            await wait_for(student, lambda s=student: s.final_seen)
+    if offset_s is None:  # every page at once: the bound is the slowest page's, not the sum of them
+        await asyncio.gather(*(wait_for(student, lambda s=student: s.final_seen) for student in class_students))
     elif offset_s > 0:
         await asyncio.sleep(offset_s)  # the moment of the crash (the scenario's input, not synchronisation)
     kill(server)
