@@ -314,6 +314,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(columns[11]) + int(columns[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_for_port(port: int, timeout: float = 60.0) -> None:
+    """Return once a server listens on the loopback port (or after `timeout`; the page load then fails)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -339,13 +350,7 @@ def _browser_tree(python: str, loads: int, changes: int, socket_tuned: bool) -> 
             env={**os.environ, "BENCH_SOCKET_TUNING": "1" if socket_tuned else "0"})
         try:
             base = f"http://127.0.0.1:{port}/bench_app"
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.2)
+            wait_for_port(port)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium",
                                             args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
