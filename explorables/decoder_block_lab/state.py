@@ -12,6 +12,7 @@ from blocktrace.explorables.components import trained_floors
 from blocktrace.explorables.components.prediction import Prediction
 from blocktrace.explorables.components.shared_cache import SharedCache
 from blocktrace.explorables.components.trained_floors import TrainedFloor
+from blocktrace.explorables.components.updates import set_params
 from blocktrace.explorables.components.url_state import (
     QueryKey,
     read_choice,
@@ -459,12 +460,9 @@ class LabState(param.Parameterized):
         self._set(norm_error="", norm_vector=vector)
 
     def _set(self, **values) -> None:
-        """`self.param.update(**values)` without the snapshot of every parameter it takes to undo itself, nor the
-        setting of a value already there (the same object: no watcher would hear of it)."""
-        with param.parameterized.batch_call_watchers(self):
-            for name, value in values.items():
-                if getattr(self, name) is not value:
-                    setattr(self, name, value)
+        """set_params (no snapshot of every parameter, as `param.update` takes), leaving out a value already there
+        (the same object: no watcher would hear of it)."""
+        set_params(self, **{name: value for name, value in values.items() if getattr(self, name) is not value})
 
     # --- what the views read ----------------------------------------------------------------
 
