@@ -147,10 +147,9 @@ def rss_mb(pid: int) -> float:
 
 async def hold_sessions(page_url: str, count: int, pid: int) -> float:
     """Open `count` sessions (one at a time, as a class arriving), keep them open: MB of RSS each."""
-    from tests.app.bokeh_ws_client import Session
+    from tests.app.bokeh_ws_client import Session, ws_of
 
-    ws_url = page_url.rstrip("/") + "/ws"
-    ws_url = ws_url.replace("http://", "ws://", 1)
+    ws_url = ws_of(page_url)
     first = await Session.open(ws_url)  # the first session's imports and caches are not a session's cost
     before = rss_mb(pid)
     sessions = [await Session.open(ws_url) for _ in range(count)]

@@ -43,6 +43,11 @@ async def fetch_token(page_url: str, headers: dict[str, str] | None = None) -> s
     return token_in(response.body.decode("utf-8"))
 
 
+def ws_of(page_url: str) -> str:
+    """The websocket of a page: http://host/path?query -> ws://host/path/ws (the query stays with the page)."""
+    return page_url.split("?")[0].rstrip("/").replace("http://", "ws://", 1) + "/ws"
+
+
 def page_of(ws_url: str) -> str:
     """The page whose websocket this is: ws://host/path/ws?query -> http://host/path?query."""
     address, sep, query = ws_url.replace("ws://", "http://", 1).partition("?")
@@ -162,7 +167,7 @@ def pull_document(page_url: str, token: str | None = None) -> dict:
     """The document a served page's websocket gets (the PULL-DOC reply's content), the socket closed
     cleanly afterwards. `page_url` is the page's http address (with its query); `token` a page's session
     token, or None to GET the page for a fresh session."""
-    ws_url = page_url.split("?")[0].rstrip("/").replace("http://", "ws://", 1) + "/ws"
+    ws_url = ws_of(page_url)
 
     async def pull() -> dict:
         client = await Session.open(ws_url, token or await fetch_token(page_url))

@@ -12,7 +12,7 @@ import numpy as np
 
 from blocktrace.explorables.transformer_block_trace.payload import trace_part
 from blocktrace.explorables.transformer_block_trace.state import TraceState
-from tests.app.bokeh_ws_client import Session, fetch_token, models
+from tests.app.bokeh_ws_client import Session, fetch_token, models, ws_of
 
 ROUTE = "/explorables/transformer-block-trace"
 
@@ -27,8 +27,7 @@ def texts(content: dict) -> str:
 
 async def first_and_after_load(page_url: str) -> tuple[dict, list[dict]]:
     """The PULL-DOC reply, and the patches that fill the places it left (read until none is pending)."""
-    ws_url = page_url.split("?")[0].replace("http://", "ws://", 1) + "/ws"
-    session = await Session.open(ws_url, await fetch_token(page_url))
+    session = await Session.open(ws_of(page_url), await fetch_token(page_url))
     try:
         return session.document, await session.filled()
     finally:

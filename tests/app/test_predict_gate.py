@@ -29,7 +29,7 @@ from blocktrace.app.server.predict_links import (
 )
 from blocktrace.explorables.decoder_block_lab import DecoderLabExplorable
 from blocktrace.explorables.transformer_block_trace.state import PREDICTION_CHOICES
-from tests.app.bokeh_ws_client import Session, fetch_token, models
+from tests.app.bokeh_ws_client import Session, fetch_token, models, ws_of
 from tests.conftest import Server, start_server, stop_server
 
 TRACE = "/explorables/transformer-block-trace"
@@ -50,10 +50,6 @@ def stock_server(tmp_path_factory) -> Iterator[Server]:
 @pytest.fixture(params=["tuned", "no-tuning"])
 def either_server(request, server, stock_server) -> Server:
     return server if request.param == "tuned" else stock_server
-
-
-def ws_of(page_url: str) -> str:
-    return page_url.split("?")[0].replace("http://", "ws://", 1) + "/ws"
 
 
 def name_of(model: dict) -> str:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tests.app.bokeh_ws_client import Session, fetch_token, models
+from tests.app.bokeh_ws_client import Session, fetch_token, models, ws_of
 
 ROUTE = "/explorables/transformer-block-trace"
 
 
 async def change_and_collect(page_url: str, value: float) -> list:
-    ws_url = page_url.split("?")[0].replace("http://", "ws://", 1) + "/ws"
-    session = await Session.open(ws_url, await fetch_token(page_url))
+    session = await Session.open(ws_of(page_url), await fetch_token(page_url))
     try:
         await session.filled()  # whatever the page leaves for after load (the drawn block trace: nothing)
         drawing = next(m for m in models(session.document) if {"spec", "meta"} <= set(m.get("attributes", {})))
