@@ -210,6 +210,11 @@ def test_norms_side_by_side_show_the_constant_vector_and_nan(open_page) -> None:
     expect(page.get_by_role("table", name=re.compile("The vector and its two normalisations"))).to_contain_text("NaN")
     field = page.get_by_label("Vector to normalise")
     field.fill("1, two")
+    # An answer drawn while the student is still typing (here a narrower page) leaves their Enter to send it.
+    page.evaluate("""() => new Promise((done) => {
+        document.addEventListener("dv-drawn", done, {once: true});
+        document.body.style.width = (document.body.clientWidth - 60) + "px";
+    })""")
     field.press("Enter")
     expect(page.get_by_role("alert")).to_contain_text("could not read 'two'")
     opened.assert_clean()

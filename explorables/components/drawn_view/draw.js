@@ -316,7 +316,7 @@
       if (document.activeElement !== input && input.getRootNode().activeElement !== input && input.value !== String(v)) {
         input.value = String(v);
       }
-      if (input.dvSeen) input.dvSeen(input.value);
+      if (input.dvSeen) input.dvSeen(String(v));  // the server's text: what the student is typing still goes
     }
   }
 
