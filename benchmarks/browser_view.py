@@ -27,7 +27,7 @@ figures must not leak from one variant into the next) and prints one row:
   over --sessions; objects/session: objects the collector tracks, the same way.
 
 Variants: tuned and stock (with and without app/tuning), and "-name" for tuned without the patch `name`
-(`--variants tuned,-early_page,-first_load,stock`; `--variants each` is tuned, every patch left out in turn,
+(`--variants tuned,-early_page,-socket_tuning,stock`; `--variants each` is tuned, every patch left out in turn,
 and stock).
 
 --browser then measures slider -> drawn in headless Chromium (one browser, one `panel serve` at a time, with

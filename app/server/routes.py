@@ -66,7 +66,7 @@ def configure() -> None:
     - no per-session integrity check of the document (Bokeh only logs what it finds) and no signature check of
       every callback registered on a model (Panel registers a few thousand per session, about a tenth of a
       session build; it also drops Bokeh's "did you mean" hint for a property that does not exist). Every
-      session of a route builds the same kind of document: tests/app/test_first_load.py runs both checks on
+      session of a route builds the same kind of document: tests/app/test_page_checks.py runs both checks on
       each route's.
     """
     pn.config.browser_info = False

@@ -15,9 +15,6 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
   40 ms of delayed-acknowledgement wait per update.
 - early_page: a page's HTML goes out before its session is built; the HTML arrives after 8-13 ms
   instead of 186-286 ms.
-- first_load: no es-module-shims on the pages; about 60 ms of a cold page load. (The public settings
-  beside it, no BrowserInfo and no per-session checks, are configuration: app/server/routes.py
-  `configure()`, on with --no-tuning too.)
 - compressed_static: scripts and stylesheets gzipped once per process for browsers on other machines;
   0.73 MB instead of 2.7 MB, and over 20 Mbit/s 1.3 s to an interactive page instead of 2.3 s
   (stop 12's measurement; README gives the latest).
@@ -28,11 +25,13 @@ Each patch, what it changes, and what it saves as measured (the module's docstri
   embeds would otherwise ask Panel's CDN).
 
 Gone with the pages of many server-side models (issue 39): update_serializer, lean_properties,
-container_owners, shared_stylesheets, control_events and live_html. On the browser-drawn
+container_owners, shared_stylesheets, control_events, live_html and first_load. On the browser-drawn
 pages none of them bought 1.3x on any figure: CPU a change and memory a session
 (`benchmarks/browser_view.py --variants each`), the latency figures (`benchmarks/latency.py
 --compare-without`). shared_stylesheets halved the block trace's document (194 KB to 106 KB), but the page
-was interactive no sooner: 0.97x here, 1.06x over 20 Mbit/s. The closing note of issue 39 has the table.
+was interactive no sooner: 0.97x here, 1.06x over 20 Mbit/s. first_load (no es-module-shims on the pages) made
+the block trace interactive 1.12x sooner (670 against 750 ms, quiet, `--compare-without first_load`); without it
+the page is 1.08x the empty Panel page, inside that figure's aim. The closing note of issue 39 has the table.
 
 Verified on (the ranges in `PATCHES`): Panel 1.9.0 to 1.10, Bokeh 3.9.1 to 3.10, Tornado 6.2 to 6.6.
 CI runs each patch's own tests (tests/app) on Python 3.11 with Panel 1.9.4 and Bokeh
@@ -73,7 +72,6 @@ PATCHES: tuple[Patch, ...] = (
     Patch("design_params", {"panel": PANEL}),
     Patch("socket_tuning", {"panel": PANEL, "tornado": TORNADO}),
     Patch("early_page", {"panel": PANEL, "bokeh": BOKEH}),
-    Patch("first_load", {"panel": PANEL}),
     Patch("compressed_static", {"bokeh": BOKEH, "tornado": TORNADO}),
     Patch("panel_fixes", {"panel": PANEL}),
     Patch("work_on_loop", {"bokeh": BOKEH}),

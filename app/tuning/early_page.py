@@ -15,7 +15,7 @@ travel in the token, exactly as when Bokeh builds a session for a websocket on a
 Without placeholders, BokehJS appends the document's roots to the page's body, in order.
 
 The frame also leaves out bokeh-gl.min.js (190 KB), which only draws figures whose output_backend
-is "webgl"; no page here has one (tests/app/test_first_load.py).
+is "webgl"; no page here has one (tests/app/test_page_checks.py).
 
 And the frame fetches Panel's component stylesheets as soon as the scripts have run, while the
 websocket opens (`preload_script`). BokehJS would only ask for them once the document has arrived,

@@ -8,8 +8,8 @@ changes only text, classes and attributes in place when the values or the select
 Enter or Space on a focused stage, sets `selected`; the explorable's view turns that into its own state
 parameter (the one its table highlight, plots and URL follow), and the diagram follows the state back.
 
-Not pn.custom.JSComponent: that loads its code through es-module-shims, which app/tuning/first_load.py
-leaves out of every page (tests/app/test_first_load.py checks that no page holds an ESM component).
+A ReactiveHTML rather than a pn.custom.JSComponent, as the drawn views are: the same cost a change, and its
+script comes inline with the page, with no module loader (docs/design/browser-view-spike.md).
 
 While the prediction gate is locked the server sends no values at all, only the structure and the names
 of the stages; a selection sent from the browser then is set back.

@@ -89,7 +89,7 @@ def test_a_patch_named_in_the_setting_is_left_out_and_an_unknown_name_stops_the_
     patch is an error, not a measurement of nothing."""
     result = run_python("""
 import json, logging, os
-os.environ["BLOCKTRACE_TUNING_WITHOUT"] = "first_load,socket_tuning"
+os.environ["BLOCKTRACE_TUNING_WITHOUT"] = "early_page,socket_tuning"
 lines = []
 handler = logging.Handler(); handler.emit = lambda record: lines.append(record.getMessage())
 tuning_log = logging.getLogger("blocktrace.app.tuning")
@@ -104,8 +104,8 @@ routes()
 print(json.dumps({"refused": refused, "applied": tuning.applied(), "lines": lines}))
 """)
     assert result["refused"] == "no tuning patch named no_such_patch"
-    assert set(result["applied"]) == {p.name for p in tuning.PATCHES} - {"first_load", "socket_tuning"}
-    assert "tuning: first_load left out" in result["lines"] and "tuning: socket_tuning left out" in result["lines"]
+    assert set(result["applied"]) == {p.name for p in tuning.PATCHES} - {"early_page", "socket_tuning"}
+    assert "tuning: early_page left out" in result["lines"] and "tuning: socket_tuning left out" in result["lines"]
 
 
 def test_no_tuning_leaves_panel_bokeh_and_tornado_as_shipped() -> None:
@@ -114,9 +114,7 @@ def test_no_tuning_leaves_panel_bokeh_and_tornado_as_shipped() -> None:
 import json, sys
 import panel, bokeh.core.has_props, bokeh.server.tornado, bokeh.server.urls, panel.io.document, panel.io.server
 import panel.reactive
-from panel.models.esm import ReactiveESM
 watched = {
-    "ReactiveESM.__javascript_raw__": lambda: ReactiveESM.__javascript_raw__,
     "Reactive._update_properties": lambda: panel.reactive.Reactive._update_properties,
     "create_static_handler": lambda: bokeh.server.tornado.create_static_handler,
     "per_app_patterns": lambda: tuple(h for _, h, *_ in bokeh.server.urls.per_app_patterns),
@@ -160,14 +158,11 @@ def test_the_same_attributes_are_replaced_when_tuned() -> None:
     result = run_python("""
 import json
 import panel.io.document
-from panel.models.esm import ReactiveESM
 from blocktrace.app.server.routes import routes
 routes()
-print(json.dumps({"shims": ReactiveESM.__javascript_raw__,
-                  "socket": panel.io.document.dispatch_tornado.__module__}))
+print(json.dumps({"socket": panel.io.document.dispatch_tornado.__module__}))
 """)
-    assert result == {"shims": [],
-                      "socket": "blocktrace.app.tuning.socket_tuning"}
+    assert result == {"socket": "blocktrace.app.tuning.socket_tuning"}
 
 
 def private_uses(path: Path) -> list[str]:

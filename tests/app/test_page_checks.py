@@ -1,21 +1,17 @@
 """What the server leaves out of every page, and the checks that stand in for it.
 
 The server's configuration (app/server/routes.py `configure()`) skips Bokeh's per-session document
-validation and signature checks and Panel's BrowserInfo; app/tuning/first_load.py leaves out Panel's ESM
-polyfill, and app/tuning/early_page.py bokeh-gl. Each route
-builds the same kind of document for every student, so checking one of each here covers them all.
+validation and signature checks and Panel's BrowserInfo, and app/tuning/early_page.py leaves out bokeh-gl.
+Each route builds the same kind of document for every student, so checking one of each here covers them all.
 """
 
 from __future__ import annotations
-
-import urllib.request
 
 import pytest
 from bokeh.core.validation.check import check_integrity
 from bokeh.document import Document
 from bokeh.settings import settings
 from panel.config import config
-from panel.models.esm import ReactiveESM
 
 from blocktrace.app.server.routes import routes
 from tests.app.bokeh_ws_client import models, pull_document
@@ -36,12 +32,6 @@ def test_each_page_passes_bokehs_integrity_checks(path: str) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(ROUTES))
-def test_no_page_uses_an_esm_component(path: str) -> None:
-    """No page holds a Panel ESM component, which would need the polyfill the pages no longer load."""
-    assert [type(m).__name__ for m in page_models(path) if isinstance(m, ReactiveESM)] == []
-
-
-@pytest.mark.parametrize("path", sorted(ROUTES))
 def test_each_page_registers_callbacks_bokeh_accepts(path: str) -> None:
     """With Bokeh's signature check on, as it is off in served sessions, every callback of a page's
     models (its figures and their tools included) is registered without complaint."""
@@ -59,15 +49,6 @@ def test_served_sessions_skip_the_per_session_checks() -> None:
     """The routes turn Bokeh's per-session validation and signature checks off (the tests above stand in)."""
     assert settings.perform_document_validation() is False
     assert settings.perform_error_diagnostics() is False
-
-
-@pytest.mark.parametrize("path", ["/", "/explorables/transformer-block-trace", "/lessons/transformer-block"])
-def test_pages_do_not_load_the_esm_polyfill(server, path: str) -> None:
-    """The page's HTML lists Bokeh's and Panel's bundles but not es-module-shims."""
-    with urllib.request.urlopen(server.url(path), timeout=30) as r:
-        page = r.read().decode("utf-8")
-    assert "panel.min.js" in page
-    assert "es-module-shims" not in page
 
 
 @pytest.mark.parametrize("path", sorted(ROUTES))
