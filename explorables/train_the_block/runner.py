@@ -20,6 +20,7 @@ in its place.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import itertools
 import logging
 import multiprocessing
@@ -37,6 +38,7 @@ from blocktrace.explorables.components.trained_floors import MAX_EXAMPLES, Floor
 from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.engine.config import MAX_LAYERS, BlockConfig, ConfigError
 from blocktrace.explorables.engine.params import Params
+from blocktrace.explorables.engine.stacked import StackedRace, stackable
 from blocktrace.explorables.engine.stages import Stage
 from blocktrace.explorables.engine.tasks import Task
 from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainSettings
@@ -70,7 +72,16 @@ class RaceSpec:
     settings_a: TrainSettings
     settings_b: TrainSettings
 
-    def build(self) -> Race:
+    def build(self) -> StackedRace | Race:
+        """The race as the workers train it: both models stepped together (engine/stacked.py) where they can be,
+        else one after the other; the same curves either way, bit for bit."""
+        configs, settings = [self.config_a, self.config_b], [self.settings_a, self.settings_b]
+        if stackable(configs, settings):
+            return StackedRace(configs, self.task, settings, self.data_seed)
+        return self.build_reference()
+
+    def build_reference(self) -> Race:
+        """The race as two training.Runs, each stepped on its own: what build() must equal."""
         return Race(Run(self.config_a, self.task, self.settings_a, self.data_seed),
                     Run(self.config_b, self.task, self.settings_b, self.data_seed))
 
@@ -160,8 +171,8 @@ def _advance(race_id: int, max_steps: int, cpu_s: float, look: LookAt | None = N
     for _ in range(max_steps):  # at least one step when asked for any, so every slice makes progress
         if not (race.a.running or race.b.running):
             break
-        for run, taken in zip((race.a, race.b), readings, strict=True):
-            if run.step() is not None and run.step_count % EVALUATE_EVERY == 0:
+        for run, record, taken in zip((race.a, race.b), race.step(), readings, strict=True):
+            if record is not None and run.step_count % EVALUATE_EVERY == 0:
                 taken.append((run.step_count, *run.evaluate()))
         if time.thread_time() - start >= cpu_s:
             break
@@ -211,10 +222,28 @@ def _worker_start(niceness: int) -> None:
     multiprocessing gives the child its parent's sentinel for this."""
     if niceness:
         os.nice(niceness)
+    _keep_freed_memory()
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(0)), daemon=True,
                          name="blocktrace-race-worker-parent").start()
+
+
+def _keep_freed_memory() -> None:
+    """Let this worker's malloc keep the memory a step frees for the next step (glibc only; elsewhere nothing).
+
+    A step of a race allocates and frees a few hundred arrays of 50–200 KB. glibc serves blocks above its mmap
+    threshold (128 KB at first) with fresh pages from the kernel and gives them back on free, so every such
+    array pays its page faults again: a third of a stacked step's time (benchmarks/race_speed.py). Raising the
+    thresholds keeps the pages in the heap. M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD are malloc.h's -1, -2,
+    -3.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc: its allocator is left as it is
+        return
+    for option, value in ((-3, 32 << 20), (-1, 256 << 20), (-2, 64 << 20)):
+        mallopt(ctypes.c_int(option), ctypes.c_int(value))
 
 
 def _drop(race_id: int) -> bool:

@@ -42,7 +42,7 @@ def test_a_race_in_a_worker_gives_the_curves_it_gives_here(runner: RaceRunner) -
         return slices
 
     slices = asyncio.run(go())
-    here = _spec(3).build()
+    here = _spec(3).build_reference()
     for _ in range(sum(len(s.a) for s in slices)):
         here.step()
     assert [r for s in slices for r in s.a] == here.a.steps
@@ -70,7 +70,7 @@ def test_held_out_readings_fall_on_the_same_steps_however_the_race_is_sliced() -
             r.shutdown()
     assert readings[0] == readings[1]
     assert [step for step, _, _ in readings[0]] == [EVALUATE_EVERY, 2 * EVALUATE_EVERY]
-    here = _spec(2).build().a
+    here = _spec(2).build_reference().a
     for _ in range(EVALUATE_EVERY):
         here.step()
     assert readings[0][0][1:] == here.evaluate()
@@ -205,7 +205,7 @@ def test_a_look_comes_with_the_slice_that_took_a_reading_or_when_asked(runner: R
     with_reading = [p for p in parts if p.held_out_a]
     assert len(with_reading) == 1 and with_reading[0].look is not None
     assert all(p.look is None for p in parts if not p.held_out_a)
-    here = _spec(1).build()
+    here = _spec(1).build_reference()
     for _ in range(with_reading[0].look.a.steps):
         here.step()
     look = with_reading[0].look
