@@ -447,22 +447,25 @@ class RaceRunner:
         shared = hold.shared
         limit = self.slice_steps if steps is None else max(0, min(int(steps), self.slice_steps))
         computed_look = None
-        async with shared.lock:
-            if self._holds.get(hold_id) is not hold:
-                raise RaceLost(f"there is no race {hold_id}")
-            index, race_id = self._index(hold_id)
-            if (limit and hold.step >= shared.computed and (shared.running_a or shared.running_b)):
-                part = await self._call(index, _advance, race_id, limit, self.slice_cpu(index), look)
-                shared.add(part)
-                self.steps_computed += max(len(part.a), len(part.b))
-                computed_look = part.look
-            start = hold.step
-            hold.step = min(start + limit, shared.computed)
-            served = shared.part(start, hold.step, None)
-            if look is not None and (look.always or served.held_out_a or served.held_out_b):
-                if computed_look is None or hold.step != shared.computed:
-                    computed_look = await self._call(index, _look, race_id, look.example, look.floor)
-                served = replace(served, look=computed_look)
+        if limit and hold.step >= shared.computed and (shared.running_a or shared.running_b):
+            async with shared.lock:  # one page at the front computes; the others wait for it, then read
+                if self._holds.get(hold_id) is not hold:
+                    raise RaceLost(f"there is no race {hold_id}")
+                if hold.step >= shared.computed and (shared.running_a or shared.running_b):
+                    index, race_id = self._index(hold_id)
+                    part = await self._call(index, _advance, race_id, limit, self.slice_cpu(index), look)
+                    shared.add(part)
+                    self.steps_computed += max(len(part.a), len(part.b))
+                    computed_look = part.look
+        # Steps already computed are read at once, never waiting behind the page that computes the next ones.
+        start = hold.step
+        hold.step = min(start + limit, shared.computed)
+        served = shared.part(start, hold.step, None)
+        if look is not None and (look.always or served.held_out_a or served.held_out_b):
+            if computed_look is None or hold.step != shared.computed:
+                index, race_id = self._index(hold_id)
+                computed_look = await self._call(index, _look, race_id, look.example, look.floor)
+            served = replace(served, look=computed_look)
         return served
 
     def slice_cpu(self, index: int) -> float:
