@@ -132,9 +132,10 @@ class StackedRace:
 
     # --- layout ---------------------------------------------------------------------------------
 
-    def _view(self, buffer: Array, name: str, lead: tuple[int, ...] = ()) -> Array:
+    def _view(self, buffer: Array, name: str) -> Array:
+        """Parameter `name` of every model, a view of `buffer`. # -> [model, *shape]"""
         start, stop, shape = self._slots[name]
-        return buffer[:, start:stop].reshape((self.m, *lead, *shape))
+        return buffer[:, start:stop].reshape((self.m, *shape))
 
     def _site(self, names: list[str | None]) -> tuple[Array, Array | None]:
         """A norm's gains: flat indices into p (or g) of model j's gain names[j] (None: model j has no norm there),
