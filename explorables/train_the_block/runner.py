@@ -20,6 +20,7 @@ in its place.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import itertools
 import logging
 import multiprocessing
@@ -28,7 +29,7 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
 import numpy as np
@@ -37,6 +38,7 @@ from blocktrace.explorables.components.trained_floors import MAX_EXAMPLES, Floor
 from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.engine.config import MAX_LAYERS, BlockConfig, ConfigError
 from blocktrace.explorables.engine.params import Params
+from blocktrace.explorables.engine.stacked import StackedRace, stackable
 from blocktrace.explorables.engine.stages import Stage
 from blocktrace.explorables.engine.tasks import Task
 from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainSettings
@@ -70,7 +72,16 @@ class RaceSpec:
     settings_a: TrainSettings
     settings_b: TrainSettings
 
-    def build(self) -> Race:
+    def build(self) -> StackedRace | Race:
+        """The race as the workers train it: both models stepped together (engine/stacked.py) where they can be,
+        else one after the other; the same curves either way, bit for bit."""
+        configs, settings = [self.config_a, self.config_b], [self.settings_a, self.settings_b]
+        if stackable(configs, settings):
+            return StackedRace(configs, self.task, settings, self.data_seed)
+        return self.build_reference()
+
+    def build_reference(self) -> Race:
+        """The race as two training.Runs, each stepped on its own: what build() must equal."""
         return Race(Run(self.config_a, self.task, self.settings_a, self.data_seed),
                     Run(self.config_b, self.task, self.settings_b, self.data_seed))
 
@@ -160,8 +171,8 @@ def _advance(race_id: int, max_steps: int, cpu_s: float, look: LookAt | None = N
     for _ in range(max_steps):  # at least one step when asked for any, so every slice makes progress
         if not (race.a.running or race.b.running):
             break
-        for run, taken in zip((race.a, race.b), readings, strict=True):
-            if run.step() is not None and run.step_count % EVALUATE_EVERY == 0:
+        for run, record, taken in zip((race.a, race.b), race.step(), readings, strict=True):
+            if record is not None and run.step_count % EVALUATE_EVERY == 0:
                 taken.append((run.step_count, *run.evaluate()))
         if time.thread_time() - start >= cpu_s:
             break
@@ -211,10 +222,28 @@ def _worker_start(niceness: int) -> None:
     multiprocessing gives the child its parent's sentinel for this."""
     if niceness:
         os.nice(niceness)
+    _keep_freed_memory()
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(0)), daemon=True,
                          name="blocktrace-race-worker-parent").start()
+
+
+def _keep_freed_memory() -> None:
+    """Let this worker's malloc keep the memory a step frees for the next step (glibc only; elsewhere nothing).
+
+    A step of a race allocates and frees a few hundred arrays of 50–200 KB. glibc serves blocks above its mmap
+    threshold (128 KB at first) with fresh pages from the kernel and gives them back on free, so every such
+    array pays its page faults again: a third of a stacked step's time (benchmarks/race_speed.py). Raising the
+    thresholds keeps the pages in the heap. M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD are malloc.h's -1, -2,
+    -3.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc: its allocator is left as it is
+        return
+    for option, value in ((-3, 32 << 20), (-1, 256 << 20), (-2, 64 << 20)):
+        mallopt(ctypes.c_int(option), ctypes.c_int(value))
 
 
 def _drop(race_id: int) -> bool:
@@ -228,8 +257,69 @@ def _count() -> int:
 # --- in the server -----------------------------------------------------------------------------
 
 
+@dataclass
+class _Shared:
+    """One computation of a set-up, in one worker, and everything it has computed so far: every page that plays
+    the set-up reads it from here, each at its own step (a _Hold)."""
+
+    spec: RaceSpec
+    race_id: int  # the race's id in its worker
+    holds: set[int] = field(default_factory=set)
+    a: list[StepRecord] = field(default_factory=list)
+    b: list[StepRecord] = field(default_factory=list)
+    held_out_a: list[Reading] = field(default_factory=list)
+    held_out_b: list[Reading] = field(default_factory=list)
+    running_a: bool = True  # as the worker's race is at the last step computed
+    running_b: bool = True
+    diverged_a: int | None = None
+    diverged_b: int | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one page computes, the others wait and read
+
+    @property
+    def computed(self) -> int:
+        """Steps the race has taken (a model that stopped has fewer records than this)."""
+        return max(len(self.a), len(self.b))
+
+    def add(self, part: Slice) -> None:
+        self.a.extend(part.a)
+        self.b.extend(part.b)
+        self.held_out_a.extend(part.held_out_a)
+        self.held_out_b.extend(part.held_out_b)
+        self.running_a, self.running_b = part.running_a, part.running_b
+        self.diverged_a, self.diverged_b = part.diverged_a, part.diverged_b
+
+    def part(self, start: int, stop: int, look: Look | None) -> Slice:
+        """Steps start … stop - 1 as one slice would have given them, had the race been computed for this page."""
+        def side(records: list[StepRecord], readings: list[Reading], running: bool, diverged: int | None):
+            return (tuple(records[min(start, len(records)):min(stop, len(records))]),
+                    tuple(r for r in readings if start < r[0] <= stop),
+                    stop < len(records) or running,
+                    diverged if diverged is not None and diverged < stop else None)
+
+        a, held_a, running_a, diverged_a = side(self.a, self.held_out_a, self.running_a, self.diverged_a)
+        b, held_b, running_b, diverged_b = side(self.b, self.held_out_b, self.running_b, self.diverged_b)
+        return Slice(a, b, held_a, held_b, running_a, running_b, diverged_a, diverged_b, look)
+
+
+@dataclass
+class _Hold:
+    """One page's hold on a shared race: the steps it has been given so far."""
+
+    shared: _Shared
+    step: int = 0
+
+
 class RaceRunner:
-    """The server's side: starts races in its workers, advances them a slice at a time, drops them."""
+    """The server's side: starts races in its workers, advances them a slice at a time, drops them.
+
+    A race is a pure function of its set-up, so each distinct set-up is computed once (a _Shared, in one worker)
+    and every page that plays it holds it (a _Hold, whose id `start` returns): a page's slice is read from what
+    the race has computed, and only the page at the front asks the worker for more. Each page goes at its own
+    pace (pausing one stops no other), and a race is freed when its last hold is dropped. The limits count
+    computations: max_races distinct races at once, and the CPU of a worker's slices shared among the races it
+    computes; each page's share of work (session_work) is counted by the page in steps it is given, computed or
+    not, as before.
+    """
 
     def __init__(self, workers: int | None = None, slice_steps: int = SLICE_STEPS, slice_cpu_s: float = SLICE_CPU_S,
                  max_races: int = MAX_RACES, session_work: int = SESSION_WORK, niceness: int = NICENESS) -> None:
@@ -239,13 +329,22 @@ class RaceRunner:
         self.slice_steps, self.slice_cpu_s, self.max_races = slice_steps, slice_cpu_s, max_races
         self._context = multiprocessing.get_context("spawn")  # never fork a server with threads
         self._workers: list[ProcessPoolExecutor | None] = [None] * self.n_workers
-        self._where: dict[int, int] = {}  # race id -> worker index
+        self._where: dict[int, int] = {}  # worker race id -> worker index
+        self._shared: dict[RaceSpec, _Shared] = {}  # set-up -> its one computation
+        self._holds: dict[int, _Hold] = {}  # hold id (what pages know) -> its place in a shared race
         self._ids = itertools.count(1)
+        self.steps_computed = 0  # race steps the workers have taken, over all races (tests, benchmarks)
         self._making = threading.Lock()  # pages may open (and warm the workers) on other threads than the loop's
 
     @property
     def races(self) -> int:
+        """Races computed at once (each distinct set-up one, however many pages hold it)."""
         return len(self._where)
+
+    @property
+    def holds(self) -> int:
+        """Pages holding a race."""
+        return len(self._holds)
 
     def warm(self) -> None:
         """Start every worker process that is not running yet, without waiting for it: a page calls this when it
@@ -275,21 +374,51 @@ class RaceRunner:
             lost = [race for race, where in self._where.items() if where == index]
             for race in lost:
                 del self._where[race]
+            for spec, shared in list(self._shared.items()):
+                if shared.race_id in lost:  # its pages' holds go with it: their next call raises RaceLost
+                    del self._shared[spec]
+                    for hold in shared.holds:
+                        self._holds.pop(hold, None)
             broken, self._workers[index] = self._workers[index], None
             if broken is not None:
                 broken.shutdown(wait=False, cancel_futures=True)
             log.warning("a training worker died; %d race(s) lost, a new worker takes its place", len(lost))
             raise RaceLost("the training worker stopped; start the race again") from error
 
-    def _index(self, race_id: int) -> int:
-        """The worker that holds race `race_id`; RaceLost if none does."""
+    def _hold(self, hold_id: int) -> _Hold:
+        """The hold `hold_id`; RaceLost if there is none (dropped, or its race's worker died)."""
+        hold = self._holds.get(hold_id)
+        if hold is None:
+            raise RaceLost(f"there is no race {hold_id}")
+        return hold
+
+    def _index(self, hold_id: int) -> tuple[int, int]:
+        """(worker index, worker race id) of the race hold `hold_id` plays; RaceLost if none."""
+        race_id = self._hold(hold_id).shared.race_id
         index = self._where.get(race_id)
         if index is None:
-            raise RaceLost(f"there is no race {race_id}")
-        return index
+            raise RaceLost(f"there is no race {hold_id}")
+        return index, race_id
 
-    async def start(self, spec: RaceSpec) -> int:
-        """Build the race in the least busy worker; its id. ConfigError when the server holds max_races."""
+    async def start(self, spec: RaceSpec, replacing: int | None = None) -> int:
+        """A hold on the race of `spec`, from step 0: on the race already computed for it if there is one, else on
+        a new race built in the least busy worker. `replacing` (the page's previous hold) is dropped; when the
+        set-up is the same, its computed steps are kept for the new hold. ConfigError when the server already
+        computes max_races races."""
+        shared = self._shared.get(spec)
+        if shared is None:
+            if replacing is not None:
+                await self.drop(replacing)
+                replacing = None
+            shared = await self._new_race(spec)
+        hold_id = next(self._ids)
+        self._holds[hold_id] = _Hold(shared)
+        shared.holds.add(hold_id)
+        if replacing is not None:
+            await self.drop(replacing)
+        return hold_id
+
+    async def _new_race(self, spec: RaceSpec) -> _Shared:
         if self.races >= self.max_races:
             raise ConfigError(f"the server is already training {self.max_races} races; try again in a minute")
         counts = [0] * self.n_workers
@@ -298,20 +427,46 @@ class RaceRunner:
         index = counts.index(min(counts))
         race_id = next(self._ids)
         self._where[race_id] = index  # counted at once, so races started together spread out
+        shared = self._shared[spec] = _Shared(spec, race_id)
         try:
             await self._call(index, _start, race_id, spec)
         except BaseException:
             self._where.pop(race_id, None)
+            if self._shared.get(spec) is shared:
+                del self._shared[spec]
             raise
-        return race_id
+        return shared
 
-    async def advance(self, race_id: int, steps: int | None = None, look: LookAt | None = None) -> Slice:
-        """One slice of the race: at most `steps` (never more than slice_steps) steps, within slice_cpu_s; with
-        `look`, the slice also brings a look inside both models when it took a held-out reading (or always), in
-        the same call, so a page waits for its worker once per slice."""
-        index = self._index(race_id)
+    async def advance(self, hold_id: int, steps: int | None = None, look: LookAt | None = None) -> Slice:
+        """The hold's next slice: at most `steps` (never more than slice_steps) steps. Steps the race has already
+        computed (for another page) are given at once; at the front, the worker computes a slice within
+        slice_cpu_s. With `look`, the slice also brings a look inside both models when it took a held-out reading
+        (or always): at the race's newest step (its `steps` say which), in the same call when the page is at
+        the front."""
+        hold = self._hold(hold_id)
+        shared = hold.shared
         limit = self.slice_steps if steps is None else max(0, min(int(steps), self.slice_steps))
-        return await self._call(index, _advance, race_id, limit, self.slice_cpu(index), look)
+        computed_look = None
+        if limit and hold.step >= shared.computed and (shared.running_a or shared.running_b):
+            async with shared.lock:  # one page at the front computes; the others wait for it, then read
+                if self._holds.get(hold_id) is not hold:
+                    raise RaceLost(f"there is no race {hold_id}")
+                if hold.step >= shared.computed and (shared.running_a or shared.running_b):
+                    index, race_id = self._index(hold_id)
+                    part = await self._call(index, _advance, race_id, limit, self.slice_cpu(index), look)
+                    shared.add(part)
+                    self.steps_computed += max(len(part.a), len(part.b))
+                    computed_look = part.look
+        # Steps already computed are read at once, never waiting behind the page that computes the next ones.
+        start = hold.step
+        hold.step = min(start + limit, shared.computed)
+        served = shared.part(start, hold.step, None)
+        if look is not None and (look.always or served.held_out_a or served.held_out_b):
+            if computed_look is None or hold.step != shared.computed:
+                index, race_id = self._index(hold_id)
+                computed_look = await self._call(index, _look, race_id, look.example, look.floor)
+            served = replace(served, look=computed_look)
+        return served
 
     def slice_cpu(self, index: int) -> float:
         """The CPU budget of a slice in worker `index`: slice_cpu_s shared by the races it trains, so that with
@@ -319,39 +474,54 @@ class RaceRunner:
         sharing = sum(where == index for where in self._where.values())
         return self.slice_cpu_s / max(1, sharing)
 
-    async def look(self, race_id: int, look: LookAt) -> Look:
+    async def look(self, hold_id: int, look: LookAt) -> Look:
         """Both models of the race as they are now, on the example and floor `look` names (no step taken)."""
-        index = self._index(race_id)
+        index, race_id = self._index(hold_id)
         return await self._call(index, _look, race_id, look.example, look.floor)
 
-    async def weights(self, race_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
+    async def weights(self, hold_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
         """Each model's steps taken and current parameters."""
-        index = self._index(race_id)
+        index, race_id = self._index(hold_id)
         return await self._call(index, _weights, race_id)
 
-    async def cut_floor(self, race_id: int, which: int, floor: int, example: int) -> FloorCut:
+    async def cut_floor(self, hold_id: int, which: int, floor: int, example: int) -> FloorCut:
         """Floor `floor` of model A (which 0) or B (1) as it is now, with the stream entering it on held-out
         sequences `example` onwards (components/trained_floors.py); ValueError if the model has no such floor."""
-        index = self._index(race_id)
+        index, race_id = self._index(hold_id)
         return await self._call(index, _cut, race_id, which, floor, example)
 
-    async def drop(self, race_id: int) -> None:
-        """Free the race at once (its page closed, or a new race replaces it); nothing if it is gone."""
-        index = self._where.pop(race_id, None)
-        if index is not None:
+    def _release(self, hold_id: int) -> tuple[int, int] | None:
+        """Forget the hold; (worker index, race id) of its race when that was the race's last hold, to free."""
+        hold = self._holds.pop(hold_id, None)
+        if hold is None:
+            return None
+        shared = hold.shared
+        shared.holds.discard(hold_id)
+        if shared.holds:
+            return None
+        if self._shared.get(shared.spec) is shared:
+            del self._shared[shared.spec]
+        index = self._where.pop(shared.race_id, None)
+        return None if index is None else (index, shared.race_id)
+
+    async def drop(self, hold_id: int) -> None:
+        """Let go of the hold (its page closed, or a new race replaces it); the race is freed at once when no page
+        holds it any more. Nothing if the hold is gone."""
+        freed = self._release(hold_id)
+        if freed is not None:
             try:
-                await self._call(index, _drop, race_id)
+                await self._call(freed[0], _drop, freed[1])
             except RaceLost:
                 pass
 
-    def forget(self, race_id: int) -> None:
-        """Free the race without waiting (a closed page, from whatever thread its end runs on): the drop is handed
-        to its worker's queue, which needs no event loop."""
-        index = self._where.pop(race_id, None)
-        worker = None if index is None else self._workers[index]
+    def forget(self, hold_id: int) -> None:
+        """Let go of the hold without waiting (a closed page, from whatever thread its end runs on): a race no
+        page holds any more is dropped through its worker's queue, which needs no event loop."""
+        freed = self._release(hold_id)
+        worker = None if freed is None else self._workers[freed[0]]
         if worker is not None:
             try:
-                worker.submit(_drop, race_id)
+                worker.submit(_drop, freed[1])
             except (BrokenProcessPool, RuntimeError):  # the worker died or was shut down: the race went with it
                 pass
 
@@ -369,3 +539,5 @@ class RaceRunner:
                 worker.shutdown(wait=True, cancel_futures=True)
                 self._workers[index] = None
         self._where.clear()
+        self._shared.clear()
+        self._holds.clear()

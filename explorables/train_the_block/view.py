@@ -586,10 +586,10 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
             self._free()
 
     async def _start(self, spec: RaceSpec, generation: int) -> None:
-        if self.race_id is not None:
-            race, self.race_id = self.race_id, None
-            await runner().drop(race)
-        race = await runner().start(spec)
+        # The page's hold on the race of this set-up (shared with every page that plays it), from step 0; the old
+        # hold goes, its computed steps kept when the set-up is the same (a reset).
+        old, self.race_id = self.race_id, None
+        race = await runner().start(spec, replacing=old)
         if self.closed:  # the page closed while the race was being built
             await runner().drop(race)
             raise RaceLost("the page closed")

@@ -34,6 +34,14 @@ def runner():
     r.shutdown()
 
 
+@pytest.fixture
+def steady():
+    """One worker whose slices always take their 7 steps (a CPU budget no step reaches)."""
+    r = RaceRunner(workers=1, slice_steps=7, slice_cpu_s=60.0)
+    yield r
+    r.shutdown()
+
+
 def test_a_race_in_a_worker_gives_the_curves_it_gives_here(runner: RaceRunner) -> None:
     """Slices from the worker carry exactly the step records an in-process race of the same spec records."""
     async def go():
@@ -42,7 +50,7 @@ def test_a_race_in_a_worker_gives_the_curves_it_gives_here(runner: RaceRunner) -
         return slices
 
     slices = asyncio.run(go())
-    here = _spec(3).build()
+    here = _spec(3).build_reference()
     for _ in range(sum(len(s.a) for s in slices)):
         here.step()
     assert [r for s in slices for r in s.a] == here.a.steps
@@ -70,7 +78,7 @@ def test_held_out_readings_fall_on_the_same_steps_however_the_race_is_sliced() -
             r.shutdown()
     assert readings[0] == readings[1]
     assert [step for step, _, _ in readings[0]] == [EVALUATE_EVERY, 2 * EVALUATE_EVERY]
-    here = _spec(2).build().a
+    here = _spec(2).build_reference().a
     for _ in range(EVALUATE_EVERY):
         here.step()
     assert readings[0][0][1:] == here.evaluate()
@@ -109,7 +117,7 @@ def test_races_spread_over_the_workers_and_the_server_caps_them() -> None:
             return ids
 
         ids = asyncio.run(go())
-        assert sorted(r._where[i] for i in ids) == [0, 1]
+        assert sorted(r._index(i)[0] for i in ids) == [0, 1]
     finally:
         r.shutdown()
 
@@ -127,7 +135,7 @@ def test_a_dropped_race_is_freed_in_its_worker(runner: RaceRunner) -> None:
         return keep, held
 
     keep, held = asyncio.run(go())
-    assert held == 1 == runner.races and keep in runner._where
+    assert held == 1 == runner.races and keep in runner._holds
 
 
 def test_a_dead_worker_loses_its_races_and_is_replaced() -> None:
@@ -205,7 +213,7 @@ def test_a_look_comes_with_the_slice_that_took_a_reading_or_when_asked(runner: R
     with_reading = [p for p in parts if p.held_out_a]
     assert len(with_reading) == 1 and with_reading[0].look is not None
     assert all(p.look is None for p in parts if not p.held_out_a)
-    here = _spec(1).build()
+    here = _spec(1).build_reference()
     for _ in range(with_reading[0].look.a.steps):
         here.step()
     look = with_reading[0].look
@@ -223,7 +231,7 @@ def test_races_of_one_worker_share_its_slice_budget() -> None:
     try:
         async def go():
             races = [await r.start(_spec(seed)) for seed in range(3)]  # two in one worker, one in the other
-            return [r.slice_cpu(r._where[race]) for race in races]
+            return [r.slice_cpu(r._index(race)[0]) for race in races]
 
         assert sorted(asyncio.run(go())) == [0.04, 0.04, 0.08]
     finally:
@@ -250,3 +258,56 @@ def test_a_worker_imports_neither_panel_nor_bokeh() -> None:
             "print(sorted(m for m in ('panel', 'bokeh', 'param') if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert found.strip() == "[]"
+
+
+def test_pages_on_one_setup_share_one_computation(steady: RaceRunner) -> None:
+    """Two pages playing the same set-up get the same slices, bit for bit, while the workers compute each step
+    once; the race counts once against the server's limit."""
+    async def go():
+        first, second = await steady.start(_spec(4)), await steady.start(_spec(4))
+        ones = [await steady.advance(first) for _ in range(4)]
+        twos = [await steady.advance(second) for _ in range(4)]
+        return ones, twos, steady.races, steady.steps_computed
+
+    ones, twos, races, computed = asyncio.run(go())
+    assert ones == twos and races == 1 and computed == 4 * 7
+    assert [step for s in ones for step, _, _ in s.held_out_a] == [EVALUATE_EVERY]
+
+
+def test_one_pages_pause_stops_no_other_and_a_closed_page_drops_only_its_hold(steady: RaceRunner) -> None:
+    """While one page is paused the other goes on computing; the paused page then plays the same steps from
+    where it stopped; closing one page keeps the race for the other, closing both frees it in its worker."""
+    async def go():
+        paused, playing = await steady.start(_spec(5)), await steady.start(_spec(5))
+        before = await steady.advance(paused)
+        going = [len((await steady.advance(playing)).a) for _ in range(3)]
+        after = await steady.advance(paused)
+        await steady.drop(playing)
+        kept = (steady.races, len((await steady.advance(paused)).a))
+        steady.forget(paused)
+        return before, going, after, kept, steady.races, await steady.held_in_workers()
+
+    before, going, after, kept, races, held = asyncio.run(go())
+    assert going == [7, 7, 7] and [r.step for r in after.a] == list(range(7, 14))
+    assert before.a[0].step == 0 and kept == (1, 7) and races == 0 and held == 0
+
+
+def test_a_reset_replays_the_computed_steps_and_new_setups_count_against_the_limit() -> None:
+    """A page's reset (a new hold on the same set-up, replacing its old one) replays what was computed without
+    computing it again; a second set-up beyond max_races is refused, whoever asks."""
+    r = RaceRunner(workers=1, slice_steps=5, slice_cpu_s=60.0, max_races=1)
+    try:
+        async def go():
+            hold = await r.start(_spec(6))
+            first = [await r.advance(hold) for _ in range(2)]
+            again = await r.start(_spec(6), replacing=hold)
+            replayed = [await r.advance(again) for _ in range(2)]
+            other = await r.start(_spec(6))
+            with pytest.raises(ConfigError, match="already training 1 races"):
+                await r.start(_spec(7))
+            return first, replayed, r.steps_computed, r.holds, other
+
+        first, replayed, computed, holds, _ = asyncio.run(go())
+        assert first == replayed and computed == 10 and holds == 2
+    finally:
+        r.shutdown()
