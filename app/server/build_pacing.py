@@ -32,9 +32,14 @@ class TakeTurns(Handler):
 
     def on_server_loaded(self, server_context) -> None:
         """In each worker process, as its server starts: Bokeh 3.10's session work stays on the loop's thread
-        (app/tuning/work_on_loop.py), unless that patch stands down or tuning is off."""
+        (app/tuning/work_on_loop.py), unless that patch stands down or tuning is off; and the worker's classroom
+        opens, so its store thread has read the class list before the first `?class=` link asks to join (a page
+        request waits for that first read at most classroom.FIRST_READ_WAIT_S)."""
+        from blocktrace.app.classroom.classroom import current  # the classroom imports the store: only here
+
         if tuning.is_applied("work_on_loop"):
             tuning.work_on_loop.install(IOLoop.current().asyncio_loop)
+        current()
 
 
 def pace_from_settings() -> None:

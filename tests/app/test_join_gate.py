@@ -74,3 +74,29 @@ def test_with_the_database_down_at_start_a_kept_class_stays_and_a_new_code_waits
         assert learner_class(room, {"class": "period4"}) == "default"
     finally:
         store.close()
+
+
+def test_each_worker_reads_the_class_list_as_its_server_starts(tmp_path: Path) -> None:
+    """The server's load hook opens the process's classroom, whose store thread then reads the classes: a class
+    the teacher opened is let in from the first page request, not after a first request has waited for the read."""
+    from blocktrace.app.classroom import classroom
+    from blocktrace.app.server.build_pacing import TakeTurns
+
+    store = EventStore(default_url(tmp_path))
+    store.open_class("period3")
+    store.close()
+    classroom.configure(classroom.ClassroomSettings(default_url(tmp_path), SECRET))
+    opened = None
+    try:
+        TakeTurns().on_server_loaded(None)
+        opened = classroom._classroom  # opened by the hook, before any page asked
+        assert opened is not None and opened.thread.classes_read.wait(30)
+        assert opened.admits("period3") and not opened.admits("chem7")
+        assert classroom.current() is opened
+    finally:
+        classroom.configure(None)
+        if opened is not None:
+            opened.thread.drain()
+            for sender in opened.senders:
+                sender.stop()
+            opened.store.close()
