@@ -665,6 +665,9 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
             weights = await runner().weights(self.race_id)
         except RaceLost:
             return None
+        except ConfigError as error:  # a kept race, and no room on the server to recompute its models now
+            self._message(str(error))
+            return None
         return io.BytesIO(files.weights_json(self.state, weights).encode("utf-8"))
 
     async def _open_in_lab(self, _event) -> None:
@@ -691,6 +694,9 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         try:
             cut = await runner().cut_floor(self.race_id, which, floor, example)
         except RaceLost:
+            return
+        except ConfigError as error:  # a kept race, and no room on the server to recompute its models now
+            set_object(self.lab_link, f'<p class="bt-field-error" role="alert">{escape(str(error))}</p>')
             return
         race = f"{ROUTE}?{urlencode(state_query(self.state, QUERY_KEYS))}"
         key = trained_floors.keep(trained_floors.TrainedFloor(cut, name, floor, config.n_layers, race))
