@@ -4,10 +4,10 @@ the server's data folder, and a preset is instant after its first run and after 
 One file a set-up, `race-<digest of the set-up>.npz` (NumPy's plain zip of arrays, read with allow_pickle=False:
 no pickle of a file someone else may have written). It holds every step record and held-out reading the race
 computed, whether each model was still running and where it diverged, and beside them the set-up itself (as
-canonical JSON) and the engine's version: a digest of the source files that decide the numbers, with NumPy's
-version and the machine. A file is used only when its set-up and version are this race's and its arrays are
-whole and consistent; any other file under that name (corrupt, truncated, of another version or another set-up)
-is removed and the race computed afresh.
+canonical JSON) and the engine's version: a digest of the engine's source files (which decide the numbers), with
+the runner's reading interval, the file's format, NumPy's version and the machine. A file is used only when its
+set-up and version are this race's and its arrays are whole and consistent; any other file under that name
+(corrupt, truncated, of another version or another set-up) is removed and the race computed afresh.
 
 The store is a cache. It is bounded (`limit_mb`): after each write the least recently used files go, oldest
 first, until the rest fit (a load counts as a use). Writes go to a temporary file in the same folder and then
@@ -41,9 +41,7 @@ log = logging.getLogger(__name__)
 FORMAT = "blocktrace-race-1"  # the layout of the arrays below; a new layout is a new name
 RACES_DIR = "races"  # the store's folder, in the server's data folder
 _SIDES = ("a", "b")
-_HERE = Path(__file__).resolve().parent
-# What decides a race's numbers: the engine, and where the runner takes its held-out readings.
-_SOURCES = (*sorted((_HERE.parent / "engine").glob("*.py")), _HERE / "runner.py", _HERE / "kept.py")
+_ENGINE = Path(__file__).resolve().parent.parent / "engine"  # its sources decide a race's numbers
 
 Reading = tuple[int, float, float]  # (steps taken, held-out loss, held-out accuracy), as runner.Reading
 
@@ -75,10 +73,12 @@ def races_dir(data_dir: Path | str) -> Path:
 
 @cache
 def engine_version() -> str:
-    """A digest of the engine's source files, the runner's, NumPy's version and the machine: a kept race made by
-    any other is not this engine's."""
-    digest = hashlib.sha256(f"{FORMAT} numpy {np.__version__} {platform.machine()}".encode())
-    for path in _SOURCES:
+    """A digest of the engine's source files, where the runner takes its held-out readings, the file's format,
+    NumPy's version and the machine: a kept race made by any other is not this engine's."""
+    from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY  # runner.py imports this module
+
+    digest = hashlib.sha256(f"{FORMAT} every {EVALUATE_EVERY} numpy {np.__version__} {platform.machine()}".encode())
+    for path in sorted(_ENGINE.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -176,8 +176,8 @@ class RaceStore:
             arrays[f"{side}_step"] = np.array([r.step for r in records], dtype=np.int64)
             arrays[f"{side}_numbers"] = np.array([(r.loss, r.grad_norm, r.lr) for r in records],
                                                  dtype=np.float64).reshape(len(records), 3)
-            arrays[f"{side}_floors"] = np.array([r.floor_grad_norms for r in records],
-                                                dtype=np.float64).reshape(len(records), -1)
+            arrays[f"{side}_floors"] = (np.array([r.floor_grad_norms for r in records], dtype=np.float64)
+                                        if records else np.zeros((0, 0)))
             arrays[f"{side}_held_steps"] = np.array([r[0] for r in readings], dtype=np.int64)
             arrays[f"{side}_held"] = np.array([r[1:] for r in readings], dtype=np.float64).reshape(len(readings), 2)
             arrays[f"{side}_state"] = np.array([int(getattr(race, f"running_{side}")),
