@@ -24,8 +24,9 @@ place among max_races taken). Looks inside the models (look, weights, cut_floor)
 only a computation has. The choice here: such a race gets a worker race only when a look is asked (or a step
 beyond what is kept), and the worker recomputes the race from step 0 toward the step the page is at, within the
 usual slice budget; a look shows the model where that recomputation is, and says so (`SideLook.steps`, the
-weights' and the floor cut's steps), so a look may trail the curves for a while, never pretend to be their step.
-Weights and floor cuts (a download, a link to the lab) wait until the recomputation reaches the page's step. The
+weights' and the floor cut's steps), so a look may trail the curves for a while, never pretend to be their step
+(a page whose race stands still asks again while the recomputation moves on: view.py's _free). Weights and floor
+cuts (a download, a link to the lab) wait until the recomputation reaches the page's step. The
 recomputed steps are compared with the kept ones, bit for bit; a difference (which the engine's version check
 should make impossible) is logged and the kept file removed.
 """
