@@ -1,5 +1,5 @@
 """The `blocktrace` command: `trace` prints a block's intermediates, `serve` runs the classroom app, `check`
-runs a downloaded exercise's tests and reports them."""
+runs a downloaded exercise's tests and reports them, `warm` computes the lesson's races ahead of class."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ NO_NUMPY = ("error: blocktrace needs NumPy, and this Python does not have it. Wi
             "In a classroom without the internet, ask your teacher, or do the exercise on the lesson page instead "
             "(it needs no Python).\n")
 # What `serve` and `lti` import first, which such a laptop's blocktrace has none of.
-SERVER_MODULES = {"serve": ("panel", "sqlalchemy", "pylti1p3"), "lti": ("pylti1p3", "jwcrypto")}
+SERVER_MODULES = {"serve": ("panel", "sqlalchemy", "pylti1p3"), "lti": ("pylti1p3", "jwcrypto"), "warm": ("panel",)}
 
 
 def installed_version() -> str:
@@ -104,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     lti = sub.add_parser("lti", help="register blocktrace with a school's LMS (LTI 1.3)",
                          description="Register LMS platforms, print what an LMS admin pastes, rotate the key.")
     add_lti_arguments(lti, DATA_DIR_NAME)
+
+    from blocktrace.app.warm_command import add_warm_arguments
+
+    w = sub.add_parser("warm", help="compute the lesson's races ahead of class, so each is instant",
+                       description="Compute the train-the-block lesson's races and keep them in the data folder: "
+                                   "the first student to play each gets it at once. Races already kept are quick.")
+    add_warm_arguments(w, DATA_DIR_NAME)
     return parser
 
 
@@ -137,6 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from blocktrace.app.serve import DATA_DIR_NAME
 
         return run_lti(args, DATA_DIR_NAME)
+    if args.command == "warm":
+        from blocktrace.app.serve import DATA_DIR_NAME
+        from blocktrace.app.warm_command import run_warm
+
+        return run_warm(args, DATA_DIR_NAME)
     from blocktrace.app.serve import run_serve
 
     return run_serve(args)

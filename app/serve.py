@@ -244,6 +244,13 @@ def stop_workers_with_parent() -> None:
     signal.signal(signal.SIGTERM, terminate)
 
 
+def race_data_dir(args: argparse.Namespace, classroom: Classroom | None) -> Path | None:
+    """Where computed races are kept: the class's data folder; with --no-classroom, only a --data-dir given."""
+    if classroom is not None:
+        return classroom.data_dir
+    return Path(args.data_dir).resolve() if args.data_dir else None
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import panel as pn
     from bokeh.util.logconfig import basicConfig
@@ -313,7 +320,8 @@ def run_serve(args: argparse.Namespace) -> int:
     # Shared by the workers Tornado forks (as rate_limits.py's locks are): the first one listening prints the banner
     announced = multiprocessing.get_context("fork").Value("b", False)
     server = pn.serve(
-        paced_applications(pages, page_titles(pages)),  # each session built in its turn (build_pacing.py)
+        # each session built in its turn (build_pacing.py); computed races kept in the data folder
+        paced_applications(pages, page_titles(pages), race_data_dir(args, classroom)),
         port=args.port,
         address=args.address,
         websocket_origin=websocket_origins(args),

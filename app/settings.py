@@ -101,6 +101,9 @@ class Settings:
     xapi_username: str = _setting("", "the user blocktrace posts learning records to the LRS as (--xapi-endpoint)")
     xapi_password: str = _setting("", "... and its password")
     xapi_names: bool = _setting(False, "learners' names go into their learning records (off: an account id only)")
+    race_store_mb: float = _setting(64.0, "megabytes of computed races kept in the data folder (races/, filled by "
+                                          "`blocktrace warm` and by every race played); the least recently used go "
+                                          "first; 0 keeps none")
     race_session_work: int = _setting(480_000, "floor-steps one page may train over all its races (a step of an "
                                                "n-floor model counts n; the default is 20 races of 12 floors)")
     # How often an open page looks for news (app/lessons/page.py, app/server/session_setup.py)

@@ -8,6 +8,7 @@ for the queue, so the document is built as one step of it. The queue's numbers a
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bokeh.application.handlers.handler import Handler
@@ -50,23 +51,28 @@ def pace_from_settings() -> None:
                                 stuck_s=numbers.build_stuck)
 
 
-def races_from_settings() -> None:
-    """The process's race runner (train-the-block) takes its numbers from the server's settings."""
+def races_from_settings(data_dir: Path | None = None) -> None:
+    """The process's race runner (train-the-block) takes its numbers from the server's settings, and keeps its
+    computed races in `data_dir`'s races/ (none kept without one)."""
+    from blocktrace.explorables.train_the_block.kept import RaceStore, races_dir
     from blocktrace.explorables.train_the_block.view import runner
 
     numbers = settings()
+    store = None if data_dir is None or numbers.race_store_mb <= 0 else RaceStore(races_dir(data_dir),
+                                                                                   numbers.race_store_mb)
     runner.configure(workers=numbers.race_workers or None, slice_steps=numbers.race_slice_steps,
                      slice_cpu_s=numbers.race_slice_cpu, max_races=numbers.max_races,
-                     session_work=numbers.race_session_work, niceness=numbers.race_niceness)
+                     session_work=numbers.race_session_work, niceness=numbers.race_niceness, store=store)
 
 
-def paced_applications(pages: dict[str, Callable], titles: dict[str, str]) -> dict[str, Any]:
+def paced_applications(pages: dict[str, Callable], titles: dict[str, str],
+                       data_dir: Path | None = None) -> dict[str, Any]:
     """Panel's applications for `pages` (as `pn.serve` would make them), each building its sessions in turn, in
-    a queue set to the server's settings."""
+    a queue set to the server's settings; races are kept in `data_dir` (races_from_settings)."""
     from panel.io.application import build_applications
 
     pace_from_settings()
-    races_from_settings()
+    races_from_settings(data_dir)
 
     apps = build_applications(pages, title=titles)
     for app in apps.values():

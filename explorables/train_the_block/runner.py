@@ -15,11 +15,26 @@ that is refused with a message a student can read); and `drop` (a closed page) f
 workers run nicer than the server (os.nice), so its event loop, and every student's slider, comes first. A
 worker that dies takes its races with it: their next call raises RaceLost, and the runner starts a fresh worker
 in its place.
+
+Kept races (kept.py). With a store, what a race computed is kept on disk (every KEEP_EVERY computed steps, when
+it stops, when its last page lets go and when the server shuts down), written by a thread of the runner's own,
+never by the event loop. A page that starts a set-up nobody computes now gets the kept race, if there is one: its
+steps and held-out readings are served at once, each page at its own pace, with no worker computing them (and no
+place among max_races taken). Looks inside the models (look, weights, cut_floor) need the model itself, which
+only a computation has. The choice here: such a race gets a worker race only when a look is asked (or a step
+beyond what is kept), and the worker recomputes the race from step 0 toward the step the page is at, within the
+usual slice budget; a look shows the model where that recomputation is, and says so (`SideLook.steps`, the
+weights' and the floor cut's steps), so a look may trail the curves for a while, never pretend to be their step
+(a page whose race stands still asks again while the recomputation moves on: view.py's _free). Weights and floor
+cuts (a download, a link to the lab) wait until the recomputation reaches the page's step. The
+recomputed steps are compared with the kept ones, bit for bit; a difference (which the engine's version check
+should make impossible) is logged and the kept file removed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ctypes
 import itertools
 import logging
@@ -42,9 +57,10 @@ from blocktrace.explorables.engine.stacked import StackedRace, stackable
 from blocktrace.explorables.engine.stages import Stage
 from blocktrace.explorables.engine.tasks import Task
 from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainSettings
+from blocktrace.explorables.train_the_block.kept import KeptRace, RaceStore
 
-__all__ = ["EVALUATE_EVERY", "EXAMPLES", "SESSION_WORK", "SLICE_CPU_S", "SLICE_STEPS", "Look", "LookAt", "RaceLost",
-           "RaceRunner", "RaceSpec", "Reading", "SideLook", "Slice"]
+__all__ = ["EVALUATE_EVERY", "EXAMPLES", "KEEP_EVERY", "SESSION_WORK", "SLICE_CPU_S", "SLICE_STEPS", "Look", "LookAt",
+           "RaceLost", "RaceRunner", "RaceSpec", "Reading", "SideLook", "Slice"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +71,7 @@ MAX_RACES = 64  # races alive at once, per server process
 SESSION_WORK = 480_000  # floor-steps (a step of an n-floor model costs n) one page may train: 20 races of 12 floors
 NICENESS = 10  # how much nicer than the server a worker runs (os.nice): the event loop comes first
 EXAMPLES = 8  # the held-out sequences a student can look inside (the first of the held-out set)
+KEEP_EVERY = 100  # computed steps after which a race is kept again (with a store)
 
 
 class RaceLost(RuntimeError):
@@ -163,7 +180,9 @@ def _start(race_id: int, spec: RaceSpec) -> None:
     _RACES[race_id] = spec.build()
 
 
-def _advance(race_id: int, max_steps: int, cpu_s: float, look: LookAt | None = None) -> Slice:
+def _advance(race_id: int, max_steps: int, cpu_s: float, look: LookAt | None = None, known: int = 0) -> Slice:
+    """At most `max_steps` steps (fewer once `cpu_s` is spent). Steps up to `known` are recomputed (the race is
+    kept): their held-out readings are known already, and are not taken again."""
     race = _race(race_id)
     before_a, before_b = race.a.step_count, race.b.step_count
     readings: tuple[list[Reading], list[Reading]] = ([], [])
@@ -172,7 +191,7 @@ def _advance(race_id: int, max_steps: int, cpu_s: float, look: LookAt | None = N
         if not (race.a.running or race.b.running):
             break
         for run, record, taken in zip((race.a, race.b), race.step(), readings, strict=True):
-            if record is not None and run.step_count % EVALUATE_EVERY == 0:
+            if record is not None and run.step_count % EVALUATE_EVERY == 0 and run.step_count > known:
                 taken.append((run.step_count, *run.evaluate()))
         if time.thread_time() - start >= cpu_s:
             break
@@ -246,6 +265,12 @@ def _keep_freed_memory() -> None:
         mallopt(ctypes.c_int(option), ctypes.c_int(value))
 
 
+def _bits(record: StepRecord) -> bytes:
+    """A step record's numbers as bytes: equal bytes, equal records (NaN included)."""
+    return np.array([record.step, record.loss, record.grad_norm, record.lr, *record.floor_grad_norms],
+                    dtype=np.float64).tobytes()
+
+
 def _drop(race_id: int) -> bool:
     return _RACES.pop(race_id, None) is not None
 
@@ -263,7 +288,7 @@ class _Shared:
     the set-up reads it from here, each at its own step (a _Hold)."""
 
     spec: RaceSpec
-    race_id: int  # the race's id in its worker
+    race_id: int | None  # the race's id in its worker (None: a kept race no worker recomputes yet)
     holds: set[int] = field(default_factory=set)
     a: list[StepRecord] = field(default_factory=list)
     b: list[StepRecord] = field(default_factory=list)
@@ -274,6 +299,20 @@ class _Shared:
     diverged_a: int | None = None
     diverged_b: int | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one page computes, the others wait and read
+    live: int = 0  # steps the worker's model has taken (fewer than `computed` while a kept race is recomputed)
+    kept: int = 0  # steps the store has (or is writing) of this race
+    trusted: bool = True  # False once a recomputation differed from what was kept: kept no more
+
+    @classmethod
+    def of_kept(cls, spec: RaceSpec, race: KeptRace) -> _Shared:
+        return cls(spec, None, a=list(race.a), b=list(race.b), held_out_a=list(race.held_out_a),
+                   held_out_b=list(race.held_out_b), running_a=race.running_a, running_b=race.running_b,
+                   diverged_a=race.diverged_a, diverged_b=race.diverged_b, kept=race.steps)
+
+    def snapshot(self) -> KeptRace:
+        """What the race has computed, to keep (copies: the race goes on while it is written)."""
+        return KeptRace(tuple(self.a), tuple(self.b), tuple(self.held_out_a), tuple(self.held_out_b),
+                        self.running_a, self.running_b, self.diverged_a, self.diverged_b)
 
     @property
     def computed(self) -> int:
@@ -285,8 +324,9 @@ class _Shared:
         self.b.extend(part.b)
         self.held_out_a.extend(part.held_out_a)
         self.held_out_b.extend(part.held_out_b)
-        self.running_a, self.running_b = part.running_a, part.running_b
-        self.diverged_a, self.diverged_b = part.diverged_a, part.diverged_b
+        if self.live >= self.computed:  # the worker's race is at the newest step: its state is the race's
+            self.running_a, self.running_b = part.running_a, part.running_b
+            self.diverged_a, self.diverged_b = part.diverged_a, part.diverged_b
 
     def part(self, start: int, stop: int, look: Look | None) -> Slice:
         """Steps start … stop - 1 as one slice would have given them, had the race been computed for this page."""
@@ -318,11 +358,13 @@ class RaceRunner:
     pace (pausing one stops no other), and a race is freed when its last hold is dropped. The limits count
     computations: max_races distinct races at once, and the CPU of a worker's slices shared among the races it
     computes; each page's share of work (session_work) is counted by the page in steps it is given, computed or
-    not, as before.
+    not, as before. With a `store` (kept.py), computed races are kept, and a kept race is served without computing
+    it again (the module's docstring says how its looks stay honest).
     """
 
     def __init__(self, workers: int | None = None, slice_steps: int = SLICE_STEPS, slice_cpu_s: float = SLICE_CPU_S,
-                 max_races: int = MAX_RACES, session_work: int = SESSION_WORK, niceness: int = NICENESS) -> None:
+                 max_races: int = MAX_RACES, session_work: int = SESSION_WORK, niceness: int = NICENESS,
+                 store: RaceStore | None = None, keep_every: int = KEEP_EVERY) -> None:
         self.n_workers = max(1, workers or os.cpu_count() or 1)
         self.niceness = niceness
         self.session_work = session_work  # the page's view holds each page to it (view.py)
@@ -335,6 +377,9 @@ class RaceRunner:
         self._ids = itertools.count(1)
         self.steps_computed = 0  # race steps the workers have taken, over all races (tests, benchmarks)
         self._making = threading.Lock()  # pages may open (and warm the workers) on other threads than the loop's
+        self.store, self.keep_every = store, keep_every
+        self._keeper: concurrent.futures.ThreadPoolExecutor | None = None  # writes kept races off the loop
+        self._keeping: list[concurrent.futures.Future] = []
 
     @property
     def races(self) -> int:
@@ -345,6 +390,10 @@ class RaceRunner:
     def holds(self) -> int:
         """Pages holding a race."""
         return len(self._holds)
+
+    def worker_steps(self, hold_id: int) -> int:
+        """Steps a worker has taken for the hold's race (0 for a kept race served as it was kept)."""
+        return self._hold(hold_id).shared.live
 
     def warm(self) -> None:
         """Start every worker process that is not running yet, without waiting for it: a page calls this when it
@@ -393,12 +442,43 @@ class RaceRunner:
         return hold
 
     def _index(self, hold_id: int) -> tuple[int, int]:
-        """(worker index, worker race id) of the race hold `hold_id` plays; RaceLost if none."""
+        """(worker index, worker race id) of the race hold `hold_id` plays; RaceLost if no worker computes it."""
         race_id = self._hold(hold_id).shared.race_id
         index = self._where.get(race_id)
         if index is None:
-            raise RaceLost(f"there is no race {hold_id}")
+            raise RaceLost(f"there is no race {hold_id} in a worker")
         return index, race_id
+
+    async def _worker_of(self, shared: _Shared) -> tuple[int, int]:
+        """(worker index, worker race id) of the shared race: a kept race gets a worker race from step 0 when it is
+        first asked for its models (ConfigError when the server already computes max_races races); RaceLost if
+        its worker died."""
+        if shared.race_id is None:
+            if self._shared.get(shared.spec) is not shared:
+                raise RaceLost("the race was let go")
+            await self._place(shared)
+        index = self._where.get(shared.race_id)
+        if index is None:
+            raise RaceLost("there is no such race")
+        return index, shared.race_id
+
+    async def _place(self, shared: _Shared) -> None:
+        """Build the shared race in the least busy worker, from step 0."""
+        if self.races >= self.max_races:
+            raise ConfigError(f"the server is already training {self.max_races} races; try again in a minute")
+        counts = [0] * self.n_workers
+        for index in self._where.values():
+            counts[index] += 1
+        index = counts.index(min(counts))
+        race_id = next(self._ids)
+        self._where[race_id] = index  # counted at once, so races started together spread out
+        shared.race_id, shared.live = race_id, 0
+        try:
+            await self._call(index, _start, race_id, shared.spec)
+        except BaseException:
+            self._where.pop(race_id, None)
+            shared.race_id = None
+            raise
 
     async def start(self, spec: RaceSpec, replacing: int | None = None) -> int:
         """A hold on the race of `spec`, from step 0: on the race already computed for it if there is one, else on
@@ -410,7 +490,13 @@ class RaceRunner:
             if replacing is not None:
                 await self.drop(replacing)
                 replacing = None
-            shared = await self._new_race(spec)
+            kept = None if self.store is None else self.store.load(spec)
+            if self._shared.get(spec) is not None:  # another page started it meanwhile
+                shared = self._shared[spec]
+            elif kept is not None:
+                shared = self._shared[spec] = _Shared.of_kept(spec, kept)
+            else:
+                shared = await self._new_race(spec)
         hold_id = next(self._ids)
         self._holds[hold_id] = _Hold(shared)
         shared.holds.add(hold_id)
@@ -421,17 +507,10 @@ class RaceRunner:
     async def _new_race(self, spec: RaceSpec) -> _Shared:
         if self.races >= self.max_races:
             raise ConfigError(f"the server is already training {self.max_races} races; try again in a minute")
-        counts = [0] * self.n_workers
-        for index in self._where.values():
-            counts[index] += 1
-        index = counts.index(min(counts))
-        race_id = next(self._ids)
-        self._where[race_id] = index  # counted at once, so races started together spread out
-        shared = self._shared[spec] = _Shared(spec, race_id)
+        shared = self._shared[spec] = _Shared(spec, None)
         try:
-            await self._call(index, _start, race_id, spec)
+            await self._place(shared)
         except BaseException:
-            self._where.pop(race_id, None)
             if self._shared.get(spec) is shared:
                 del self._shared[spec]
             raise
@@ -452,21 +531,65 @@ class RaceRunner:
                 if self._holds.get(hold_id) is not hold:
                     raise RaceLost(f"there is no race {hold_id}")
                 if hold.step >= shared.computed and (shared.running_a or shared.running_b):
-                    index, race_id = self._index(hold_id)
-                    part = await self._call(index, _advance, race_id, limit, self.slice_cpu(index), look)
-                    shared.add(part)
-                    self.steps_computed += max(len(part.a), len(part.b))
-                    computed_look = part.look
+                    computed_look = await self._compute(shared, shared.computed + limit, look)
         # Steps already computed are read at once, never waiting behind the page that computes the next ones.
         start = hold.step
         hold.step = min(start + limit, shared.computed)
         served = shared.part(start, hold.step, None)
         if look is not None and (look.always or served.held_out_a or served.held_out_b):
-            if computed_look is None or hold.step != shared.computed:
-                index, race_id = self._index(hold_id)
-                computed_look = await self._call(index, _look, race_id, look.example, look.floor)
+            if computed_look is None or hold.step != shared.computed or shared.live != shared.computed:
+                try:
+                    computed_look = await self._look_toward(hold_id, hold.step, look)
+                except ConfigError:  # a kept race, and no room to recompute it: its curves come without a look
+                    computed_look = None
             served = replace(served, look=computed_look)
         return served
+
+    async def _compute(self, shared: _Shared, stop: int, look: LookAt | None) -> Look | None:
+        """One slice of the worker's race toward step `stop` (its lock held): steps the race has not computed are
+        added, steps recomputed (a kept race) are checked against what was kept. The slice's look, if any."""
+        index, race_id = await self._worker_of(shared)
+        part = await self._call(index, _advance, race_id, max(1, stop - shared.live), self.slice_cpu(index), look,
+                                shared.computed)
+        taken = max(len(part.a), len(part.b))
+        self.steps_computed += taken
+        shared.live += taken
+        fresh = []
+        for records, mine in ((part.a, shared.a), (part.b, shared.b)):
+            known = [r for r in records if r.step < len(mine)]
+            if shared.trusted and any(_bits(r) != _bits(mine[r.step]) for r in known):
+                shared.trusted = False
+                log.warning("a kept race differs from its recomputation; it is kept no more")
+                if self.store is not None:
+                    self.store.forget(shared.spec)
+            fresh.append(records[len(known):])
+        shared.add(replace(part, a=fresh[0], b=fresh[1]))
+        if shared.computed - shared.kept >= self.keep_every or not (shared.running_a or shared.running_b):
+            self._keep(shared)
+        return part.look
+
+    async def _catch_up(self, hold_id: int, step: int, slices: int | None) -> tuple[_Shared, int, int]:
+        """The hold's race in its worker, its model brought toward step `step` of a kept race it recomputes (at most
+        `slices` slices; None: until it is there): (shared race, worker index, worker race id)."""
+        shared = self._hold(hold_id).shared
+        done, before = 0, -1
+        while True:
+            async with shared.lock:
+                if self._holds.get(hold_id) is None:
+                    raise RaceLost(f"there is no race {hold_id}")
+                index, race_id = await self._worker_of(shared)
+                if (shared.live >= min(step, shared.computed) or shared.live == before
+                        or (slices is not None and done >= slices)):  # there, stopped, or as far as asked
+                    return shared, index, race_id
+                before = shared.live
+                await self._compute(shared, step, None)
+                done += 1
+
+    async def _look_toward(self, hold_id: int, step: int, look: LookAt) -> Look:
+        """Both models, at the race's newest step, or for a kept race, where its recomputation got to after one
+        more slice toward `step` (the look says which)."""
+        shared, index, race_id = await self._catch_up(hold_id, step, 1)
+        return await self._call(index, _look, race_id, look.example, look.floor)
 
     def slice_cpu(self, index: int) -> float:
         """The CPU budget of a slice in worker `index`: slice_cpu_s shared by the races it trains, so that with
@@ -475,19 +598,20 @@ class RaceRunner:
         return self.slice_cpu_s / max(1, sharing)
 
     async def look(self, hold_id: int, look: LookAt) -> Look:
-        """Both models of the race as they are now, on the example and floor `look` names (no step taken)."""
-        index, race_id = self._index(hold_id)
-        return await self._call(index, _look, race_id, look.example, look.floor)
+        """Both models of the race as they are now, on the example and floor `look` names (no step taken; a kept
+        race's recomputation takes a slice toward the page's step first)."""
+        return await self._look_toward(hold_id, self._hold(hold_id).step, look)
 
     async def weights(self, hold_id: int) -> tuple[tuple[int, Params], tuple[int, Params]]:
-        """Each model's steps taken and current parameters."""
-        index, race_id = self._index(hold_id)
+        """Each model's steps taken and current parameters (a kept race recomputed up to the page's step first)."""
+        _, index, race_id = await self._catch_up(hold_id, self._hold(hold_id).step, None)
         return await self._call(index, _weights, race_id)
 
     async def cut_floor(self, hold_id: int, which: int, floor: int, example: int) -> FloorCut:
         """Floor `floor` of model A (which 0) or B (1) as it is now, with the stream entering it on held-out
-        sequences `example` onwards (components/trained_floors.py); ValueError if the model has no such floor."""
-        index, race_id = self._index(hold_id)
+        sequences `example` onwards (components/trained_floors.py); ValueError if the model has no such floor. A
+        kept race is recomputed up to the page's step first."""
+        _, index, race_id = await self._catch_up(hold_id, self._hold(hold_id).step, None)
         return await self._call(index, _cut, race_id, which, floor, example)
 
     def _release(self, hold_id: int) -> tuple[int, int] | None:
@@ -501,6 +625,7 @@ class RaceRunner:
             return None
         if self._shared.get(shared.spec) is shared:
             del self._shared[shared.spec]
+        self._keep(shared)
         index = self._where.pop(shared.race_id, None)
         return None if index is None else (index, shared.race_id)
 
@@ -533,7 +658,30 @@ class RaceRunner:
                 held += await self._call(index, _count)
         return held
 
+    def _keep(self, shared: _Shared) -> None:
+        """Keep what the race computed, if the store has less of it, in the writer thread (from any thread)."""
+        if self.store is None or not shared.trusted or shared.computed <= shared.kept:
+            return
+        shared.kept = shared.computed
+        with self._making:
+            if self._keeper is None:
+                self._keeper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="blocktrace-race-keeper")
+            self._keeping = [future for future in self._keeping if not future.done()]
+            self._keeping.append(self._keeper.submit(self.store.keep, shared.spec, shared.snapshot()))
+
+    def flush(self) -> None:
+        """Wait until every race handed to the store is written (or has failed to be)."""
+        with self._making:
+            pending = list(self._keeping)
+        concurrent.futures.wait(pending)
+
     def shutdown(self) -> None:
+        for shared in list(self._shared.values()):  # what was computed since the last keep
+            self._keep(shared)
+        self.flush()
+        if self._keeper is not None:
+            self._keeper.shutdown(wait=True)
+            self._keeper = None
         for index, worker in enumerate(self._workers):
             if worker is not None:
                 worker.shutdown(wait=True, cancel_futures=True)

@@ -19,9 +19,9 @@ from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.training import DEFAULT_SETUPS, HELD_OUT, StepRecord, TrainSettings
 from blocktrace.explorables.train_the_block.runner import RaceSpec, Reading, Slice
 
-__all__ = ["BUDGET", "DIFFERENCES", "FLOORS", "PREDICTION_CHOICES", "QUERY_KEYS", "RATES", "SETUP_PARAMS", "TARGET",
-           "TARGET_TEXT", "TOGETHER_STEPS", "WARMUPS", "Difference", "RaceState", "Side", "outcome", "outcome_sentence",
-           "verdict_sentence"]
+__all__ = ["BUDGET", "DIFFERENCES", "FLOORS", "LESSON_RACES", "PREDICTION_CHOICES", "QUERY_KEYS", "RATES",
+           "SETUP_PARAMS", "TARGET", "TARGET_TEXT", "TOGETHER_STEPS", "WARMUPS", "Difference", "RaceState", "Side",
+           "outcome", "outcome_sentence", "verdict_sentence"]
 
 TARGET = 0.9  # held-out accuracy that counts as learned
 TARGET_TEXT = f"{100 * TARGET:.0f} %"  # as every text on the page writes it ("90 %", with its space)
@@ -32,6 +32,19 @@ RATES = (0.001, 0.003, 0.01, 0.03)  # Adam's learning rates on offer
 WARMUPS = (0, 100, 200)  # warm-up steps on offer (both models, unless warm-up is the difference)
 SETUP_PARAMS = ("task", "difference", "floors", "lr", "warmup", "seed")  # what decides a race
 MAX_SEED = 9999
+# The races the lesson asks every student to play (lessons/train-the-block, "Run the comparison", steps 1-7), by a
+# short name: `blocktrace warm` computes them ahead of class. Each is a set-up of SETUP_PARAMS.
+LESSON_RACES = {
+    "placement": {"task": "copy", "difference": "placement", "floors": 12, "lr": 0.01, "warmup": 0, "seed": 0},
+    "placement-warmup-100": {"task": "copy", "difference": "placement", "floors": 12, "lr": 0.01, "warmup": 100,
+                             "seed": 0},
+    "placement-rate-0.003": {"task": "copy", "difference": "placement", "floors": 12, "lr": 0.003, "warmup": 0,
+                             "seed": 0},
+    "placement-rate-0.003-warmup-200": {"task": "copy", "difference": "placement", "floors": 12, "lr": 0.003,
+                                        "warmup": 200, "seed": 0},
+    "residual": {"task": "copy", "difference": "residual", "floors": 12, "lr": 0.01, "warmup": 0, "seed": 0},
+    "depth-pattern": {"task": "induction", "difference": "depth", "floors": 12, "lr": 0.01, "warmup": 0, "seed": 0},
+}
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,7 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         self.work_done = 0  # floor-steps this page has trained, over all its races (runner().session_work caps it)
         self.look: Look | None = None  # the latest look inside both models
         self._look_again = False  # a look was asked for while the race was busy
+        self._look_trails = False  # the look shows an earlier step than the curves (a kept race, recomputed)
         self._ready: tuple | None = None  # the race's first step, taken before Play and not shown yet (_prepare)
         self._one_waiting = False  # One step was pressed while the worker was busy: it is taken next
         self._alert = ""  # a message shown in the status's place until the status next changes
@@ -456,12 +457,21 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         return ready
 
     def _free(self) -> None:
-        """The worker is free again: take a step asked for meanwhile, or prepare a race not built yet."""
+        """The worker is free again: take a step asked for meanwhile, bring a trailing look on (a kept race's,
+        while its recomputation catches up with the curves, once the race stands still), or prepare a race not
+        built yet."""
         if self._one_waiting:
             self._one_waiting = False
             self._schedule_one()
+        elif self._look_trails and not self.playing and not self.closed:
+            self._ask_look()
         else:
             self._prepare()
+
+    def _trails(self, look: Look | None) -> bool:
+        """True when `look` shows both models at an earlier step than the curves have reached."""
+        s = self.state
+        return look is not None and max(look.a.steps, look.b.steps) < max(len(s.a.steps), len(s.b.steps))
 
     def _wait_then_show(self, wait, show) -> None:
         """Await `wait()` on the server's loop without the document's lock (Bokeh's without_document_lock), then
@@ -537,6 +547,7 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         self._show(part)
         if part.look is not None:
             self.look = part.look
+            self._look_trails = self._trails(part.look)
         if s.finished:
             self._pause()
         elif self.playing and not self.keep_going and s.result() is not None:
@@ -581,8 +592,13 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         with self._one_payload():
             self._busy = False
             generation, look = fetched
+            before, self._look_trails = self.look, False
             if look is not None and generation == self.state.generation:
                 self.look = look
+                # Asked again while the recomputation moves on; a look that did not move (no room on the server
+                # to recompute, or the worker gone) ends it.
+                self._look_trails = (self._trails(look) and before is not None
+                                     and max(look.a.steps, look.b.steps) > max(before.a.steps, before.b.steps))
             self._free()
 
     async def _start(self, spec: RaceSpec, generation: int) -> None:
@@ -619,7 +635,7 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
 
     def _new_setup(self, *_events) -> None:
         """A new race (set-up or reset): nothing of the old one is shown, the menus follow its models."""
-        self.look, self._look_again = None, False
+        self.look, self._look_again, self._look_trails = None, False, False
         self.keep_going, self._ready = False, None  # a new race: it stops at its own verdict
         c = self.choices
         if c.floor >= self._floors():
@@ -665,6 +681,9 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
             weights = await runner().weights(self.race_id)
         except RaceLost:
             return None
+        except ConfigError as error:  # a kept race, and no room on the server to recompute its models now
+            self._message(str(error))
+            return None
         return io.BytesIO(files.weights_json(self.state, weights).encode("utf-8"))
 
     async def _open_in_lab(self, _event) -> None:
@@ -691,6 +710,9 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         try:
             cut = await runner().cut_floor(self.race_id, which, floor, example)
         except RaceLost:
+            return
+        except ConfigError as error:  # a kept race, and no room on the server to recompute its models now
+            set_object(self.lab_link, f'<p class="bt-field-error" role="alert">{escape(str(error))}</p>')
             return
         race = f"{ROUTE}?{urlencode(state_query(self.state, QUERY_KEYS))}"
         key = trained_floors.keep(trained_floors.TrainedFloor(cut, name, floor, config.n_layers, race))

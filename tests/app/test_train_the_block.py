@@ -23,6 +23,7 @@ from blocktrace.explorables.decoder_block_lab import DecoderLabExplorable
 from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.engine.ops import rms
 from blocktrace.explorables.train_the_block import RaceExplorable
+from blocktrace.explorables.train_the_block.kept import RaceStore
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, RaceRunner
 from blocktrace.explorables.train_the_block.view import runner
 from tests.drawn import meta, press, send
@@ -451,3 +452,31 @@ def test_a_bad_seed_is_refused_beside_its_field_and_the_last_good_kept(page: Rac
         assert page.state.seed == 0 and m["controls"]["seed"] == 0 and m["ack"] == page._sent_n
     send(page, "seed", " 42 ")
     assert page.state.seed == 42 and meta(page)["controls"]["seed"] == 42 and meta(page)["error"] == ""
+
+
+def test_a_kept_race_is_drawn_at_once_and_its_looks_say_the_step_they_show(tmp_path) -> None:
+    """After a restart, a page playing a kept race is given its curves as the first computation drew them, bit for
+    bit, while its worker only recomputes the models for the looks; each look says the step it shows, and the
+    weights downloaded are those of the page's step."""
+    query = {"task": "copy", "floors": "2", "vs": "residual", "seed": "3"}
+
+    def played(**numbers) -> tuple[RaceExplorable, list]:
+        runner.configure(workers=1, slice_steps=EVALUATE_EVERY, store=RaceStore(tmp_path, 10), **numbers)
+        page = RaceExplorable(query=query)
+        page.state.prediction.commit("a-first")
+        assert _play(page, 2) == [True, True]
+        return page, _loss(page, 0) + _loss(page, 1)
+
+    try:
+        first, computed = played(slice_cpu_s=60.0)
+        first.close()  # the race's last page: it is kept
+        runner().flush()
+        page, kept = played(slice_cpu_s=1e-9)  # a restart, whose slices of recomputation take one step
+        look, taken = page.look, runner().steps_computed
+        saved = json.loads(asyncio.run(page._weights_file()).getvalue())
+    finally:
+        runner.configure()
+    assert np.array(kept).tobytes() == np.array(computed).tobytes() and len(kept) == 4 * EVALUATE_EVERY
+    assert look.a.steps < 2 * EVALUATE_EVERY and taken == look.a.steps
+    assert f"step {look.a.steps}" in meta(page)["look"]["maps"][0]["title"]
+    assert [saved["models"][m]["steps"] for m in "AB"] == [2 * EVALUATE_EVERY] * 2

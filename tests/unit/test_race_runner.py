@@ -18,6 +18,7 @@ from blocktrace.explorables.engine import ConfigError
 from blocktrace.explorables.engine import language_model as lm
 from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.training import DEFAULT_SETUPS, TrainSettings
+from blocktrace.explorables.train_the_block.kept import RaceStore
 from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY, LookAt, RaceLost, RaceRunner, RaceSpec
 
 
@@ -174,7 +175,8 @@ def test_workers_end_when_the_server_process_is_killed(tmp_path) -> None:
         "    asyncio.run(go())\n")
     root = str(Path(__file__).resolve().parents[2])
     server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=root,
-                              env={**os.environ, "PYTHONPATH": root})
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                      filter(None, [root, os.environ.get("PYTHONPATH")]))})
     worker = int(server.stdout.readline())
     exited = os.pidfd_open(worker)  # readable once the worker process has ended
     try:
@@ -311,3 +313,89 @@ def test_a_reset_replays_the_computed_steps_and_new_setups_count_against_the_lim
         assert first == replayed and computed == 10 and holds == 2
     finally:
         r.shutdown()
+
+
+def _steady(store_dir: Path | None, **numbers) -> RaceRunner:
+    """One worker whose slices take their 7 steps, keeping its races in `store_dir`."""
+    numbers = {"slice_steps": 7, "slice_cpu_s": 60.0, **numbers}
+    return RaceRunner(workers=1, store=None if store_dir is None else RaceStore(store_dir, 10), **numbers)
+
+
+async def _play(runner: RaceRunner, spec: RaceSpec, slices: int, look: LookAt | None = None) -> list:
+    hold = await runner.start(spec)
+    return [await runner.advance(hold, look=look) for _ in range(slices)]
+
+
+def _records(parts: list) -> list[bytes]:
+    """Every record and reading of the slices as bytes: equal bytes, equal curves, bit for bit."""
+    return [np.array([r.step, r.loss, r.grad_norm, r.lr, *r.floor_grad_norms]).tobytes()
+            for part in parts for r in part.a + part.b] + [
+        repr((part.held_out_a, part.held_out_b, part.running_a, part.running_b, part.diverged_a,
+              part.diverged_b)).encode() for part in parts]
+
+
+@pytest.mark.parametrize("ended", ["shutdown", "drop"])
+def test_a_restarted_server_serves_a_kept_race_without_computing_it(tmp_path: Path, ended: str) -> None:
+    """A race kept by one runner (when its last page lets go, or when the server shuts down) is served by the next
+    on the same folder (a restart) at once, equal to the fresh computation bit for bit, without its worker taking
+    a step or a place among max_races."""
+    first = _steady(tmp_path)
+    try:
+        async def fresh():
+            hold = await first.start(_spec(8))
+            parts = [await first.advance(hold) for _ in range(5)]
+            if ended == "drop":
+                await first.drop(hold)
+            return parts
+
+        computed = asyncio.run(fresh())
+    finally:
+        first.shutdown()
+    second = _steady(tmp_path, max_races=1)
+    try:
+        kept = asyncio.run(_play(second, _spec(8), 5))
+        taken, races = second.steps_computed, second.races
+    finally:
+        second.shutdown()
+    assert _records(kept) == _records(computed) and len(kept[-1].a) == 7
+    assert [step for part in kept for step, _, _ in part.held_out_a] == [EVALUATE_EVERY]
+    assert taken == 0 and races == 0
+
+
+def test_a_kept_races_looks_say_the_step_their_recomputation_reached(tmp_path: Path) -> None:
+    """Looks inside a kept race come from a worker that recomputes it toward the page's step, a slice at a time,
+    and say the step they show; weights wait until it is the page's step, and equal a fresh run's there."""
+    first = _steady(tmp_path)
+    try:
+        asyncio.run(_play(first, _spec(9), 2))
+    finally:
+        first.shutdown()
+    second = _steady(tmp_path, slice_cpu_s=1e-9)  # a slice of recomputation is one step
+    try:
+        async def go():
+            hold = await second.start(_spec(9))
+            part = await second.advance(hold, look=LookAt(0, 0, always=True))
+            return part, await second.look(hold, LookAt(1, 0)), await second.weights(hold), second.steps_computed
+
+        part, again, ((steps_a, weights_a), (steps_b, _)), taken = asyncio.run(go())
+    finally:
+        second.shutdown()
+    reference = _spec(9).build_reference()
+    for _ in range(7):
+        reference.step()
+    assert len(part.a) == 7 and (part.look.a.steps, part.look.b.steps) == (1, 1) and again.a.steps == 2
+    assert (steps_a, steps_b) == (7, 7) and taken == 7
+    assert all(np.array_equal(weights_a[name], reference.a.params[name]) for name in reference.a.params)
+    assert RaceStore(tmp_path, 10).load(_spec(9)) is not None  # the recomputation agreed with what was kept
+
+
+def test_a_race_plays_on_when_its_store_cannot_keep_it(tmp_path: Path) -> None:
+    """A store that cannot write (its folder is a file) keeps nothing, and the race plays as without a store."""
+    (tmp_path / "races").write_text("not a folder")
+    r = _steady(tmp_path / "races")
+    try:
+        parts = asyncio.run(_play(r, _spec(10), 3))
+        r.flush()
+    finally:
+        r.shutdown()
+    assert [len(part.a) for part in parts] == [7, 7, 7] and r.store.size() == 0

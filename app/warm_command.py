@@ -1,0 +1,107 @@
+"""`blocktrace warm`: compute the lesson's races ahead of class and keep them in the data folder, so that each is
+instant for the first student who plays it (explorables/train_the_block/kept.py).
+
+Each race is computed as a page would play it (the same runner, so the same numbers, bit for bit) up to the page's
+1,000 steps, all of them at once over the machine's cores, without the server's niceness and with longer slices.
+A race already kept is read back, not computed: a second run is quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["add_warm_arguments", "run_warm"]
+
+log = logging.getLogger(__name__)
+
+SLICE_STEPS = 500  # steps a slice of warm's runner takes at most (no page waits for it)
+SLICE_CPU_S = 2.0
+
+
+def add_warm_arguments(parser: argparse.ArgumentParser, data_dir_name: str) -> None:
+    from blocktrace.explorables.train_the_block.state import BUDGET, LESSON_RACES
+
+    parser.add_argument("--data-dir", default=None, metavar="DIR",
+                        help=f"the server's data folder (default: ./{data_dir_name}, as `blocktrace serve`'s)")
+    parser.add_argument("--race", action="append", choices=list(LESSON_RACES), metavar="NAME",
+                        help=f"a race to compute, by name (again for more; default: all of {', '.join(LESSON_RACES)})")
+    parser.add_argument("--steps", type=int, default=BUDGET, metavar="N",
+                        help=f"steps of each race (default: {BUDGET}, as far as the page plays)")
+    parser.add_argument("--workers", type=int, default=0, metavar="N",
+                        help="worker processes (default: one per core, at most one per race)")
+
+
+def run_warm(args: argparse.Namespace, data_dir_name: str, out: Callable[[str], None] = print) -> int:
+    """Compute (or find kept) each race asked for; one line per race with its steps and time. 2 on bad input, 1
+    when a race could not be kept (the store's log line says why)."""
+    from blocktrace.app.server.hardening import private_data_dir
+    from blocktrace.app.settings import settings
+    from blocktrace.explorables.train_the_block.kept import RaceStore, races_dir
+    from blocktrace.explorables.train_the_block.state import BUDGET, LESSON_RACES, RaceState
+
+    if not 1 <= args.steps <= BUDGET:
+        sys.stderr.write(f"error: --steps must be between 1 and {BUDGET}, got {args.steps}\n")
+        return 2
+    try:
+        limit = settings().race_store_mb
+    except ValueError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 2
+    if limit <= 0:
+        sys.stderr.write("error: BLOCKTRACE_RACE_STORE_MB is 0: no race would be kept\n")
+        return 2
+    names = list(dict.fromkeys(args.race or LESSON_RACES))
+    try:
+        folder = races_dir(private_data_dir(Path(args.data_dir or data_dir_name).resolve()))
+    except OSError as error:
+        sys.stderr.write(f"error: the data folder cannot be made: {error}\n")
+        return 2
+    store = RaceStore(folder, limit)
+    specs = {name: RaceState(**LESSON_RACES[name]).spec for name in names}
+    workers = args.workers or min(len(names), os.cpu_count() or 1)
+    out(f"Computing {len(names)} race(s) of {args.steps:,} steps into {folder} ({workers} worker(s)) ...")
+    started = time.perf_counter()
+    lines = asyncio.run(_warm(specs, args.steps, store, workers))
+    for name, (computed, steps, seconds) in lines.items():
+        how = f"computed {computed:,} steps" if computed else "already kept"
+        out(f"  {name:<34} {steps:>5,} steps  {seconds:7.2f} s  {how}")
+    missing = [name for name in names if store.load(specs[name]) is None]
+    out(f"Done in {time.perf_counter() - started:.1f} s; {store.size() / 1e6:.1f} MB of races kept in {folder}.")
+    if missing:
+        sys.stderr.write(f"error: not kept (see the log line above): {', '.join(missing)}\n")
+        return 1
+    return 0
+
+
+async def _warm(specs: dict, steps: int, store, workers: int) -> dict[str, tuple[int, int, float]]:
+    """Each race played to `steps` steps, all at once: {name: (steps computed, steps it has, seconds)}."""
+    from blocktrace.explorables.train_the_block.runner import RaceRunner
+
+    runner = RaceRunner(workers=workers, slice_steps=SLICE_STEPS, slice_cpu_s=SLICE_CPU_S, max_races=len(specs),
+                        session_work=10**12, niceness=0, store=store)
+
+    async def play(spec) -> tuple[int, int, float]:
+        started = time.perf_counter()
+        hold = await runner.start(spec)
+        got = 0
+        while got < steps:
+            part = await runner.advance(hold, steps - got)
+            got += max(len(part.a), len(part.b))
+            if not (part.running_a or part.running_b) or not (part.a or part.b):
+                break
+        computed = runner.worker_steps(hold)
+        await runner.drop(hold)  # its last hold: the race is kept
+        return computed, got, time.perf_counter() - started
+
+    try:
+        results = await asyncio.gather(*(play(spec) for spec in specs.values()))
+    finally:
+        runner.shutdown()  # waits for the store's writes
+    return dict(zip(specs, results, strict=True))
