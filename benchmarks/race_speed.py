@@ -27,7 +27,7 @@ import asyncio
 import statistics
 import time
 
-from blocktrace.explorables.train_the_block.runner import SLICE_CPU_S, SLICE_STEPS, RaceRunner, _keep_freed_memory
+from blocktrace.explorables.train_the_block.runner import SLICE_CPU_S, SLICE_STEPS, RaceRunner, keep_freed_memory
 from blocktrace.explorables.train_the_block.state import RaceState
 
 RACES = {  # name -> the page's set-up
@@ -87,7 +87,7 @@ def main() -> None:
     for name, setup in RACES.items():
         per_slice, wall_ms, per_second = asyncio.run(measure(setup, a.slices))
         print(f"{name:<42} {per_slice:>11.0f} {wall_ms:>9.1f} {per_second:>8.1f}")
-    _keep_freed_memory()  # as in a worker
+    keep_freed_memory()  # as in a worker
     print(f"\nin this process, steps per CPU second (medians of 5 rounds of {max(1, a.steps // 5)} steps)")
     print(f"{'race':<42} {'as built':>9} {'one by one':>10} {'ratio':>6}")
     for name, setup in RACES.items():

@@ -60,7 +60,7 @@ from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainS
 from blocktrace.explorables.train_the_block.kept import KeptRace, RaceStore
 
 __all__ = ["EVALUATE_EVERY", "EXAMPLES", "KEEP_EVERY", "SESSION_WORK", "SLICE_CPU_S", "SLICE_STEPS", "Look", "LookAt",
-           "RaceLost", "RaceRunner", "RaceSpec", "Reading", "SideLook", "Slice"]
+           "RaceLost", "RaceRunner", "RaceSpec", "Reading", "SideLook", "Slice", "keep_freed_memory"]
 
 log = logging.getLogger(__name__)
 
@@ -241,14 +241,14 @@ def _worker_start(niceness: int) -> None:
     multiprocessing gives the child its parent's sentinel for this."""
     if niceness:
         os.nice(niceness)
-    _keep_freed_memory()
+    keep_freed_memory()
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(0)), daemon=True,
                          name="blocktrace-race-worker-parent").start()
 
 
-def _keep_freed_memory() -> None:
+def keep_freed_memory() -> None:
     """Let this worker's malloc keep the memory a step frees for the next step (glibc only; elsewhere nothing).
 
     A step of a race allocates and frees a few hundred arrays of 50–200 KB. glibc serves blocks above its mmap
