@@ -34,10 +34,11 @@ import numpy as np
 
 from blocktrace.explorables.engine.training import StepRecord
 
-__all__ = ["FORMAT", "RACES_DIR", "KeptRace", "RaceStore", "engine_version", "races_dir", "spec_text"]
+__all__ = ["EVALUATE_EVERY", "FORMAT", "RACES_DIR", "KeptRace", "RaceStore", "engine_version", "races_dir", "spec_text"]
 
 log = logging.getLogger(__name__)
 
+EVALUATE_EVERY = 25  # steps between held-out readings (the runner takes them; a kept race's readings fall there)
 FORMAT = "blocktrace-race-1"  # the layout of the arrays below; a new layout is a new name
 RACES_DIR = "races"  # the store's folder, in the server's data folder
 _SIDES = ("a", "b")
@@ -75,8 +76,6 @@ def races_dir(data_dir: Path | str) -> Path:
 def engine_version() -> str:
     """A digest of the engine's source files, where the runner takes its held-out readings, the file's format,
     NumPy's version and the machine: a kept race made by any other is not this engine's."""
-    from blocktrace.explorables.train_the_block.runner import EVALUATE_EVERY  # runner.py imports this module
-
     digest = hashlib.sha256(f"{FORMAT} every {EVALUATE_EVERY} numpy {np.__version__} {platform.machine()}".encode())
     for path in sorted(_ENGINE.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")

@@ -57,14 +57,13 @@ from blocktrace.explorables.engine.stacked import StackedRace, stackable
 from blocktrace.explorables.engine.stages import Stage
 from blocktrace.explorables.engine.tasks import Task
 from blocktrace.explorables.engine.training import Race, Run, StepRecord, TrainSettings
-from blocktrace.explorables.train_the_block.kept import KeptRace, RaceStore
+from blocktrace.explorables.train_the_block.kept import EVALUATE_EVERY, KeptRace, RaceStore
 
 __all__ = ["EVALUATE_EVERY", "EXAMPLES", "KEEP_EVERY", "SESSION_WORK", "SLICE_CPU_S", "SLICE_STEPS", "Look", "LookAt",
            "RaceLost", "RaceRunner", "RaceSpec", "Reading", "SideLook", "Slice", "keep_freed_memory"]
 
 log = logging.getLogger(__name__)
 
-EVALUATE_EVERY = 25  # steps between held-out readings
 SLICE_STEPS = 50  # the most steps one slice takes ...
 SLICE_CPU_S = 0.08  # ... or the CPU time after which it ends (checked between steps)
 MAX_RACES = 64  # races alive at once, per server process
