@@ -26,14 +26,14 @@ SLICE_CPU_S = 2.0
 
 
 def add_warm_arguments(parser: argparse.ArgumentParser, data_dir_name: str) -> None:
-    from blocktrace.explorables.train_the_block.state import BUDGET, LESSON_RACES
-
+    """The command's arguments. The races' names and the step budget are checked in run_warm: building the parser
+    imports nothing of the explorables (`blocktrace check` shares it on laptops without param or Panel)."""
     parser.add_argument("--data-dir", default=None, metavar="DIR",
                         help=f"the server's data folder (default: ./{data_dir_name}, as `blocktrace serve`'s)")
-    parser.add_argument("--race", action="append", choices=list(LESSON_RACES), metavar="NAME",
-                        help=f"a race to compute, by name (again for more; default: all of {', '.join(LESSON_RACES)})")
-    parser.add_argument("--steps", type=int, default=BUDGET, metavar="N",
-                        help=f"steps of each race (default: {BUDGET}, as far as the page plays)")
+    parser.add_argument("--race", action="append", metavar="NAME",
+                        help="a race of the lesson to compute, by name (again for more; default: all of them)")
+    parser.add_argument("--steps", type=int, default=None, metavar="N",
+                        help="steps of each race (default: as far as the page plays)")
     parser.add_argument("--workers", type=int, default=0, metavar="N",
                         help="worker processes (default: one per core, at most one per race)")
 
@@ -46,8 +46,14 @@ def run_warm(args: argparse.Namespace, data_dir_name: str, out: Callable[[str], 
     from blocktrace.explorables.train_the_block.kept import RaceStore, races_dir
     from blocktrace.explorables.train_the_block.state import BUDGET, LESSON_RACES, RaceState
 
-    if not 1 <= args.steps <= BUDGET:
-        sys.stderr.write(f"error: --steps must be between 1 and {BUDGET}, got {args.steps}\n")
+    unknown = [name for name in args.race or () if name not in LESSON_RACES]
+    if unknown:
+        sys.stderr.write(f"error: no race of the lesson is named {', '.join(unknown)}; "
+                         f"the races are {', '.join(LESSON_RACES)}\n")
+        return 2
+    steps = BUDGET if args.steps is None else args.steps
+    if not 1 <= steps <= BUDGET:
+        sys.stderr.write(f"error: --steps must be between 1 and {BUDGET}, got {steps}\n")
         return 2
     try:
         limit = settings().race_store_mb
@@ -66,9 +72,9 @@ def run_warm(args: argparse.Namespace, data_dir_name: str, out: Callable[[str], 
     store = RaceStore(folder, limit)
     specs = {name: RaceState(**LESSON_RACES[name]).spec for name in names}
     workers = args.workers or min(len(names), os.cpu_count() or 1)
-    out(f"Computing {len(names)} race(s) of {args.steps:,} steps into {folder} ({workers} worker(s)) ...")
+    out(f"Computing {len(names)} race(s) of {steps:,} steps into {folder} ({workers} worker(s)) ...")
     started = time.perf_counter()
-    lines = asyncio.run(_warm(specs, args.steps, store, workers))
+    lines = asyncio.run(_warm(specs, steps, store, workers))
     for name, (computed, steps, seconds) in lines.items():
         how = f"computed {computed:,} steps" if computed else "already kept"
         out(f"  {name:<34} {steps:>5,} steps  {seconds:7.2f} s  {how}")
