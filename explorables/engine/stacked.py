@@ -20,8 +20,10 @@ warm-up. Anything else (`stackable` says so) runs as training.Race, one model af
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -105,7 +107,9 @@ class StackedRace:
                       for j, (config, s) in enumerate(zip(configs, settings, strict=True))]
         self.post = np.array([config.placement == "post" for config in configs])
         self.replace = np.array([config.residual == "replace" for config in configs])
-        self._post_mask = self.post[:, None, None, None]
+        self._any_replace, self._any_post, self._all_post = bool(self.replace.any()), bool(self.post.any()), \
+            bool(self.post.all())
+        self._runs = _runs(self.post.tolist())  # (rows, post-norm?) of each run of neighbours placed alike
         # One layout for every model: the union of their parameter names (a post-norm model has no ln_f.g; its
         # slot stays 0, gets gradient 0, and Adam leaves it 0).
         inits = [lm.init_model(config, vocab) for config in configs]
@@ -202,7 +206,10 @@ class StackedRace:
         index, rows = site
         x_in = x if rows is None else x[rows]
         gain = self.p.reshape(-1)[index].reshape(len(index), 1, 1, x.shape[-1])
-        root = np.sqrt(np.mean(x_in * x_in, axis=-1, keepdims=True) + self.eps)
+        root = np.add.reduce(x_in * x_in, axis=-1, keepdims=True)  # np.mean is this sum / d, in place
+        root /= x.shape[-1]
+        root += self.eps
+        np.sqrt(root, out=root)
         y = x_in / root  # ops.rms_normalize
         saved.append((x_in, root, y, index, gain, rows))
         if rows is None:
@@ -216,28 +223,32 @@ class StackedRace:
         Models without a norm at this site pass grad through."""
         x, root, y0, index, gain, rows = saved
         grad_in = grad if rows is None else grad[rows]
-        self.g.reshape(-1)[index] = (grad_in * y0).reshape(len(index), -1, y0.shape[-1]).sum(axis=1)
-        g = grad_in * gain
         d = x.shape[-1]
+        self.g.reshape(-1)[index] = (grad_in * y0).reshape(len(index), -1, d).sum(axis=1)
+        g = grad_in * gain
         inv_rms = 1.0 / root
         y = x * inv_rms
-        result = inv_rms * (g - y * ((g * y).sum(axis=-1, keepdims=True) / d))
+        along = np.add.reduce(g * y, axis=-1, keepdims=True)
+        along /= d
+        y *= along
+        g -= y  # g − y · mean(g ⊙ y), in place: the same roundings as backward.rms_normalize_backward
+        g *= inv_rms
         if rows is None:
-            return result
+            return g
         out = grad.copy()
-        out[rows] = result
+        out[rows] = g
         return out
 
     def _combine(self, stream: Array, update: Array) -> Array:
         """stream + update (add), or update (replace), per model."""
         out = stream + update
-        if self.replace.any():
+        if self._any_replace:
             out[self.replace] = update[self.replace]
         return out
 
     def _combine_backward(self, grad: Array) -> Array:
         """∂stream: the gradient itself (add) or 0 (replace), per model; ∂update is the gradient."""
-        if not self.replace.any():
+        if not self._any_replace:
             return grad
         out = grad.copy()
         out[self.replace] = 0.0
@@ -250,16 +261,26 @@ class StackedRace:
 
     def _mm_t(self, x: Array, W: Array) -> Array:
         """x @ Wᵀ for each model, as NumPy does it for one model's [batch, pos, k] @ [n, k]ᵀ: a product per
-        sequence (NumPy does not merge the rows of a product with a transposed matrix, and its sums differ if
-        they are merged). # [model, batch, pos, k], [model, n, k] -> [model, batch, pos, n]"""
+        sequence with the transposed view. Where this machine's BLAS gives the same bits for one product over
+        every row with Wᵀ copied contiguous (_merged_t_is_exact), that one product, which is cheaper.
+        # [model, batch, pos, k], [model, n, k] -> [model, batch, pos, n]"""
+        *_, batch, pos, k = x.shape
+        if _merged_t_is_exact(batch, pos, k, W.shape[-2]):
+            W_t = np.ascontiguousarray(np.swapaxes(W, -1, -2))
+            return (x.reshape(self.m, -1, k) @ W_t).reshape(*x.shape[:-1], W.shape[-2])
         return x @ np.swapaxes(W, -1, -2)[:, None]
 
     def _select_post(self, if_post: Array, if_pre: Array) -> Array:
-        if self.post.all():
+        """Each model's row of if_post (post-norm) or if_pre (pre-norm): one copy per run of like models, not
+        np.where over every entry."""
+        if self._all_post:
             return if_post
-        if not self.post.any():
+        if not self._any_post:
             return if_pre
-        return np.where(self._post_mask, if_post, if_pre)
+        out = np.empty_like(if_pre)
+        for rows, post in self._runs:
+            out[rows] = if_post[rows] if post else if_pre[rows]
+        return out
 
     def _attention(self, x: Array, W: dict[str, Array], saved: dict) -> Array:
         c = self.configs[0]
@@ -267,33 +288,50 @@ class StackedRace:
         q = ops.split_heads(self._mm(x, W["attn.W_Q"]), h)
         k = ops.split_heads(self._mm(x, W["attn.W_K"]), h)
         v = ops.split_heads(self._mm(x, W["attn.W_V"]), h)
-        pattern = ops.softmax(ops.attention_scores(q, k, c.causal))
+        pattern = self._pattern(q, k)
         mixed = ops.merge_heads(pattern @ v)
         out = self._mm(mixed, W["attn.W_O"])
-        out *= c.attention_scale
+        if c.attention_scale != 1.0:  # x · 1.0 is x, bit for bit
+            out *= c.attention_scale
         saved.update(x=x, q=q, k=k, v=v, pattern=pattern, mixed=mixed)
         return out
+
+    def _pattern(self, q: Array, k: Array) -> Array:
+        """softmax(ops.attention_scores(q, k)), as ops computes it, with fewer passes: the scores are scaled,
+        masked, shifted, exponentiated and normalised in place, and each row's max comes from _row_max.
+        # [..., n_heads, pos, d_head] x2 -> [..., n_heads, pos, pos]"""
+        scores = q @ np.swapaxes(k, -1, -2)
+        scores /= np.sqrt(q.shape[-1])
+        if self.configs[0].causal:
+            np.copyto(scores, -np.inf, where=_hidden(q.shape[-2]))
+        scores -= _row_max(scores)
+        np.exp(scores, out=scores)
+        scores /= np.add.reduce(scores, axis=-1, keepdims=True)
+        return scores
 
     def _attention_backward(self, grad: Array, i: int, saved: dict) -> Array:
         c, W, dW = self.configs[0], self.W[i], self.dW[i]
         q, k, v, pattern, x = saved["q"], saved["k"], saved["v"], saved["pattern"], saved["x"]
         m = self.m
-        grad_out = c.attention_scale * grad
+        grad_out = grad if c.attention_scale == 1.0 else c.attention_scale * grad
         grad_mixed = ops.split_heads(self._mm_t(grad_out, W["attn.W_O"]), c.n_heads)
-        grad_pattern = grad_mixed @ np.swapaxes(v, -1, -2)
+        grad_scores = grad_mixed @ np.swapaxes(v, -1, -2)  # ∂pattern, made ∂scores in place below
         grad_v = ops.merge_heads(np.swapaxes(pattern, -1, -2) @ grad_mixed)
-        grad_scores = pattern * (grad_pattern - np.sum(grad_pattern * pattern, axis=-1, keepdims=True))
-        grad_scores = grad_scores / np.sqrt(q.shape[-1])
+        grad_scores -= np.add.reduce(grad_scores * pattern, axis=-1, keepdims=True)
+        grad_scores *= pattern  # backward.softmax_backward
+        grad_scores /= np.sqrt(q.shape[-1])
         grad_q = ops.merge_heads(grad_scores @ k)
         grad_k = ops.merge_heads(np.swapaxes(grad_scores, -1, -2) @ q)
         xt = np.swapaxes(x.reshape(m, -1, x.shape[-1]), -1, -2)
         for name, g in (("attn.W_Q", grad_q), ("attn.W_K", grad_k), ("attn.W_V", grad_v)):
-            dW[name][...] = xt @ g.reshape(m, -1, g.shape[-1])
+            np.matmul(xt, g.reshape(m, -1, g.shape[-1]), out=dW[name])
         mixed = saved["mixed"]
-        dW["attn.W_O"][...] = (np.swapaxes(mixed.reshape(m, -1, mixed.shape[-1]), -1, -2)
-                               @ grad_out.reshape(m, -1, grad_out.shape[-1]))
-        return (self._mm_t(grad_q, W["attn.W_Q"]) + self._mm_t(grad_k, W["attn.W_K"])
-                + self._mm_t(grad_v, W["attn.W_V"]))
+        np.matmul(np.swapaxes(mixed.reshape(m, -1, mixed.shape[-1]), -1, -2),
+                  grad_out.reshape(m, -1, grad_out.shape[-1]), out=dW["attn.W_O"])
+        grad_x = self._mm_t(grad_q, W["attn.W_Q"])
+        grad_x += self._mm_t(grad_k, W["attn.W_K"])
+        grad_x += self._mm_t(grad_v, W["attn.W_V"])
+        return grad_x
 
     def _mlp(self, x: Array, W: dict[str, Array], saved: dict) -> Array:
         gate = self._mm(x, W["mlp.W_gate"])
@@ -302,27 +340,35 @@ class StackedRace:
         silu_gate = sigmoid * gate
         hidden = silu_gate * value
         out = self._mm(hidden, W["mlp.W_down"])
-        out *= self.configs[0].mlp_scale
-        saved.update(mx=x, gate=gate, value=value, sigmoid=sigmoid, silu_gate=silu_gate)
+        if self.configs[0].mlp_scale != 1.0:
+            out *= self.configs[0].mlp_scale
+        saved.update(mx=x, gate=gate, value=value, sigmoid=sigmoid, silu_gate=silu_gate, hidden=hidden)
         return out
 
     def _mlp_backward(self, grad: Array, i: int, saved: dict) -> Array:
         W, dW, m = self.W[i], self.dW[i], self.m
-        grad = self.configs[0].mlp_scale * grad
-        x, gate, value = saved["mx"], saved["gate"], saved["value"]
+        scale = self.configs[0].mlp_scale
+        grad = grad if scale == 1.0 else scale * grad
+        x, gate, value, s = saved["mx"], saved["gate"], saved["value"], saved["sigmoid"]
         grad_hidden = self._mm_t(grad, W["mlp.W_down"])
-        s = saved["sigmoid"]
-        grad_gate = grad_hidden * value * s * (1.0 + gate * (1.0 - s))
-        silu_gate = saved["silu_gate"]
-        grad_value = grad_hidden * silu_gate
+        # backward.silu_backward(∂h ⊙ value, gate) = ∂h ⊙ value ⊙ σ ⊙ (1 + gate ⊙ (1 − σ)), in place
+        grad_gate = grad_hidden * value
+        grad_gate *= s
+        slope = 1.0 - s
+        slope *= gate
+        slope += 1.0
+        grad_gate *= slope
+        grad_value = grad_hidden
+        grad_value *= saved["silu_gate"]
         xt = np.swapaxes(x.reshape(m, -1, x.shape[-1]), -1, -2)
-        dW["mlp.W_gate"][...] = xt @ grad_gate.reshape(m, -1, grad_gate.shape[-1])
-        dW["mlp.W_value"][...] = xt @ grad_value.reshape(m, -1, grad_value.shape[-1])
-        h = silu_gate * value
-        dW["mlp.W_down"][...] = np.swapaxes(h.reshape(m, -1, h.shape[-1]), -1, -2) @ grad.reshape(m, -1,
-                                                                                                    grad.shape[-1])
-        return (self._mm_t(grad_gate, W["mlp.W_gate"])
-                + self._mm_t(grad_value, W["mlp.W_value"]))
+        np.matmul(xt, grad_gate.reshape(m, -1, grad_gate.shape[-1]), out=dW["mlp.W_gate"])
+        np.matmul(xt, grad_value.reshape(m, -1, grad_value.shape[-1]), out=dW["mlp.W_value"])
+        h = saved["hidden"]  # SiLU(gate) ⊙ value, which the backward recomputes with the same roundings
+        np.matmul(np.swapaxes(h.reshape(m, -1, h.shape[-1]), -1, -2), grad.reshape(m, -1, grad.shape[-1]),
+                  out=dW["mlp.W_down"])
+        grad_x = self._mm_t(grad_gate, W["mlp.W_gate"])
+        grad_x += self._mm_t(grad_value, W["mlp.W_value"])
+        return grad_x
 
     def step(self) -> tuple[StepRecord | None, ...]:
         """One training step of every model still running (as training.Run.step, each); a record per model."""
@@ -444,3 +490,52 @@ class StackedRace:
         records = [StepRecord(n, losses[j], totals[j], lrs[j], tuple(stream_norms[j])) if live[j] else None
                    for j in range(m)]
         return records, finite
+
+
+# --- Private API ------------------------------------------------------------------------------
+
+
+def _runs(flags: list[bool]) -> list[tuple[slice, bool]]:
+    """(rows, flag) of each run of equal neighbouring flags: [pre, post] -> [(0:1, False), (1:2, True)]."""
+    runs, start = [], 0
+    for flag, run in itertools.groupby(flags):
+        stop = start + len(list(run))
+        runs.append((slice(start, stop), bool(flag)))
+        start = stop
+    return runs
+
+
+@lru_cache(maxsize=8)
+def _hidden(n_pos: int) -> Array:
+    """Where the causal mask forbids reading: ~ops.causal_mask, built once per length. # -> [pos, pos] of bool"""
+    hidden = ~ops.causal_mask(n_pos)
+    hidden.flags.writeable = False
+    return hidden
+
+
+def _row_max(x: Array) -> Array:
+    """max over the last axis, as np.max(x, axis=-1, keepdims=True): a max is exact in any order, and
+    np.maximum down the columns is one vectorised pass per column where np.max pays per short row. NaN
+    propagates as in np.max. # [..., n] -> [..., 1]"""
+    out = x[..., 0].copy()
+    for j in range(1, x.shape[-1]):
+        np.maximum(out, x[..., j], out=out)
+    return out[..., None]
+
+
+@lru_cache(maxsize=64)
+def _merged_t_is_exact(batch: int, pos: int, k: int, n: int) -> bool:
+    """Whether, on this machine's BLAS, x @ Wᵀ over all batch · pos rows at once with Wᵀ copied contiguous
+    gives the bits of NumPy's product per sequence with the transposed view (what a model alone computes).
+
+    Which kernel BLAS runs depends on the sizes and transposes (OpenBLAS takes its small-matrix kernels by
+    M · N · K and transpose; here merged products with k = 16 agree and k = 32 do not), and kernels sum in
+    different orders; so it is checked once per shape, on random numbers, where different orders show.
+    """
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x, W = rng.standard_normal((batch, pos, k)), rng.standard_normal((n, k))
+        merged = (x.reshape(-1, k) @ np.ascontiguousarray(W.T)).reshape(batch, pos, n)
+        if not np.array_equal(merged, x @ W.T):
+            return False
+    return True
