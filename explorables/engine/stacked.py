@@ -185,6 +185,18 @@ class StackedRace:
             keys.append("embed.W_E")
             assert sorted(keys) == sorted(self._own[j]), "every parameter once"
             self._order.append([self._slots[k][:2] for k in keys])
+        # The same segments grouped by length, so each group's √(g·g) is one batched call: flat indices into g
+        # [segments, length], and each segment's model and place in that model's order.
+        width = self.p.shape[1]
+        segments = [(stop - start, j, place, j * width + start) for j, order in enumerate(self._order)
+                    for place, (start, stop) in enumerate(order)]
+        self._groups = []
+        for length in sorted({seg[0] for seg in segments}):
+            group = [seg for seg in segments if seg[0] == length]
+            self._groups.append((np.array([seg[3] for seg in group])[:, None] + np.arange(length),
+                                 np.array([seg[1] for seg in group]), np.array([seg[2] for seg in group])))
+        self._array_norms = np.zeros((m, max(len(order) for order in self._order)))
+        self._grads, self._work = np.empty_like(self.p), np.empty_like(self.p)  # Adam's scratch, reused
 
     def _params_of(self, j: int) -> Params:
         return {name: self.p[j, start:stop].reshape(shape).copy()
@@ -447,41 +459,55 @@ class StackedRace:
         x_grad = post_grads[0]
         for j in range(m):
             np.add.at(grad_embed[j], tokens, x_grad[j])  # a token seen twice gathers both
-        return losses, [[float(np.linalg.norm(g[j])) for g in post_grads] for j in range(m)]
+        # ‖g‖ of each model's array as np.linalg.norm computes it, √(g·g) with BLAS ddot, a floor per call
+        squares = np.array([(g.reshape(m, 1, -1) @ g.reshape(m, -1, 1)).reshape(m) for g in post_grads])
+        return losses, np.sqrt(squares).T.tolist()
 
     def _update(self, n: int, losses: list[float], stream_norms: list[list[float]],
                 live: list[bool]) -> tuple[list[StepRecord | None], list[bool]]:
         """Clip, Adam, and each model's record and whether its step stays finite (as training.Run.step)."""
         m = self.m
+        flat = self.g.reshape(-1)
+        for index, models, places in self._groups:
+            seg = flat[index]
+            # Each row's g·g as ndarray.dot computes it (BLAS ddot): a [1, n] @ [n, 1] product is that dot.
+            self._array_norms[models, places] = np.sqrt((seg[:, None, :] @ seg[:, :, None]).reshape(-1))
         totals, scales, lrs = [], [], []
         clip = self.settings[0].clip
         for j in range(m):
-            row = self.g[j]
             # np.linalg.norm of each array is √(g·g) of its entries in order; the segments hold them so.
-            total = float(np.linalg.norm([math.sqrt(row[start:stop].dot(row[start:stop]))
-                                          for start, stop in self._order[j]]))
+            total = float(np.linalg.norm(self._array_norms[j, :len(self._order[j])]))
             totals.append(total)
             scales.append(float(np.minimum(1.0, clip / (total + CLIP_EPS))) if clip not in (None, math.inf) else None)
             lrs.append(warmup_lr(self.settings[j].lr, n, self.settings[j].warmup))
-        grads = self.g.copy() if None in scales else self.g * np.array(scales)[:, None]
+        grads = self._grads
         if None in scales:
             for j, scale in enumerate(scales):
-                if scale is not None:
-                    grads[j] = self.g[j] * scale
+                grads[j] = self.g[j] if scale is None else self.g[j] * scale
+        else:
+            np.multiply(self.g, np.array(scales)[:, None], out=grads)
         finite = [math.isfinite(losses[j]) and math.isfinite(totals[j]) for j in range(m)]
         step = [live[j] and finite[j] for j in range(m)]
         if any(step):
+            # optim.Adam.step for every model at once, in place with the same roundings (x · y is y · x)
             beta1, beta2 = self._adam.betas
             self.adam_steps += 1
-            self.exp_avg += (1 - beta1) * (grads - self.exp_avg)
+            work = self._work
+            np.subtract(grads, self.exp_avg, out=work)
+            work *= 1 - beta1
+            self.exp_avg += work
             self.exp_avg_sq *= beta2
-            self.exp_avg_sq += (1 - beta2) * grads * grads
+            np.multiply(grads, 1 - beta2, out=work)
+            work *= grads
+            self.exp_avg_sq += work
             bias_correction1 = 1 - beta1**self.adam_steps
             bias_correction2_sqrt = (1 - beta2**self.adam_steps) ** 0.5
-            denom = np.sqrt(self.exp_avg_sq) / bias_correction2_sqrt + self._adam.eps
-            ratio = self.exp_avg / denom
+            denom = np.sqrt(self.exp_avg_sq, out=work)
+            denom /= bias_correction2_sqrt
+            denom += self._adam.eps
+            ratio = np.divide(self.exp_avg, denom, out=work)
             ratio *= np.array([lr / bias_correction1 for lr in lrs])[:, None]
-            new = self.p - ratio
+            new = np.subtract(self.p, ratio, out=work)
             for j in range(m):
                 if step[j]:
                     finite[j] = bool(np.abs(new[j]).max() <= MAX_ABS_VALUE)  # NaN fails
