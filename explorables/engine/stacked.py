@@ -7,8 +7,11 @@ n_params] buffer each, so clipping and Adam are a few calls per step instead of 
 
 Bit for bit: every number is computed by the same operations, in the same order, as training.Run computes it
 for each model alone (tests/unit/test_stacked.py compares the step records of every variant a race offers). A
-stacked matmul is one BLAS product per model as before; reductions run over the same axes of the same rows;
-Adam is elementwise. Pre- and post-norm models differ only in which gain each norm reads: at every point where
+product runs over the rows of many sequences at once only where this machine's BLAS was seen to give the bits
+of the product per sequence a model alone computes (checked once per shape: _merged_is_exact); reductions run
+over the same axes of the same rows; elementwise steps are done in place, with the same roundings in the same
+order; a max, exact in any order, is taken column by column; Adam is elementwise. The held-out readings of all
+models come from one forward pass of the same code. Pre- and post-norm models differ only in which gain each norm reads: at every point where
 a pre-norm model normalises, a post-norm model normalises the same array (pre's ln2 and post's ln1 both read
 resid_pre + attn_out; pre's next ln1, or ln_f, and post's ln2 both read resid_mid + mlp_out), so one norm
 call with a gain per model serves both, and only the first floor's input norm is pre-norm's alone.
@@ -81,10 +84,7 @@ class StackedSide:
 
     def evaluate(self) -> tuple[float, float]:
         """(loss, accuracy) on the held-out set, with the current parameters (as training.Run.evaluate)."""
-        b = self.held_out
-        with np.errstate(all="ignore"):
-            loss, logits = lm.loss_and_logits(self.config, self.params, b.tokens, b.targets, b.scored)
-        return loss, task_data.accuracy(logits.argmax(axis=-1), b)
+        return self._race._held_out_readings()[self._index]
 
 
 class StackedRace:
@@ -131,6 +131,8 @@ class StackedRace:
         self.g = np.zeros_like(self.p)  # gradients; slots a model lacks are never written, so stay 0
         self.exp_avg, self.exp_avg_sq = np.zeros_like(self.p), np.zeros_like(self.p)
         self.adam_steps = 0
+        self._version = 0  # counts updates of p: held-out readings are kept for one version
+        self._readings: tuple[int, list[tuple[float, float]]] | None = None
         self._adam = Adam()
         self._views()
 
@@ -267,9 +269,17 @@ class StackedRace:
         return out
 
     def _mm(self, x: Array, W: Array) -> Array:
-        """x @ W for each model: one BLAS product per model over every row, as NumPy does for one model's
-        [batch, pos, n] @ [n, k]. # [model, ..., n], [model, n, k] -> [model, ..., k]"""
-        return (x.reshape(self.m, -1, x.shape[-1]) @ W).reshape(*x.shape[:-1], W.shape[-1])
+        """x @ W for each model, as NumPy does it for one model's [batch, pos, n] @ [n, k]: a product per
+        sequence; where this machine's BLAS gives the same bits for one product over the rows of a training
+        batch's sequences (_merged_is_exact), one product per that many sequences (the held-out set's 256 in
+        products of 32 at the default batch: one product over all of them leaves BLAS's small-matrix kernel,
+        and was many times slower here). # [model, batch, pos, n], [model, n, k] -> [model, batch, pos, k]"""
+        *_, batch, pos, k = x.shape
+        group = math.gcd(batch, self.settings[0].batch)  # sequences per product: a training batch's at most
+        if group > 1 and _merged_is_exact(group, pos, k, W.shape[-1]):
+            return (x.reshape(self.m, batch // group, group * pos, k) @ W[:, None]).reshape(*x.shape[:-1],
+                                                                                         W.shape[-1])
+        return x @ W[:, None]
 
     def _mm_t(self, x: Array, W: Array) -> Array:
         """x @ Wᵀ for each model, as NumPy does it for one model's [batch, pos, k] @ [n, k]ᵀ: a product per
@@ -399,17 +409,29 @@ class StackedRace:
                     side.diverged_at = n
         return tuple(records)
 
-    def _loss_and_grads(self, batch: task_data.Batch) -> tuple[list[float], list[list[float]]]:
-        m, n = self.m, self.n_layers
-        tokens = np.asarray(batch.tokens)
+    def _held_out_readings(self) -> list[tuple[float, float]]:
+        """(loss, accuracy) of every model on the held-out set with its parameters as they are now, as
+        training.Run.evaluate computes each: one forward pass for all models, kept until the next update (the
+        runner reads both models' readings at the same step)."""
+        if self._readings is None or self._readings[0] != self._version:
+            b = self.sides[0].held_out
+            with np.errstate(all="ignore"):
+                logits = self._mm(self._forward(np.asarray(b.tokens), [], []), self.W_U)
+                readings = [(lm.cross_entropy(logits[j], b.targets, b.scored)[0],
+                             task_data.accuracy(logits[j].argmax(axis=-1), b)) for j in range(self.m)]
+            self._readings = (self._version, readings)
+        return self._readings[1]
+
+    def _forward(self, tokens: Array, norms: list, floors: list[dict]) -> Array:
+        """Every model's stack on tokens: the final norm's output for pre-norm, the stack's output for
+        post-norm; what the backward reads goes into norms and floors, in forward order.
+        # [batch, pos] -> [model, batch, pos, d_model]"""
         x = self.W_E[:, tokens]  # [model, batch, pos, d_model]
         if self.configs[0].positions:
             x = x + position_vectors(x.shape[-2], x.shape[-1])
-        norms: list = []  # every norm's saved values, in forward order
-        floors: list[dict] = []
         u = x if self.at_x is None else self._norm(x, self.at_x, norms)  # post-norm's attention reads x itself
         r = x
-        for i in range(n):
+        for i in range(self.n_layers):
             saved: dict = {}
             a = self._attention(u, self.W[i], saved)
             s = self._combine(r, a)
@@ -420,7 +442,14 @@ class StackedRace:
             u = self._norm(t, self.at_t[i], norms)  # pre's next ln1 (or ln_f), post's ln2 (resid_post)
             r = self._select_post(u, t)
             floors.append(saved)
-        z = u  # the final norm's output for pre-norm, the stack's output for post-norm
+        return u
+
+    def _loss_and_grads(self, batch: task_data.Batch) -> tuple[list[float], list[list[float]]]:
+        m, n = self.m, self.n_layers
+        tokens = np.asarray(batch.tokens)
+        norms: list = []  # every norm's saved values, in forward order
+        floors: list[dict] = []
+        z = self._forward(tokens, norms, floors)
         logits = self._mm(z, self.W_U)
         losses, grad_logits = [], np.empty_like(logits)
         for j in range(m):
@@ -513,6 +542,7 @@ class StackedRace:
                     finite[j] = bool(np.abs(new[j]).max() <= MAX_ABS_VALUE)  # NaN fails
                     if finite[j]:
                         self.p[j] = new[j]
+                        self._version += 1
         records = [StepRecord(n, losses[j], totals[j], lrs[j], tuple(stream_norms[j])) if live[j] else None
                    for j in range(m)]
         return records, finite
@@ -547,6 +577,18 @@ def _row_max(x: Array) -> Array:
     for j in range(1, x.shape[-1]):
         np.maximum(out, x[..., j], out=out)
     return out[..., None]
+
+
+@lru_cache(maxsize=64)
+def _merged_is_exact(batch: int, pos: int, k: int, n: int) -> bool:
+    """Whether, on this machine's BLAS, x @ W over all batch · pos rows at once gives the bits of NumPy's
+    product per sequence (what a model alone computes); checked as _merged_t_is_exact is."""
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x, W = rng.standard_normal((batch, pos, k)), rng.standard_normal((k, n))
+        if not np.array_equal((x.reshape(-1, k) @ W).reshape(batch, pos, n), x @ W):
+            return False
+    return True
 
 
 @lru_cache(maxsize=64)
