@@ -11,10 +11,12 @@ product runs over the rows of many sequences at once only where this machine's B
 of the product per sequence a model alone computes (checked once per shape: _merged_is_exact); reductions run
 over the same axes of the same rows; elementwise steps are done in place, with the same roundings in the same
 order; a max, exact in any order, is taken column by column; Adam is elementwise. The held-out readings of all
-models come from one forward pass of the same code. Pre- and post-norm models differ only in which gain each norm reads: at every point where
-a pre-norm model normalises, a post-norm model normalises the same array (pre's ln2 and post's ln1 both read
-resid_pre + attn_out; pre's next ln1, or ln_f, and post's ln2 both read resid_mid + mlp_out), so one norm
-call with a gain per model serves both, and only the first floor's input norm is pre-norm's alone.
+models come from one forward pass of the same code.
+
+Pre- and post-norm models differ only in which gain each norm reads: at every point where a pre-norm model
+normalises, a post-norm model normalises the same array (pre's ln2 and post's ln1 both read resid_pre +
+attn_out; pre's next ln1, or ln_f, and post's ln2 both read resid_mid + mlp_out), so one norm call with a gain
+per model serves both, and only the first floor's input norm is pre-norm's alone.
 
 What stacks: models with the same task, data, width, heads, MLP (SwiGLU), RMSNorm, depth, scales, batch,
 clipping and Adam; they may differ in placement, residual (add or replace), weights' seed, learning rate and
