@@ -313,7 +313,7 @@ class StackedRace:
         k = ops.split_heads(self._mm(x, W["attn.W_K"]), h)
         v = ops.split_heads(self._mm(x, W["attn.W_V"]), h)
         pattern = self._pattern(q, k)
-        mixed = ops.merge_heads(pattern @ v)
+        mixed = _heads_merged(pattern, v)
         out = self._mm(mixed, W["attn.W_O"])
         if c.attention_scale != 1.0:  # x · 1.0 is x, bit for bit
             out *= c.attention_scale
@@ -340,12 +340,12 @@ class StackedRace:
         grad_out = grad if c.attention_scale == 1.0 else c.attention_scale * grad
         grad_mixed = ops.split_heads(self._mm_t(grad_out, W["attn.W_O"]), c.n_heads)
         grad_scores = grad_mixed @ np.swapaxes(v, -1, -2)  # ∂pattern, made ∂scores in place below
-        grad_v = ops.merge_heads(np.swapaxes(pattern, -1, -2) @ grad_mixed)
+        grad_v = _heads_merged(np.swapaxes(pattern, -1, -2), grad_mixed)
         grad_scores -= np.add.reduce(grad_scores * pattern, axis=-1, keepdims=True)
         grad_scores *= pattern  # backward.softmax_backward
         grad_scores /= np.sqrt(q.shape[-1])
-        grad_q = ops.merge_heads(grad_scores @ k)
-        grad_k = ops.merge_heads(np.swapaxes(grad_scores, -1, -2) @ q)
+        grad_q = _heads_merged(grad_scores, k)
+        grad_k = _heads_merged(np.swapaxes(grad_scores, -1, -2), q)
         xt = np.swapaxes(x.reshape(m, -1, x.shape[-1]), -1, -2)
         for name, g in (("attn.W_Q", grad_q), ("attn.W_K", grad_k), ("attn.W_V", grad_v)):
             np.matmul(xt, g.reshape(m, -1, g.shape[-1]), out=dW[name])
@@ -569,6 +569,17 @@ def _hidden(n_pos: int) -> Array:
     hidden = ~ops.causal_mask(n_pos)
     hidden.flags.writeable = False
     return hidden
+
+
+def _heads_merged(a: Array, b: Array) -> Array:
+    """ops.merge_heads(a @ b), each head's product written straight into its columns of the merged array (the
+    same BLAS products, without the copy that merges them afterwards).
+    # [..., n_heads, pos, n], [..., n_heads, n, d_head] -> [..., pos, n_heads * d_head]"""
+    *lead, n_heads, pos, _ = a.shape
+    d_head = b.shape[-1]
+    out = np.empty((*lead, pos, n_heads, d_head))
+    np.matmul(a, b, out=np.swapaxes(out, -2, -3))
+    return out.reshape(*lead, pos, n_heads * d_head)
 
 
 def _row_max(x: Array) -> Array:
