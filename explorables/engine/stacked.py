@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -216,7 +217,7 @@ class StackedRace:
 
     # --- one step ---------------------------------------------------------------------------------
 
-    def _norm(self, x: Array, site: tuple[Array, Array | None], saved: list) -> Array:
+    def _norm(self, x: Array, site: tuple[Array, Array | None], saved: list | deque) -> Array:
         """RMSNorm with each model's gain at this site, as ops.rms_norm; keeps what its backward reads. Models
         without a norm here (the site's rows) pass x through."""
         index, rows = site
@@ -418,13 +419,14 @@ class StackedRace:
         if self._readings is None or self._readings[0] != self._version:
             b = self.sides[0].held_out
             with np.errstate(all="ignore"):
-                logits = self._mm(self._forward(np.asarray(b.tokens), [], []), self.W_U)
+                nothing = deque(maxlen=0)  # what the backward would read is dropped as it comes: no pass follows
+                logits = self._mm(self._forward(np.asarray(b.tokens), nothing, nothing), self.W_U)
                 readings = [(lm.cross_entropy(logits[j], b.targets, b.scored)[0],
                              task_data.accuracy(logits[j].argmax(axis=-1), b)) for j in range(self.m)]
             self._readings = (self._version, readings)
         return self._readings[1]
 
-    def _forward(self, tokens: Array, norms: list, floors: list[dict]) -> Array:
+    def _forward(self, tokens: Array, norms: list | deque, floors: list[dict] | deque) -> Array:
         """Every model's stack on tokens: the final norm's output for pre-norm, the stack's output for
         post-norm; what the backward reads goes into norms and floors, in forward order.
         # [batch, pos] -> [model, batch, pos, d_model]"""
