@@ -23,11 +23,11 @@ Measured 2026-12-07 on the 2-core test machine (load average 5-8 from other work
 race 19-22 steps a second in one worker before issue 40, 40 after (slices of 4 steps instead of 3 in the same
 80 ms of CPU); by CPU in-process 30 against 47 steps a second.
 
-Measured 2026-12-08, same machine (load average 2-4), fewer passes in engine/stacked.py, before -> after, two
-rounds each interleaved: Python 3.11, one worker 42-43 -> 48-50 steps a second (slices of 5 steps instead of
-4), in-process 48.5-49 -> 54.5 (1.37 -> 1.55 times one by one); Python 3.13, 43 -> 47-48, in-process 46.5-47 ->
-51-53. A step at batch 1 takes about 3 ms of the about 18 at batch 32: most of the step is now arithmetic, not
-per-call overhead.
+Measured 2026-12-08, same machine (load average 1.8-2.1), before -> after fewer passes in engine/stacked.py,
+two rounds of each interleaved: Python 3.11, one worker 39 -> 51 steps a second (slices of 5 steps instead of
+4), in-process 42-48 -> 53.5-57 (1.36-1.47 -> 1.58 times one by one); Python 3.13, one worker 43-44 -> 46-51,
+in-process 43-46 -> 49.5-54. CPU ms per step by batch, after: 3.3-4.1 at batch 1, 6.6-7.6 at 8, 17.7-18.9 at
+32 (before: 3.9-4.6 and 20.5-22 at 32): most of a step is now arithmetic on the arrays, not per-call overhead.
 """
 
 from __future__ import annotations
