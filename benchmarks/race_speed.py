@@ -15,18 +15,30 @@ as the workers train it (RaceSpec.build: both models stepped together where they
 and as two models stepped one after the other (RaceSpec.build_reference, the code path before issue 40), with
 the worker's malloc settings: steps per CPU second of each, and their ratio (medians of 5 rounds).
 
+Last, where a step's time goes: CPU ms per step of the default race as built, at batch 1, 8 and 32. What grows
+with the batch is arithmetic on the arrays (BLAS products, elementwise passes, reductions); what is left at
+batch 1 is the overhead per call.
+
 Measured 2026-12-07 on the 2-core test machine (load average 5-8 from other work), Python 3.11: the default
 race 19-22 steps a second in one worker before issue 40, 40 after (slices of 4 steps instead of 3 in the same
 80 ms of CPU); by CPU in-process 30 against 47 steps a second.
+
+Measured 2026-12-08, same machine (load average 1.8-2.1), before -> after fewer passes in engine/stacked.py,
+two rounds of each interleaved: Python 3.11, one worker 39 -> 51 steps a second (slices of 5 steps instead of
+4), in-process 42-48 -> 53.5-57 (1.36-1.47 -> 1.58 times one by one); Python 3.13, one worker 43-44 -> 46-51,
+in-process 43-46 -> 49.5-54. CPU ms per step by batch, after: 3.3-4.1 at batch 1, 6.6-7.6 at 8, 17.7-18.9 at
+32 (before: 3.9-4.6 and 20.5-22 at 32): most of a step is now arithmetic on the arrays, not per-call overhead.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import statistics
 import time
 
+from blocktrace.explorables.engine.stacked import StackedRace
 from blocktrace.explorables.train_the_block.runner import SLICE_CPU_S, SLICE_STEPS, RaceRunner, keep_freed_memory
 from blocktrace.explorables.train_the_block.state import RaceState
 
@@ -93,6 +105,21 @@ def main() -> None:
     for name, setup in RACES.items():
         built, reference = in_process(setup, a.steps)
         print(f"{name:<42} {built:>9.1f} {reference:>10.1f} {built / reference:>6.2f}")
+    print("\nthe default race as built, CPU ms per step by batch (what grows with it is arithmetic)")
+    print("  ".join(f"batch {batch}: {ms:.1f} ms" for batch, ms in batch_scaling().items()))
+
+
+def batch_scaling(batches: tuple[int, ...] = (1, 8, 32), steps: int = 20) -> dict[int, float]:
+    """CPU ms per step of the default race as built, at each batch size (median of 3 rounds)."""
+    race = RaceState().spec.build()
+    out = {}
+    for batch in batches:
+        settings = [dataclasses.replace(s, batch=batch) for s in race.settings]
+        scaled = StackedRace(race.configs, race.task, settings, race.data_seed)
+        for _ in range(3):
+            scaled.step()
+        out[batch] = 1000 / statistics.median(cpu_rate(scaled, steps) for _ in range(3))
+    return out
 
 
 if __name__ == "__main__":

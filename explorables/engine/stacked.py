@@ -7,11 +7,16 @@ n_params] buffer each, so clipping and Adam are a few calls per step instead of 
 
 Bit for bit: every number is computed by the same operations, in the same order, as training.Run computes it
 for each model alone (tests/unit/test_stacked.py compares the step records of every variant a race offers). A
-stacked matmul is one BLAS product per model as before; reductions run over the same axes of the same rows;
-Adam is elementwise. Pre- and post-norm models differ only in which gain each norm reads: at every point where
-a pre-norm model normalises, a post-norm model normalises the same array (pre's ln2 and post's ln1 both read
-resid_pre + attn_out; pre's next ln1, or ln_f, and post's ln2 both read resid_mid + mlp_out), so one norm
-call with a gain per model serves both, and only the first floor's input norm is pre-norm's alone.
+product runs over the rows of many sequences at once only where this machine's BLAS was seen to give the bits
+of the product per sequence a model alone computes (checked once per shape: _merged_is_exact); reductions run
+over the same axes of the same rows; elementwise steps are done in place, with the same roundings in the same
+order; a max, exact in any order, is taken column by column; Adam is elementwise. The held-out readings of all
+models come from one forward pass of the same code.
+
+Pre- and post-norm models differ only in which gain each norm reads: at every point where a pre-norm model
+normalises, a post-norm model normalises the same array (pre's ln2 and post's ln1 both read resid_pre +
+attn_out; pre's next ln1, or ln_f, and post's ln2 both read resid_mid + mlp_out), so one norm call with a gain
+per model serves both, and only the first floor's input norm is pre-norm's alone.
 
 What stacks: models with the same task, data, width, heads, MLP (SwiGLU), RMSNorm, depth, scales, batch,
 clipping and Adam; they may differ in placement, residual (add or replace), weights' seed, learning rate and
@@ -20,8 +25,11 @@ warm-up. Anything else (`stackable` says so) runs as training.Race, one model af
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -79,10 +87,7 @@ class StackedSide:
 
     def evaluate(self) -> tuple[float, float]:
         """(loss, accuracy) on the held-out set, with the current parameters (as training.Run.evaluate)."""
-        b = self.held_out
-        with np.errstate(all="ignore"):
-            loss, logits = lm.loss_and_logits(self.config, self.params, b.tokens, b.targets, b.scored)
-        return loss, task_data.accuracy(logits.argmax(axis=-1), b)
+        return self._race._held_out_readings()[self._index]
 
 
 class StackedRace:
@@ -105,7 +110,9 @@ class StackedRace:
                       for j, (config, s) in enumerate(zip(configs, settings, strict=True))]
         self.post = np.array([config.placement == "post" for config in configs])
         self.replace = np.array([config.residual == "replace" for config in configs])
-        self._post_mask = self.post[:, None, None, None]
+        self._any_replace, self._any_post, self._all_post = bool(self.replace.any()), bool(self.post.any()), \
+            bool(self.post.all())
+        self._runs = _runs(self.post.tolist())  # (rows, post-norm?) of each run of neighbours placed alike
         # One layout for every model: the union of their parameter names (a post-norm model has no ln_f.g; its
         # slot stays 0, gets gradient 0, and Adam leaves it 0).
         inits = [lm.init_model(config, vocab) for config in configs]
@@ -127,6 +134,8 @@ class StackedRace:
         self.g = np.zeros_like(self.p)  # gradients; slots a model lacks are never written, so stay 0
         self.exp_avg, self.exp_avg_sq = np.zeros_like(self.p), np.zeros_like(self.p)
         self.adam_steps = 0
+        self._version = 0  # counts updates of p: held-out readings are kept for one version
+        self._readings: tuple[int, list[tuple[float, float]]] | None = None
         self._adam = Adam()
         self._views()
 
@@ -181,6 +190,18 @@ class StackedRace:
             keys.append("embed.W_E")
             assert sorted(keys) == sorted(self._own[j]), "every parameter once"
             self._order.append([self._slots[k][:2] for k in keys])
+        # The same segments grouped by length, so each group's √(g·g) is one batched call: flat indices into g
+        # [segments, length], and each segment's model and place in that model's order.
+        width = self.p.shape[1]
+        segments = [(stop - start, j, place, j * width + start) for j, order in enumerate(self._order)
+                    for place, (start, stop) in enumerate(order)]
+        self._groups = []
+        for length in sorted({seg[0] for seg in segments}):
+            group = [seg for seg in segments if seg[0] == length]
+            self._groups.append((np.array([seg[3] for seg in group])[:, None] + np.arange(length),
+                                 np.array([seg[1] for seg in group]), np.array([seg[2] for seg in group])))
+        self._array_norms = np.zeros((m, max(len(order) for order in self._order)))
+        self._grads, self._work = np.empty_like(self.p), np.empty_like(self.p)  # Adam's scratch, reused
 
     def _params_of(self, j: int) -> Params:
         return {name: self.p[j, start:stop].reshape(shape).copy()
@@ -196,13 +217,16 @@ class StackedRace:
 
     # --- one step ---------------------------------------------------------------------------------
 
-    def _norm(self, x: Array, site: tuple[Array, Array | None], saved: list) -> Array:
+    def _norm(self, x: Array, site: tuple[Array, Array | None], saved: list | deque) -> Array:
         """RMSNorm with each model's gain at this site, as ops.rms_norm; keeps what its backward reads. Models
         without a norm here (the site's rows) pass x through."""
         index, rows = site
         x_in = x if rows is None else x[rows]
         gain = self.p.reshape(-1)[index].reshape(len(index), 1, 1, x.shape[-1])
-        root = np.sqrt(np.mean(x_in * x_in, axis=-1, keepdims=True) + self.eps)
+        root = np.add.reduce(x_in * x_in, axis=-1, keepdims=True)  # np.mean is this sum / d, in place
+        root /= x.shape[-1]
+        root += self.eps
+        np.sqrt(root, out=root)
         y = x_in / root  # ops.rms_normalize
         saved.append((x_in, root, y, index, gain, rows))
         if rows is None:
@@ -216,50 +240,72 @@ class StackedRace:
         Models without a norm at this site pass grad through."""
         x, root, y0, index, gain, rows = saved
         grad_in = grad if rows is None else grad[rows]
-        self.g.reshape(-1)[index] = (grad_in * y0).reshape(len(index), -1, y0.shape[-1]).sum(axis=1)
-        g = grad_in * gain
         d = x.shape[-1]
+        self.g.reshape(-1)[index] = (grad_in * y0).reshape(len(index), -1, d).sum(axis=1)
+        g = grad_in * gain
         inv_rms = 1.0 / root
         y = x * inv_rms
-        result = inv_rms * (g - y * ((g * y).sum(axis=-1, keepdims=True) / d))
+        along = np.add.reduce(g * y, axis=-1, keepdims=True)
+        along /= d
+        y *= along
+        g -= y  # g − y · mean(g ⊙ y), in place: the same roundings as backward.rms_normalize_backward
+        g *= inv_rms
         if rows is None:
-            return result
+            return g
         out = grad.copy()
-        out[rows] = result
+        out[rows] = g
         return out
 
     def _combine(self, stream: Array, update: Array) -> Array:
         """stream + update (add), or update (replace), per model."""
         out = stream + update
-        if self.replace.any():
+        if self._any_replace:
             out[self.replace] = update[self.replace]
         return out
 
     def _combine_backward(self, grad: Array) -> Array:
         """∂stream: the gradient itself (add) or 0 (replace), per model; ∂update is the gradient."""
-        if not self.replace.any():
+        if not self._any_replace:
             return grad
         out = grad.copy()
         out[self.replace] = 0.0
         return out
 
     def _mm(self, x: Array, W: Array) -> Array:
-        """x @ W for each model: one BLAS product per model over every row, as NumPy does for one model's
-        [batch, pos, n] @ [n, k]. # [model, ..., n], [model, n, k] -> [model, ..., k]"""
-        return (x.reshape(self.m, -1, x.shape[-1]) @ W).reshape(*x.shape[:-1], W.shape[-1])
+        """x @ W for each model, as NumPy does it for one model's [batch, pos, n] @ [n, k]: a product per
+        sequence; where this machine's BLAS gives the same bits for one product over the rows of a training
+        batch's sequences (_merged_is_exact), one product per that many sequences (the held-out set's 256 in
+        products of 32 at the default batch: one product over all of them leaves BLAS's small-matrix kernel,
+        and was many times slower here). # [model, batch, pos, n], [model, n, k] -> [model, batch, pos, k]"""
+        *_, batch, pos, k = x.shape
+        group = math.gcd(batch, self.settings[0].batch)  # sequences per product: a training batch's at most
+        if group > 1 and _merged_is_exact(group, pos, k, W.shape[-1]):
+            return (x.reshape(self.m, batch // group, group * pos, k) @ W[:, None]).reshape(*x.shape[:-1],
+                                                                                         W.shape[-1])
+        return x @ W[:, None]
 
     def _mm_t(self, x: Array, W: Array) -> Array:
         """x @ Wᵀ for each model, as NumPy does it for one model's [batch, pos, k] @ [n, k]ᵀ: a product per
-        sequence (NumPy does not merge the rows of a product with a transposed matrix, and its sums differ if
-        they are merged). # [model, batch, pos, k], [model, n, k] -> [model, batch, pos, n]"""
+        sequence with the transposed view. Where this machine's BLAS gives the same bits for one product over
+        every row with Wᵀ copied contiguous (_merged_t_is_exact), that one product, which is cheaper.
+        # [model, batch, pos, k], [model, n, k] -> [model, batch, pos, n]"""
+        *_, batch, pos, k = x.shape
+        if _merged_t_is_exact(batch, pos, k, W.shape[-2]):
+            W_t = np.ascontiguousarray(np.swapaxes(W, -1, -2))
+            return (x.reshape(self.m, -1, k) @ W_t).reshape(*x.shape[:-1], W.shape[-2])
         return x @ np.swapaxes(W, -1, -2)[:, None]
 
     def _select_post(self, if_post: Array, if_pre: Array) -> Array:
-        if self.post.all():
+        """Each model's row of if_post (post-norm) or if_pre (pre-norm): one copy per run of like models, not
+        np.where over every entry."""
+        if self._all_post:
             return if_post
-        if not self.post.any():
+        if not self._any_post:
             return if_pre
-        return np.where(self._post_mask, if_post, if_pre)
+        out = np.empty_like(if_pre)
+        for rows, post in self._runs:
+            out[rows] = if_post[rows] if post else if_pre[rows]
+        return out
 
     def _attention(self, x: Array, W: dict[str, Array], saved: dict) -> Array:
         c = self.configs[0]
@@ -267,33 +313,50 @@ class StackedRace:
         q = ops.split_heads(self._mm(x, W["attn.W_Q"]), h)
         k = ops.split_heads(self._mm(x, W["attn.W_K"]), h)
         v = ops.split_heads(self._mm(x, W["attn.W_V"]), h)
-        pattern = ops.softmax(ops.attention_scores(q, k, c.causal))
-        mixed = ops.merge_heads(pattern @ v)
+        pattern = self._pattern(q, k)
+        mixed = _heads_merged(pattern, v)
         out = self._mm(mixed, W["attn.W_O"])
-        out *= c.attention_scale
+        if c.attention_scale != 1.0:  # x · 1.0 is x, bit for bit
+            out *= c.attention_scale
         saved.update(x=x, q=q, k=k, v=v, pattern=pattern, mixed=mixed)
         return out
+
+    def _pattern(self, q: Array, k: Array) -> Array:
+        """softmax(ops.attention_scores(q, k)), as ops computes it, with fewer passes: the scores are scaled,
+        masked, shifted, exponentiated and normalised in place, and each row's max comes from _row_max.
+        # [..., n_heads, pos, d_head] x2 -> [..., n_heads, pos, pos]"""
+        scores = q @ np.swapaxes(k, -1, -2)
+        scores /= np.sqrt(q.shape[-1])
+        if self.configs[0].causal:
+            np.copyto(scores, -np.inf, where=_hidden(q.shape[-2]))
+        scores -= _row_max(scores)
+        np.exp(scores, out=scores)
+        scores /= np.add.reduce(scores, axis=-1, keepdims=True)
+        return scores
 
     def _attention_backward(self, grad: Array, i: int, saved: dict) -> Array:
         c, W, dW = self.configs[0], self.W[i], self.dW[i]
         q, k, v, pattern, x = saved["q"], saved["k"], saved["v"], saved["pattern"], saved["x"]
         m = self.m
-        grad_out = c.attention_scale * grad
+        grad_out = grad if c.attention_scale == 1.0 else c.attention_scale * grad
         grad_mixed = ops.split_heads(self._mm_t(grad_out, W["attn.W_O"]), c.n_heads)
-        grad_pattern = grad_mixed @ np.swapaxes(v, -1, -2)
-        grad_v = ops.merge_heads(np.swapaxes(pattern, -1, -2) @ grad_mixed)
-        grad_scores = pattern * (grad_pattern - np.sum(grad_pattern * pattern, axis=-1, keepdims=True))
-        grad_scores = grad_scores / np.sqrt(q.shape[-1])
-        grad_q = ops.merge_heads(grad_scores @ k)
-        grad_k = ops.merge_heads(np.swapaxes(grad_scores, -1, -2) @ q)
+        grad_scores = grad_mixed @ np.swapaxes(v, -1, -2)  # ∂pattern, made ∂scores in place below
+        grad_v = _heads_merged(np.swapaxes(pattern, -1, -2), grad_mixed)
+        grad_scores -= np.add.reduce(grad_scores * pattern, axis=-1, keepdims=True)
+        grad_scores *= pattern  # backward.softmax_backward
+        grad_scores /= np.sqrt(q.shape[-1])
+        grad_q = _heads_merged(grad_scores, k)
+        grad_k = _heads_merged(np.swapaxes(grad_scores, -1, -2), q)
         xt = np.swapaxes(x.reshape(m, -1, x.shape[-1]), -1, -2)
         for name, g in (("attn.W_Q", grad_q), ("attn.W_K", grad_k), ("attn.W_V", grad_v)):
-            dW[name][...] = xt @ g.reshape(m, -1, g.shape[-1])
+            np.matmul(xt, g.reshape(m, -1, g.shape[-1]), out=dW[name])
         mixed = saved["mixed"]
-        dW["attn.W_O"][...] = (np.swapaxes(mixed.reshape(m, -1, mixed.shape[-1]), -1, -2)
-                               @ grad_out.reshape(m, -1, grad_out.shape[-1]))
-        return (self._mm_t(grad_q, W["attn.W_Q"]) + self._mm_t(grad_k, W["attn.W_K"])
-                + self._mm_t(grad_v, W["attn.W_V"]))
+        np.matmul(np.swapaxes(mixed.reshape(m, -1, mixed.shape[-1]), -1, -2),
+                  grad_out.reshape(m, -1, grad_out.shape[-1]), out=dW["attn.W_O"])
+        grad_x = self._mm_t(grad_q, W["attn.W_Q"])
+        grad_x += self._mm_t(grad_k, W["attn.W_K"])
+        grad_x += self._mm_t(grad_v, W["attn.W_V"])
+        return grad_x
 
     def _mlp(self, x: Array, W: dict[str, Array], saved: dict) -> Array:
         gate = self._mm(x, W["mlp.W_gate"])
@@ -302,27 +365,35 @@ class StackedRace:
         silu_gate = sigmoid * gate
         hidden = silu_gate * value
         out = self._mm(hidden, W["mlp.W_down"])
-        out *= self.configs[0].mlp_scale
-        saved.update(mx=x, gate=gate, value=value, sigmoid=sigmoid, silu_gate=silu_gate)
+        if self.configs[0].mlp_scale != 1.0:
+            out *= self.configs[0].mlp_scale
+        saved.update(mx=x, gate=gate, value=value, sigmoid=sigmoid, silu_gate=silu_gate, hidden=hidden)
         return out
 
     def _mlp_backward(self, grad: Array, i: int, saved: dict) -> Array:
         W, dW, m = self.W[i], self.dW[i], self.m
-        grad = self.configs[0].mlp_scale * grad
-        x, gate, value = saved["mx"], saved["gate"], saved["value"]
+        scale = self.configs[0].mlp_scale
+        grad = grad if scale == 1.0 else scale * grad
+        x, gate, value, s = saved["mx"], saved["gate"], saved["value"], saved["sigmoid"]
         grad_hidden = self._mm_t(grad, W["mlp.W_down"])
-        s = saved["sigmoid"]
-        grad_gate = grad_hidden * value * s * (1.0 + gate * (1.0 - s))
-        silu_gate = saved["silu_gate"]
-        grad_value = grad_hidden * silu_gate
+        # backward.silu_backward(∂h ⊙ value, gate) = ∂h ⊙ value ⊙ σ ⊙ (1 + gate ⊙ (1 − σ)), in place
+        grad_gate = grad_hidden * value
+        grad_gate *= s
+        slope = 1.0 - s
+        slope *= gate
+        slope += 1.0
+        grad_gate *= slope
+        grad_value = grad_hidden
+        grad_value *= saved["silu_gate"]
         xt = np.swapaxes(x.reshape(m, -1, x.shape[-1]), -1, -2)
-        dW["mlp.W_gate"][...] = xt @ grad_gate.reshape(m, -1, grad_gate.shape[-1])
-        dW["mlp.W_value"][...] = xt @ grad_value.reshape(m, -1, grad_value.shape[-1])
-        h = silu_gate * value
-        dW["mlp.W_down"][...] = np.swapaxes(h.reshape(m, -1, h.shape[-1]), -1, -2) @ grad.reshape(m, -1,
-                                                                                                    grad.shape[-1])
-        return (self._mm_t(grad_gate, W["mlp.W_gate"])
-                + self._mm_t(grad_value, W["mlp.W_value"]))
+        np.matmul(xt, grad_gate.reshape(m, -1, grad_gate.shape[-1]), out=dW["mlp.W_gate"])
+        np.matmul(xt, grad_value.reshape(m, -1, grad_value.shape[-1]), out=dW["mlp.W_value"])
+        h = saved["hidden"]  # SiLU(gate) ⊙ value, which the backward recomputes with the same roundings
+        np.matmul(np.swapaxes(h.reshape(m, -1, h.shape[-1]), -1, -2), grad.reshape(m, -1, grad.shape[-1]),
+                  out=dW["mlp.W_down"])
+        grad_x = self._mm_t(grad_gate, W["mlp.W_gate"])
+        grad_x += self._mm_t(grad_value, W["mlp.W_value"])
+        return grad_x
 
     def step(self) -> tuple[StepRecord | None, ...]:
         """One training step of every model still running (as training.Run.step, each); a record per model."""
@@ -341,17 +412,30 @@ class StackedRace:
                     side.diverged_at = n
         return tuple(records)
 
-    def _loss_and_grads(self, batch: task_data.Batch) -> tuple[list[float], list[list[float]]]:
-        m, n = self.m, self.n_layers
-        tokens = np.asarray(batch.tokens)
+    def _held_out_readings(self) -> list[tuple[float, float]]:
+        """(loss, accuracy) of every model on the held-out set with its parameters as they are now, as
+        training.Run.evaluate computes each: one forward pass for all models, kept until the next update (the
+        runner reads both models' readings at the same step)."""
+        if self._readings is None or self._readings[0] != self._version:
+            b = self.sides[0].held_out
+            with np.errstate(all="ignore"):
+                nothing = deque(maxlen=0)  # what the backward would read is dropped as it comes: no pass follows
+                logits = self._mm(self._forward(np.asarray(b.tokens), nothing, nothing), self.W_U)
+                readings = [(lm.cross_entropy(logits[j], b.targets, b.scored)[0],
+                             task_data.accuracy(logits[j].argmax(axis=-1), b)) for j in range(self.m)]
+            self._readings = (self._version, readings)
+        return self._readings[1]
+
+    def _forward(self, tokens: Array, norms: list | deque, floors: list[dict] | deque) -> Array:
+        """Every model's stack on tokens: the final norm's output for pre-norm, the stack's output for
+        post-norm; what the backward reads goes into norms and floors, in forward order.
+        # [batch, pos] -> [model, batch, pos, d_model]"""
         x = self.W_E[:, tokens]  # [model, batch, pos, d_model]
         if self.configs[0].positions:
             x = x + position_vectors(x.shape[-2], x.shape[-1])
-        norms: list = []  # every norm's saved values, in forward order
-        floors: list[dict] = []
         u = x if self.at_x is None else self._norm(x, self.at_x, norms)  # post-norm's attention reads x itself
         r = x
-        for i in range(n):
+        for i in range(self.n_layers):
             saved: dict = {}
             a = self._attention(u, self.W[i], saved)
             s = self._combine(r, a)
@@ -362,7 +446,14 @@ class StackedRace:
             u = self._norm(t, self.at_t[i], norms)  # pre's next ln1 (or ln_f), post's ln2 (resid_post)
             r = self._select_post(u, t)
             floors.append(saved)
-        z = u  # the final norm's output for pre-norm, the stack's output for post-norm
+        return u
+
+    def _loss_and_grads(self, batch: task_data.Batch) -> tuple[list[float], list[list[float]]]:
+        m, n = self.m, self.n_layers
+        tokens = np.asarray(batch.tokens)
+        norms: list = []  # every norm's saved values, in forward order
+        floors: list[dict] = []
+        z = self._forward(tokens, norms, floors)
         logits = self._mm(z, self.W_U)
         losses, grad_logits = [], np.empty_like(logits)
         for j in range(m):
@@ -401,46 +492,133 @@ class StackedRace:
         x_grad = post_grads[0]
         for j in range(m):
             np.add.at(grad_embed[j], tokens, x_grad[j])  # a token seen twice gathers both
-        return losses, [[float(np.linalg.norm(g[j])) for g in post_grads] for j in range(m)]
+        # ‖g‖ of each model's array as np.linalg.norm computes it, √(g·g) with BLAS ddot, a floor per call
+        squares = np.array([(g.reshape(m, 1, -1) @ g.reshape(m, -1, 1)).reshape(m) for g in post_grads])
+        return losses, np.sqrt(squares).T.tolist()
 
     def _update(self, n: int, losses: list[float], stream_norms: list[list[float]],
                 live: list[bool]) -> tuple[list[StepRecord | None], list[bool]]:
         """Clip, Adam, and each model's record and whether its step stays finite (as training.Run.step)."""
         m = self.m
+        flat = self.g.reshape(-1)
+        for index, models, places in self._groups:
+            seg = flat[index]
+            # Each row's g·g as ndarray.dot computes it (BLAS ddot): a [1, n] @ [n, 1] product is that dot.
+            self._array_norms[models, places] = np.sqrt((seg[:, None, :] @ seg[:, :, None]).reshape(-1))
         totals, scales, lrs = [], [], []
         clip = self.settings[0].clip
         for j in range(m):
-            row = self.g[j]
             # np.linalg.norm of each array is √(g·g) of its entries in order; the segments hold them so.
-            total = float(np.linalg.norm([math.sqrt(row[start:stop].dot(row[start:stop]))
-                                          for start, stop in self._order[j]]))
+            total = float(np.linalg.norm(self._array_norms[j, :len(self._order[j])]))
             totals.append(total)
             scales.append(float(np.minimum(1.0, clip / (total + CLIP_EPS))) if clip not in (None, math.inf) else None)
             lrs.append(warmup_lr(self.settings[j].lr, n, self.settings[j].warmup))
-        grads = self.g.copy() if None in scales else self.g * np.array(scales)[:, None]
+        grads = self._grads
         if None in scales:
             for j, scale in enumerate(scales):
-                if scale is not None:
-                    grads[j] = self.g[j] * scale
+                grads[j] = self.g[j] if scale is None else self.g[j] * scale
+        else:
+            np.multiply(self.g, np.array(scales)[:, None], out=grads)
         finite = [math.isfinite(losses[j]) and math.isfinite(totals[j]) for j in range(m)]
         step = [live[j] and finite[j] for j in range(m)]
         if any(step):
+            # optim.Adam.step for every model at once, in place with the same roundings (x · y is y · x)
             beta1, beta2 = self._adam.betas
             self.adam_steps += 1
-            self.exp_avg += (1 - beta1) * (grads - self.exp_avg)
+            work = self._work
+            np.subtract(grads, self.exp_avg, out=work)
+            work *= 1 - beta1
+            self.exp_avg += work
             self.exp_avg_sq *= beta2
-            self.exp_avg_sq += (1 - beta2) * grads * grads
+            np.multiply(grads, 1 - beta2, out=work)
+            work *= grads
+            self.exp_avg_sq += work
             bias_correction1 = 1 - beta1**self.adam_steps
             bias_correction2_sqrt = (1 - beta2**self.adam_steps) ** 0.5
-            denom = np.sqrt(self.exp_avg_sq) / bias_correction2_sqrt + self._adam.eps
-            ratio = self.exp_avg / denom
+            denom = np.sqrt(self.exp_avg_sq, out=work)
+            denom /= bias_correction2_sqrt
+            denom += self._adam.eps
+            ratio = np.divide(self.exp_avg, denom, out=work)
             ratio *= np.array([lr / bias_correction1 for lr in lrs])[:, None]
-            new = self.p - ratio
+            new = np.subtract(self.p, ratio, out=work)
             for j in range(m):
                 if step[j]:
                     finite[j] = bool(np.abs(new[j]).max() <= MAX_ABS_VALUE)  # NaN fails
                     if finite[j]:
                         self.p[j] = new[j]
+                        self._version += 1
         records = [StepRecord(n, losses[j], totals[j], lrs[j], tuple(stream_norms[j])) if live[j] else None
                    for j in range(m)]
         return records, finite
+
+
+# --- Private API ------------------------------------------------------------------------------
+
+
+def _runs(flags: list[bool]) -> list[tuple[slice, bool]]:
+    """(rows, flag) of each run of equal neighbouring flags: [pre, post] -> [(0:1, False), (1:2, True)]."""
+    runs, start = [], 0
+    for flag, run in itertools.groupby(flags):
+        stop = start + len(list(run))
+        runs.append((slice(start, stop), bool(flag)))
+        start = stop
+    return runs
+
+
+@lru_cache(maxsize=8)
+def _hidden(n_pos: int) -> Array:
+    """Where the causal mask forbids reading: ~ops.causal_mask, built once per length. # -> [pos, pos] of bool"""
+    hidden = ~ops.causal_mask(n_pos)
+    hidden.flags.writeable = False
+    return hidden
+
+
+def _heads_merged(a: Array, b: Array) -> Array:
+    """ops.merge_heads(a @ b), each head's product written straight into its columns of the merged array (the
+    same BLAS products, without the copy that merges them afterwards).
+    # [..., n_heads, pos, n], [..., n_heads, n, d_head] -> [..., pos, n_heads * d_head]"""
+    *lead, n_heads, pos, _ = a.shape
+    d_head = b.shape[-1]
+    out = np.empty((*lead, pos, n_heads, d_head))
+    np.matmul(a, b, out=np.swapaxes(out, -2, -3))
+    return out.reshape(*lead, pos, n_heads * d_head)
+
+
+def _row_max(x: Array) -> Array:
+    """max over the last axis, as np.max(x, axis=-1, keepdims=True): a max is exact in any order, and
+    np.maximum down the columns is one vectorised pass per column where np.max pays per short row. NaN
+    propagates as in np.max. # [..., n] -> [..., 1]"""
+    out = x[..., 0].copy()
+    for j in range(1, x.shape[-1]):
+        np.maximum(out, x[..., j], out=out)
+    return out[..., None]
+
+
+@lru_cache(maxsize=64)
+def _merged_is_exact(batch: int, pos: int, k: int, n: int) -> bool:
+    """Whether, on this machine's BLAS, x @ W over all batch · pos rows at once gives the bits of NumPy's
+    product per sequence (what a model alone computes); checked as _merged_t_is_exact is."""
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x, W = rng.standard_normal((batch, pos, k)), rng.standard_normal((k, n))
+        if not np.array_equal((x.reshape(-1, k) @ W).reshape(batch, pos, n), x @ W):
+            return False
+    return True
+
+
+@lru_cache(maxsize=64)
+def _merged_t_is_exact(batch: int, pos: int, k: int, n: int) -> bool:
+    """Whether, on this machine's BLAS, x @ Wᵀ over all batch · pos rows at once with Wᵀ copied contiguous
+    gives the bits of NumPy's product per sequence with the transposed view (what a model alone computes).
+
+    Which kernel BLAS runs depends on the sizes and transposes (OpenBLAS takes its small-matrix kernels by
+    M · N · K and transpose; here merged products with k = 16 agree and k = 32 do not), and kernels sum in
+    different orders; so it is checked once per shape, on random numbers, where different orders show.
+    """
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x, W = rng.standard_normal((batch, pos, k)), rng.standard_normal((n, k))
+        merged = (x.reshape(-1, k) @ np.ascontiguousarray(W.T)).reshape(batch, pos, n)
+        if not np.array_equal(merged, x @ W.T):
+            return False
+    return True

@@ -46,6 +46,17 @@ def test_a_race_gives_the_curves_its_models_give_alone(setup: dict) -> None:
         assert all(np.array_equal(mine[name], theirs[name]) for name in theirs)
 
 
+def test_held_out_readings_follow_the_weights_whichever_model_reads_first() -> None:
+    """Both models' held-out readings come from one forward pass kept until the next update: B read before A,
+    and again after more steps, each equals, bit for bit, its model's reading alone."""
+    reference, built = _reference_and_built({"floors": 2})
+    for steps in (1, 3):
+        for _ in range(steps):
+            assert built.step() == reference.step()
+        assert built.b.evaluate() == reference.b.evaluate() and built.a.evaluate() == reference.a.evaluate()
+        assert built.a.evaluate() == reference.a.evaluate()  # kept, not recomputed differently
+
+
 def test_the_races_that_stack_are_the_ones_the_page_offers_most() -> None:
     """Placement, residual, rate and warm-up races step together; norm and depth races run as before."""
     stacked = {d: isinstance(RaceState(difference=d).spec.build(), StackedRace) for d in DIFFERENCES}
