@@ -37,8 +37,8 @@ from blocktrace.explorables.train_the_block.state import (
     verdict_sentence,
 )
 
-__all__ = ["EMPTY", "LOOK_FIRST", "NO_CURVES", "PageFacts", "disabled", "look_note", "names", "options", "payload",
-           "sides_sentence", "status", "stopped_at_verdict"]
+__all__ = ["EMPTY", "LOOK_FIRST", "NO_CURVES", "DrawnLook", "PageFacts", "disabled", "look_note", "names", "options",
+           "payload", "sides_sentence", "status", "stopped_at_verdict"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,18 @@ class PageFacts:
     floors: int = 1  # the deeper model's floors (the Floor menu)
     heads: int = 1
     dark: bool = False  # the session's theme (style.dark()): the maps' colours, and the words about them
+    drawn: DrawnLook | None = None  # the page's look as last drawn: used again while it is what would be drawn
+
+
+@dataclass
+class DrawnLook:
+    """A page's look inside, as the payload last drew it (its meta part and numbers), and what it was drawn from: a
+    look changes every EVALUATE_EVERY steps, while a playing page sends an update every slice."""
+
+    look: Look | None = None
+    key: tuple = ()
+    meta: dict | None = None
+    values: np.ndarray = field(default_factory=lambda: EMPTY)
 
 
 def names(state: RaceState) -> tuple[str, str]:
@@ -209,6 +221,23 @@ def _look(state: RaceState, facts: PageFacts, put) -> dict | None:
             "answers": answers, "factors": token_factors(tokens), "maps": maps, "table": table}
 
 
+def _drawn_look(state: RaceState, facts: PageFacts, side_names: tuple[str, str]) -> tuple[dict | None, np.ndarray]:
+    """The look's meta part (offsets from 0) and its numbers: drawn again only when the look, what the page looks at
+    or the theme changed since `facts.drawn` (which is then updated), else the same objects as last time."""
+    key = (state.task, side_names, facts.choices.get("head", 0), facts.choices.get("table"), facts.picked, facts.dark)
+    drawn = facts.drawn
+    if drawn is not None and drawn.meta is not None and drawn.look is facts.look and drawn.key == key:
+        return drawn.meta, drawn.values
+    numbers = Values()
+    meta = _look(state, facts, numbers.put)
+    if meta is not None:
+        meta["span"] = [0, numbers.size]
+    values = numbers.array()
+    if drawn is not None:
+        drawn.look, drawn.key, drawn.meta, drawn.values = facts.look, key, meta, values
+    return meta, values
+
+
 def options(facts: PageFacts) -> dict[str, list]:
     """The Floor and Head menus, which follow the race's models."""
     return {"floor": [[f"Floor {i + 1}", i] for i in range(facts.floors)],
@@ -239,9 +268,8 @@ def payload(state: RaceState, facts: PageFacts, controls: dict, ack: int = 0) ->
     if not unlocked:
         return json_text({**meta, "look": None, "curves": None}), EMPTY
     # The look first: its offsets stay as they are while the curves grow, so the browser sees an unchanged look
-    meta["look"] = _look(s, facts, numbers.put)
-    if meta["look"] is not None:
-        meta["look"]["span"] = [0, numbers.size]
+    meta["look"], look_values = _drawn_look(s, facts, side_names)
+    numbers.put(look_values)
     meta["curves"] = _curves(s, numbers.put)
     return json_text(meta), numbers.array()
 

@@ -9,6 +9,7 @@ the runner (runner.py) for slices and records them with `record`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 import param
@@ -21,7 +22,7 @@ from blocktrace.explorables.train_the_block.runner import RaceSpec, Reading, Sli
 
 __all__ = ["BUDGET", "DIFFERENCES", "FLOORS", "LESSON_RACES", "PREDICTION_CHOICES", "QUERY_KEYS", "RATES",
            "SETUP_PARAMS", "TARGET", "TARGET_TEXT", "TOGETHER_STEPS", "WARMUPS", "Difference", "RaceState", "Side",
-           "outcome", "outcome_sentence", "verdict_sentence"]
+           "outcome", "outcome_sentence", "race_spec", "verdict_sentence"]
 
 TARGET = 0.9  # held-out accuracy that counts as learned
 TARGET_TEXT = f"{100 * TARGET:.0f} %"  # as every text on the page writes it ("90 %", with its space)
@@ -151,6 +152,25 @@ class Side:
         return next((step for step, _, accuracy in self.held_out if accuracy >= TARGET), None)
 
 
+
+@lru_cache(maxsize=256)
+def race_spec(task: str, difference: str, floors: int, seed: int, lr: float, warmup: int) -> RaceSpec:
+    """The race a set-up describes (frozen, so one is shared by every page and update that asks: a page reads it
+    several times an update)."""
+    d = DIFFERENCES[difference]
+    base = DEFAULT_SETUPS[task].config.with_(n_layers=floors, seed=seed)
+    settings = TrainSettings(lr=lr, warmup=warmup)
+
+    def side(config_changes, settings_changes):
+        changes = dict(settings_changes)
+        if "lr" in changes:  # a factor of the chosen rate
+            changes["lr"] = min(lr * changes["lr"], 1.0)
+        return base.with_(**dict(config_changes)), replace(settings, **changes)
+
+    config_a, settings_a = side(d.config_a, d.settings_a)
+    config_b, settings_b = side(d.config_b, d.settings_b)
+    return RaceSpec(task_data.make_task(task), seed, config_a, config_b, settings_a, settings_b)
+
 class RaceState(param.Parameterized):
     """The race's set-up, and both models' progress."""
 
@@ -217,19 +237,7 @@ class RaceState(param.Parameterized):
     @property
     def spec(self) -> RaceSpec:
         """The race these parameters describe."""
-        d = DIFFERENCES[self.difference]
-        base = DEFAULT_SETUPS[self.task].config.with_(n_layers=self.floors, seed=self.seed)
-        settings = TrainSettings(lr=self.lr, warmup=self.warmup)
-
-        def side(config_changes, settings_changes):
-            changes = dict(settings_changes)
-            if "lr" in changes:  # a factor of the chosen rate
-                changes["lr"] = min(self.lr * changes["lr"], 1.0)
-            return base.with_(**dict(config_changes)), replace(settings, **changes)
-
-        config_a, settings_a = side(d.config_a, d.settings_a)
-        config_b, settings_b = side(d.config_b, d.settings_b)
-        return RaceSpec(task_data.make_task(self.task), self.seed, config_a, config_b, settings_a, settings_b)
+        return race_spec(self.task, self.difference, self.floors, self.seed, self.lr, self.warmup)
 
     def example_tokens(self, example: int) -> np.ndarray:
         """The tokens of held-out sequence `example` of this race (the one runner.look shows). # -> [pos]"""

@@ -48,7 +48,7 @@ from blocktrace.explorables.engine import tasks as task_data
 from blocktrace.explorables.engine.config import ConfigError
 from blocktrace.explorables.engine.forward import block_keys
 from blocktrace.explorables.train_the_block import files, inside, plots
-from blocktrace.explorables.train_the_block.payload import PageFacts, names, payload
+from blocktrace.explorables.train_the_block.payload import DrawnLook, PageFacts, names, payload
 from blocktrace.explorables.train_the_block.runner import (
     EXAMPLES,
     Look,
@@ -185,6 +185,7 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         self._callback = None
         self.work_done = 0  # floor-steps this page has trained, over all its races (runner().session_work caps it)
         self.look: Look | None = None  # the latest look inside both models
+        self._drawn_look = DrawnLook()  # that look as the payload drew it: drawn again only when it changes
         self._look_again = False  # a look was asked for while the race was busy
         self._look_trails = False  # the look shows an earlier step than the curves (a kept race, recomputed)
         self._ready: tuple | None = None  # the race's first step, taken before Play and not shown yet (_prepare)
@@ -302,7 +303,8 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         c = self.choices
         return PageFacts(playing=self.playing, alert=self._alert, look=self.look,
                          choices={name: getattr(c, name) for name in CHOICES}, picked=self.picked,
-                         error=self._seed_error, floors=self._floors(), heads=self._heads(), dark=self._dark)
+                         error=self._seed_error, floors=self._floors(), heads=self._heads(), dark=self._dark,
+                         drawn=self._drawn_look)
 
     def _payload(self, controls: dict[str, Any], ack: int):
         return payload(self.state, self._facts(), controls, ack=ack)
