@@ -32,7 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from blocktrace.explorables.engine.training import StepRecord
+from blocktrace.explorables.engine.stacked import StackedRace
+from blocktrace.explorables.engine.tasks import make_task
+from blocktrace.explorables.engine.training import DEFAULT_SETUPS, Race, Run, StepRecord, TrainSettings
 
 __all__ = ["EVALUATE_EVERY", "FORMAT", "RACES_DIR", "KeptRace", "RaceStore", "engine_version", "races_dir", "spec_text"]
 
@@ -75,11 +77,28 @@ def races_dir(data_dir: Path | str) -> Path:
 @cache
 def engine_version() -> str:
     """A digest of the engine's source files, where the runner takes its held-out readings, the file's format,
-    NumPy's version and the machine: a kept race made by any other is not this engine's."""
+    NumPy's version, the architecture and what this machine's arithmetic makes of a small race: a kept race made by
+    any other is not this engine's."""
     digest = hashlib.sha256(f"{FORMAT} every {EVALUATE_EVERY} numpy {np.__version__} {platform.machine()}".encode())
     for path in sorted(_ENGINE.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(_arithmetic())
     return digest.hexdigest()
+
+
+def _arithmetic() -> bytes:
+    """Two steps of a small race, stepped together and one model after the other, as exact decimal text: the same
+    source and NumPy give other last bits on another BLAS kernel (OpenBLAS picks one by processor), and a data
+    folder copied to such a machine must not serve curves a fresh computation there would not give."""
+    config = DEFAULT_SETUPS["copy"].config.with_(n_layers=2)
+    configs = [config, config.with_(placement="post")]
+    settings = [TrainSettings(), TrainSettings()]
+    task = make_task("copy")
+    reference = Race(*(Run(c, task, s, 0) for c, s in zip(configs, settings, strict=True)))
+    stacked = StackedRace(configs, task, settings, 0)
+    with np.errstate(all="ignore"):
+        records = [race.step() for race in (stacked, reference) for _ in range(2)]
+    return repr(records).encode()
 
 
 def spec_text(spec) -> str:

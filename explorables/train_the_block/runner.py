@@ -45,6 +45,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from multiprocessing.connection import wait
 
 import numpy as np
@@ -89,17 +90,50 @@ class RaceSpec:
     settings_b: TrainSettings
 
     def build(self) -> StackedRace | Race:
-        """The race as the workers train it: both models stepped together (engine/stacked.py) where they can be,
-        else one after the other; the same curves either way, bit for bit."""
-        configs, settings = [self.config_a, self.config_b], [self.settings_a, self.settings_b]
-        if stackable(configs, settings):
-            return StackedRace(configs, self.task, settings, self.data_seed)
+        """The race as the workers train it: both models stepped together (engine/stacked.py) where they can be and
+        where, on this machine, that gives the same curves as one model after the other, bit for bit; else one
+        after the other."""
+        if stackable([self.config_a, self.config_b], [self.settings_a, self.settings_b]) and _stacking_agrees(
+                self.task, replace(self.config_a, seed=0), replace(self.config_b, seed=0), self.settings_a,
+                self.settings_b):
+            return self._stacked()
         return self.build_reference()
+
+    def _stacked(self) -> StackedRace:
+        return StackedRace([self.config_a, self.config_b], self.task, [self.settings_a, self.settings_b],
+                           self.data_seed)
 
     def build_reference(self) -> Race:
         """The race as two training.Runs, each stepped on its own: what build() must equal."""
         return Race(Run(self.config_a, self.task, self.settings_a, self.data_seed),
                     Run(self.config_b, self.task, self.settings_b, self.data_seed))
+
+
+PROBE_STEPS = 3  # steps of a race's shape stepped both ways, once per process, before its models are stacked
+
+
+@lru_cache(maxsize=128)
+def _stacking_agrees(task: Task, config_a: BlockConfig, config_b: BlockConfig, settings_a: TrainSettings,
+                     settings_b: TrainSettings) -> bool:
+    """Whether a race of this shape (its seeds aside) stepped together gives what its models give one after the
+    other: PROBE_STEPS steps, the weights after them and a held-out reading, compared bit for bit. Stacking
+    merges small products; whether the merged product rounds as the separate ones do is a property of the BLAS
+    kernel this machine's NumPy picks (engine/stacked.py checks the forward products; this checks the rest), so
+    it is asked of the machine once per shape rather than assumed. A shape that disagrees runs one model after
+    the other, with one log line."""
+    spec = RaceSpec(task, 0, config_a, config_b, settings_a, settings_b)
+    stacked, reference = spec._stacked(), spec.build_reference()
+    with np.errstate(all="ignore"):
+        same = all(stacked.step() == reference.step() for _ in range(PROBE_STEPS))
+        same = same and all(
+            mine.params.keys() == theirs.params.keys()
+            and all(np.array_equal(mine.params[name], theirs.params[name]) for name in theirs.params)
+            and mine.evaluate() == theirs.evaluate()
+            for mine, theirs in ((stacked.a, reference.a), (stacked.b, reference.b)))
+    if not same:
+        log.warning("races of %d and %d floors step one model after the other here: stepped together they round "
+                    "differently on this machine's BLAS", config_a.n_layers, config_b.n_layers)
+    return same
 
 
 Reading = tuple[int, float, float]  # (steps taken, held-out loss, held-out accuracy)
