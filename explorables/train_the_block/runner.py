@@ -93,11 +93,13 @@ class RaceSpec:
         """The race as the workers train it: both models stepped together (engine/stacked.py) where they can be and
         where, on this machine, that gives the same curves as one model after the other, bit for bit; else one
         after the other."""
-        if stackable([self.config_a, self.config_b], [self.settings_a, self.settings_b]) and _stacking_agrees(
-                self.task, replace(self.config_a, seed=0), replace(self.config_b, seed=0), self.settings_a,
-                self.settings_b):
-            return self._stacked()
-        return self.build_reference()
+        return self._stacked() if self.stacks() else self.build_reference()
+
+    def stacks(self) -> bool:
+        """Whether build() steps both models together (asked of this machine once per shape: _stacking_agrees)."""
+        return stackable([self.config_a, self.config_b], [self.settings_a, self.settings_b]) and _stacking_agrees(
+            self.task, replace(self.config_a, seed=0), replace(self.config_b, seed=0), self.settings_a,
+            self.settings_b)
 
     def _stacked(self) -> StackedRace:
         return StackedRace([self.config_a, self.config_b], self.task, [self.settings_a, self.settings_b],
@@ -428,14 +430,16 @@ class RaceRunner:
         """Steps a worker has taken for the hold's race (0 for a kept race served as it was kept)."""
         return self._hold(hold_id).shared.live
 
-    def warm(self) -> None:
+    def warm(self, spec: RaceSpec | None = None) -> None:
         """Start every worker process that is not running yet, without waiting for it: a page calls this when it
         opens, so a worker's start (a new interpreter importing NumPy and the engine, near a second on a busy
-        machine) is over long before anyone presses Play."""
+        machine) is over long before anyone presses Play. With `spec` (the page's race), each new worker also
+        checks once whether races of its shape may be stacked (_stacking_agrees), which a first race would wait
+        for."""
         for index, worker in enumerate(self._workers):
             if worker is None:
                 try:
-                    self._worker(index).submit(_count)
+                    self._worker(index).submit(_count) if spec is None else self._worker(index).submit(spec.stacks)
                 except (BrokenProcessPool, RuntimeError):  # one that cannot start now is started with a race
                     pass
 

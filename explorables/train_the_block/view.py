@@ -203,7 +203,7 @@ class RaceExplorable(AnswersTheDrawing, ExplorableView):
         sync_to_url(state, QUERY_KEYS)
         if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
             pn.state.on_session_destroyed(lambda _context: self.close())
-            runner().warm()  # the workers start while the student reads, not when they press Play
+            runner().warm(state.spec)  # the workers start (and check its shape) while the student reads, not on Play
         self._lock()
 
     # --- building ---------------------------------------------------------------------------
