@@ -40,7 +40,8 @@ def add_warm_arguments(parser: argparse.ArgumentParser, data_dir_name: str) -> N
 
 def run_warm(args: argparse.Namespace, data_dir_name: str, out: Callable[[str], None] = print) -> int:
     """Compute (or find kept) each race asked for; one line per race with its steps and time. 2 on bad input, 1
-    when a race could not be kept (the store's log line says why)."""
+    when a race could not be kept (the store's log line says why) or stopped short of the steps asked for while it
+    could still go on."""
     from blocktrace.app.server.hardening import private_data_dir
     from blocktrace.app.settings import settings
     from blocktrace.explorables.train_the_block.kept import RaceStore, races_dir
@@ -75,36 +76,45 @@ def run_warm(args: argparse.Namespace, data_dir_name: str, out: Callable[[str], 
     out(f"Computing {len(names)} race(s) of {steps:,} steps into {folder} ({workers} worker(s)) ...")
     started = time.perf_counter()
     lines = asyncio.run(_warm(specs, steps, store, workers))
-    for name, (computed, steps, seconds) in lines.items():
+    for name, (computed, got, _, seconds) in lines.items():
         how = f"computed {computed:,} steps" if computed else "already kept"
-        out(f"  {name:<34} {steps:>5,} steps  {seconds:7.2f} s  {how}")
+        out(f"  {name:<34} {got:>5,} steps  {seconds:7.2f} s  {how}")
     missing = [name for name in names if store.load(specs[name]) is None]
+    short = [name for name, (_, got, running, _) in lines.items() if running and got < steps]
     out(f"Done in {time.perf_counter() - started:.1f} s; {store.size() / 1e6:.1f} MB of races kept in {folder}.")
     if missing:
         sys.stderr.write(f"error: not kept (see the log line above): {', '.join(missing)}\n")
+    if short:
+        sys.stderr.write(f"error: stopped short of {steps:,} steps: {', '.join(short)}\n")
+    if missing or short:
         return 1
     return 0
 
 
-async def _warm(specs: dict, steps: int, store, workers: int) -> dict[str, tuple[int, int, float]]:
-    """Each race played to `steps` steps, all at once: {name: (steps computed, steps it has, seconds)}."""
+async def _warm(specs: dict, steps: int, store, workers: int) -> dict[str, tuple[int, int, bool, float]]:
+    """Each race played to `steps` steps, all at once: {name: (steps computed afresh, steps it has, whether it can
+    go on, seconds)}. A kept race with fewer steps is recomputed from step 0 (slices that bring no new step while
+    its worker catches up) and then computed on."""
     from blocktrace.explorables.train_the_block.runner import RaceRunner
 
     runner = RaceRunner(workers=workers, slice_steps=SLICE_STEPS, slice_cpu_s=SLICE_CPU_S, max_races=len(specs),
-                        session_work=10**12, niceness=0, store=store)
+                        session_work=10**12, niceness=0, store=store, keep_least=1)
 
-    async def play(spec) -> tuple[int, int, float]:
+    async def play(spec) -> tuple[int, int, bool, float]:
         started = time.perf_counter()
         hold = await runner.start(spec)
-        got = 0
+        kept = runner.race_steps(hold)
+        got, running = 0, True
         while got < steps:
+            before = runner.worker_steps(hold)
             part = await runner.advance(hold, steps - got)
             got += max(len(part.a), len(part.b))
-            if not (part.running_a or part.running_b) or not (part.a or part.b):
-                break
-        computed = runner.worker_steps(hold)
+            running = part.running_a or part.running_b
+            if not running or not (part.a or part.b or runner.worker_steps(hold) > before):
+                break  # the race ended, or nothing moved
+        computed = runner.race_steps(hold) - kept
         await runner.drop(hold)  # its last hold: the race is kept
-        return computed, got, time.perf_counter() - started
+        return computed, got, running, time.perf_counter() - started
 
     try:
         results = await asyncio.gather(*(play(spec) for spec in specs.values()))

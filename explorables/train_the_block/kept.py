@@ -9,9 +9,17 @@ the runner's reading interval, the file's format, NumPy's version and the machin
 set-up and version are this race's and its arrays are whole and consistent; any other file under that name
 (corrupt, truncated, of another version or another set-up) is removed and the race computed afresh.
 
-The store is a cache. It is bounded (`limit_mb`): after each write the least recently used files go, oldest
-first, until the rest fit (a load counts as a use). Writes go to a temporary file in the same folder and then
-`os.replace`, so a reader sees a whole file or none, also across --num-procs servers. A write that fails (a full
+A file is measured before NumPy reads it: its size, and each member's, within what a race of training.MAX_STEPS
+steps of config.MAX_LAYERS floors can take, its members exactly the arrays below, stored uncompressed (as np.savez
+writes them: a deflated member, a possible zip bomb, is refused).
+
+The store is a cache. It is bounded (`limit_mb`): after a write that takes the folder past it the least recently
+used files go, oldest first, until the rest fit in nine tenths of it (a load counts as a use). A store keeps an
+index of the folder's sizes, so a write lists the folder only when the index says it is full or is a minute old
+(other servers on the folder write too). Writes go to a temporary file in the same folder and then
+`os.replace`, so a reader sees a whole file or none, also across --num-procs servers; a race never replaces a
+file of its set-up that holds as many steps or more (another server's longer race), and a temporary file an
+hour old (its writer died) is removed when the folder is listed. A write that fails (a full
 disk, a read-only folder, no permission) keeps nothing and logs one line, once until a write works again; it
 never fails the race.
 """
@@ -26,15 +34,18 @@ import os
 import platform
 import tempfile
 import threading
+import time
+import zipfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
+from blocktrace.explorables.engine.config import MAX_LAYERS
 from blocktrace.explorables.engine.stacked import StackedRace
 from blocktrace.explorables.engine.tasks import make_task
-from blocktrace.explorables.engine.training import DEFAULT_SETUPS, Race, Run, StepRecord, TrainSettings
+from blocktrace.explorables.engine.training import DEFAULT_SETUPS, MAX_STEPS, Race, Run, StepRecord, TrainSettings
 
 __all__ = ["EVALUATE_EVERY", "FORMAT", "RACES_DIR", "KeptRace", "RaceStore", "engine_version", "races_dir", "spec_text"]
 
@@ -45,6 +56,20 @@ FORMAT = "blocktrace-race-1"  # the layout of the arrays below; a new layout is 
 RACES_DIR = "races"  # the store's folder, in the server's data folder
 _SIDES = ("a", "b")
 _ENGINE = Path(__file__).resolve().parent.parent / "engine"  # its sources decide a race's numbers
+_STALE_S = 3600  # a temporary file this old is a write that died with its server: eviction removes it
+_RESCAN_S = 60.0  # a store's index of the folder is rebuilt when this old (other --num-procs servers write there)
+_LOW_WATER = 0.9  # eviction leaves the folder at this share of its limit, so a full store is not rescanned each write
+# The most bytes each array of a file may hold: a race takes at most MAX_STEPS steps of at most MAX_LAYERS floors
+# (a text at most _TEXT_CHARS characters, 4 bytes each), plus its .npy header. np.savez stores its members
+# uncompressed, so a member's size is what it unpacks to (a deflated member, a possible zip bomb, is refused).
+_HEADER = 4096
+_TEXT_CHARS = 65_536
+_MEMBER_BYTES = {"format": 4 * _TEXT_CHARS, "engine": 4 * _TEXT_CHARS, "spec": 4 * _TEXT_CHARS,
+                 **{f"{side}_{name}": 8 * MAX_STEPS * width + 16 for side in _SIDES for name, width in
+                    (("step", 1), ("numbers", 3), ("floors", MAX_LAYERS + 1), ("held_steps", 1), ("held", 2),
+                     ("state", 0))}}
+_MEMBERS = {f"{name}.npy": size + _HEADER for name, size in _MEMBER_BYTES.items()}
+_FILE_BYTES = sum(_MEMBERS.values()) + 1024 * len(_MEMBERS)  # with each member's zip headers
 
 Reading = tuple[int, float, float]  # (steps taken, held-out loss, held-out accuracy), as runner.Reading
 
@@ -119,6 +144,10 @@ class RaceStore:
         self.version = engine_version() if version is None else version
         self._failing = False  # a write failed: the next failure is not logged again
         self._lock = threading.Lock()  # writes and evictions one at a time (a server's writer thread, or a test)
+        # The folder's kept races and their sizes as this store last saw them, plus its own writes since: a write
+        # need not list and measure the folder while it fits (only the writer touches it, under _lock).
+        self._sizes: dict[str, int] | None = None
+        self._scanned = 0.0  # time.monotonic() of the last scan
 
     def path(self, spec) -> Path:
         """The file of this set-up's race."""
@@ -126,11 +155,10 @@ class RaceStore:
 
     def load(self, spec) -> KeptRace | None:
         """The kept race of `spec`, or None: none kept, or a file that is not this set-up's, of this engine, whole
-        (such a file is removed)."""
+        and within a race's bounds (such a file is removed)."""
         path = self.path(spec)
         try:
-            with np.load(path, allow_pickle=False) as arrays:
-                kept = self._read(arrays, spec)
+            kept = self._open(path, spec)
         except OSError:  # none kept, or a folder it cannot read: nothing to say of the file
             return None
         except Exception as error:  # whatever is wrong with the file, it is not trusted
@@ -148,18 +176,27 @@ class RaceStore:
         return kept
 
     def keep(self, spec, race: KeptRace) -> bool:
-        """Keep `race` as the race of `spec` (replacing an older file of it), then evict the least recently used
-        until the folder fits the limit; False (and one log line) if it could not be kept."""
+        """Keep `race` as the race of `spec` (replacing a file of it with fewer steps: a shorter race, say from
+        another --num-procs server, never replaces a longer one), then evict the least recently used until the
+        folder fits the limit; False (and one log line) if it could not be kept."""
         if self.limit_bytes <= 0:
             return False
         path = self.path(spec)
         with self._lock:
+            kept = self._kept_steps(path, spec)
+            if kept is not None and kept >= race.steps:
+                try:
+                    os.utime(path)  # as good as written: a use
+                except OSError:
+                    pass
+                return True
             temp = None
             try:
                 self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
                 handle, temp = tempfile.mkstemp(prefix=".race-", suffix=".tmp", dir=self.directory)
                 with os.fdopen(handle, "wb") as file:
                     np.savez(file, **self._arrays(spec, race))
+                    written = file.tell()
                 os.replace(temp, path)
                 temp = None
             except (OSError, ValueError) as error:
@@ -172,6 +209,8 @@ class RaceStore:
                 if temp is not None:
                     self._remove(Path(temp))
             self._failing = False
+            if self._sizes is not None:
+                self._sizes[path.name] = written
             self._evict()
         return path.exists()
 
@@ -184,6 +223,35 @@ class RaceStore:
         return sum(size for _, size, _ in self._files())
 
     # Private API
+
+    def _open(self, path: Path, spec) -> KeptRace | None:
+        """The race in the file at `path` if it is of `spec` and this engine (else None); ValueError (or another
+        error of reading) if it is not a whole race within a race's bounds. The file is measured, and its members
+        listed, before NumPy reads any of it."""
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            if size > _FILE_BYTES:
+                raise ValueError(f"{size:,} bytes, more than a race can take ({_FILE_BYTES:,})")
+            with zipfile.ZipFile(file) as archive:
+                members = archive.infolist()
+            if sorted(member.filename for member in members) != sorted(_MEMBERS):
+                raise ValueError("not the arrays of a kept race")
+            for member in members:
+                if member.compress_type != zipfile.ZIP_STORED:
+                    raise ValueError(f"{member.filename} is compressed (a kept race's arrays are stored as they are)")
+                if member.file_size > _MEMBERS[member.filename]:
+                    raise ValueError(f"{member.filename} holds {member.file_size:,} bytes, more than a race can")
+            file.seek(0)
+            with np.load(file, allow_pickle=False) as arrays:
+                return self._read(arrays, spec)
+
+    def _kept_steps(self, path: Path, spec) -> int | None:
+        """Steps of the race of `spec` kept at `path`; None if there is none this store would use."""
+        try:
+            kept = self._open(path, spec)
+        except Exception:  # none, or one that load will remove
+            return None
+        return None if kept is None else kept.steps
 
     def _arrays(self, spec, race: KeptRace) -> dict[str, np.ndarray]:
         arrays = {"format": np.array(FORMAT), "engine": np.array(self.version), "spec": np.array(spec_text(spec))}
@@ -212,9 +280,12 @@ class RaceStore:
             steps, numbers, floors = (arrays[f"{side}_{name}"] for name in ("step", "numbers", "floors"))
             held_steps, held, state = (arrays[f"{side}_{name}"] for name in ("held_steps", "held", "state"))
             n, m = len(steps), len(held_steps)
-            if (steps.dtype != np.int64 or not np.array_equal(steps, np.arange(n)) or numbers.shape != (n, 3)
-                    or floors.ndim != 2 or floors.shape[0] != n or held.shape != (m, 2) or state.shape != (2,)
-                    or numbers.dtype != np.float64 or floors.dtype != np.float64 or held.dtype != np.float64):
+            floors_shape = (n, getattr(spec, f"config_{side}").n_layers + 1) if n else (0, 0)  # each floor, the top
+            if (n > MAX_STEPS or steps.dtype != np.int64 or not np.array_equal(steps, np.arange(n))
+                    or numbers.shape != (n, 3) or floors.shape != floors_shape or held.shape != (m, 2)
+                    or state.shape != (2,) or numbers.dtype != np.float64 or floors.dtype != np.float64
+                    or held.dtype != np.float64 or held_steps.dtype != np.int64 or held_steps.shape != (m,)
+                    or (m and (held_steps[0] < 1 or held_steps[-1] > n or np.any(np.diff(held_steps) <= 0)))):
                 raise ValueError(f"the arrays of model {side.upper()} do not fit together")
             found[side] = tuple(StepRecord(int(step), float(loss), float(grad), float(lr), tuple(map(float, row)))
                                 for step, (loss, grad, lr), row in zip(steps, numbers.tolist(), floors.tolist(),
@@ -241,13 +312,33 @@ class RaceStore:
         return files
 
     def _evict(self) -> None:
-        """Remove the least recently used races until the rest fit the limit."""
+        """When the index says the folder is over its limit (or the index is _RESCAN_S old), look at the folder
+        itself: remove temporary files of writes that died with their server (older than _STALE_S: a live write is
+        never that slow), then the least recently used races until the rest fit _LOW_WATER of the limit."""
+        if (self._sizes is not None and time.monotonic() - self._scanned < _RESCAN_S
+                and sum(self._sizes.values()) <= self.limit_bytes):
+            return
+        now = time.time()
+        try:
+            temps = list(self.directory.glob(".race-*.tmp"))
+        except OSError:
+            temps = []
+        for temp in temps:
+            try:
+                if now - temp.stat().st_mtime > _STALE_S:
+                    self._remove(temp)
+            except OSError:  # gone meanwhile
+                continue
         files = sorted(self._files(), key=lambda f: (f[0], f[2].name))
-        total = sum(size for _, size, _ in files)
+        self._sizes, self._scanned = {path.name: size for _, size, path in files}, time.monotonic()
+        total = sum(self._sizes.values())
+        if total <= self.limit_bytes:
+            return
         for _, size, path in files:
-            if total <= self.limit_bytes:
+            if total <= _LOW_WATER * self.limit_bytes:
                 break
             self._remove(path)
+            del self._sizes[path.name]
             total -= size
 
     @staticmethod

@@ -17,7 +17,8 @@ worker that dies takes its races with it: their next call raises RaceLost, and t
 in its place.
 
 Kept races (kept.py). With a store, what a race computed is kept on disk (every KEEP_EVERY computed steps, when
-it stops, when its last page lets go and when the server shuts down), written by a thread of the runner's own,
+it stops, when its last page lets go and when the server shuts down; a race of fewer than keep_least steps,
+EVALUATE_EVERY by default, is not worth a file), written by a thread of the runner's own,
 never by the event loop. A page that starts a set-up nobody computes now gets the kept race, if there is one: its
 steps and held-out readings are served at once, each page at its own pace, with no worker computing them (and no
 place among max_races taken). Looks inside the models (look, weights, cut_floor) need the model itself, which
@@ -399,7 +400,8 @@ class RaceRunner:
 
     def __init__(self, workers: int | None = None, slice_steps: int = SLICE_STEPS, slice_cpu_s: float = SLICE_CPU_S,
                  max_races: int = MAX_RACES, session_work: int = SESSION_WORK, niceness: int = NICENESS,
-                 store: RaceStore | None = None, keep_every: int = KEEP_EVERY) -> None:
+                 store: RaceStore | None = None, keep_every: int = KEEP_EVERY,
+                 keep_least: int = EVALUATE_EVERY) -> None:
         self.n_workers = max(1, workers or os.cpu_count() or 1)
         self.niceness = niceness
         self.session_work = session_work  # the page's view holds each page to it (view.py)
@@ -413,6 +415,7 @@ class RaceRunner:
         self.steps_computed = 0  # race steps the workers have taken, over all races (tests, benchmarks)
         self._making = threading.Lock()  # pages may open (and warm the workers) on other threads than the loop's
         self.store, self.keep_every = store, keep_every
+        self.keep_least = keep_least  # steps a race needs to be kept: a page that left after a step is not worth a file
         self._keeper: concurrent.futures.ThreadPoolExecutor | None = None  # writes kept races off the loop
         self._keeping: list[concurrent.futures.Future] = []
 
@@ -429,6 +432,10 @@ class RaceRunner:
     def worker_steps(self, hold_id: int) -> int:
         """Steps a worker has taken for the hold's race (0 for a kept race served as it was kept)."""
         return self._hold(hold_id).shared.live
+
+    def race_steps(self, hold_id: int) -> int:
+        """Steps the hold's race has, kept or computed (for any page)."""
+        return self._hold(hold_id).shared.computed
 
     def warm(self, spec: RaceSpec | None = None) -> None:
         """Start every worker process that is not running yet, without waiting for it: a page calls this when it
@@ -493,6 +500,10 @@ class RaceRunner:
         if shared.race_id is None:
             if self._shared.get(shared.spec) is not shared:
                 raise RaceLost("the race was let go")
+            if self.races >= self.max_races:
+                raise ConfigError("This race's curves were kept, but looking inside its models needs the server to "
+                                  f"replay the race, and it is busy with {self.max_races} other races: its curves "
+                                  "are shown; try the look again in a minute.")
             await self._place(shared)
         index = self._where.get(shared.race_id)
         if index is None:
@@ -696,15 +707,25 @@ class RaceRunner:
         return held
 
     def _keep(self, shared: _Shared) -> None:
-        """Keep what the race computed, if the store has less of it, in the writer thread (from any thread)."""
-        if self.store is None or not shared.trusted or shared.computed <= shared.kept:
+        """Keep what the race computed, if the store has less of it and it has keep_least steps, in the writer
+        thread (from any thread)."""
+        if (self.store is None or not shared.trusted or shared.computed <= shared.kept
+                or shared.computed < self.keep_least):
             return
         shared.kept = shared.computed
         with self._making:
             if self._keeper is None:
                 self._keeper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="blocktrace-race-keeper")
             self._keeping = [future for future in self._keeping if not future.done()]
-            self._keeping.append(self._keeper.submit(self.store.keep, shared.spec, shared.snapshot()))
+            self._keeping.append(self._keeper.submit(self._write, shared.spec, shared.snapshot()))
+
+    def _write(self, spec: RaceSpec, race: KeptRace) -> None:
+        """The writer thread's task: the store logs what it expects to fail (a full disk); anything else is logged
+        here, in one line, rather than kept unread in a future."""
+        try:
+            self.store.keep(spec, race)
+        except Exception as error:
+            log.warning("a computed race could not be kept (%s: %s)", type(error).__name__, error)
 
     def flush(self) -> None:
         """Wait until every race handed to the store is written (or has failed to be)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import os
 import select
@@ -367,7 +368,7 @@ def test_a_kept_races_looks_say_the_step_their_recomputation_reached(tmp_path: P
     and say the step they show; weights wait until it is the page's step, and equal a fresh run's there."""
     first = _steady(tmp_path)
     try:
-        asyncio.run(_play(first, _spec(9), 2))
+        asyncio.run(_play(first, _spec(9), 4))  # 28 steps: enough to be kept
     finally:
         first.shutdown()
     second = _steady(tmp_path, slice_cpu_s=1e-9)  # a slice of recomputation is one step
@@ -399,3 +400,62 @@ def test_a_race_plays_on_when_its_store_cannot_keep_it(tmp_path: Path) -> None:
     finally:
         r.shutdown()
     assert [len(part.a) for part in parts] == [7, 7, 7] and r.store.size() == 0
+
+
+@pytest.mark.parametrize(("slices", "kept"), [(1, False), (4, True)])
+def test_a_race_is_kept_once_it_has_evaluate_every_steps(tmp_path: Path, slices: int, kept: bool) -> None:
+    """A race a page left after a slice (7 steps) is not worth a file; one of 28 steps, past EVALUATE_EVERY, is."""
+    r = _steady(tmp_path)
+    try:
+        async def go():
+            hold = await r.start(_spec(11))
+            for _ in range(slices):
+                await r.advance(hold)
+            await r.drop(hold)
+
+        asyncio.run(go())
+        r.flush()
+    finally:
+        r.shutdown()
+    assert (RaceStore(tmp_path, 10).load(_spec(11)) is not None) is kept
+
+
+def test_a_write_that_raises_is_logged_in_one_line(tmp_path: Path, monkeypatch, caplog) -> None:
+    """An unexpected error in the writer thread is logged (one line, no traceback), not lost in its future."""
+    r = _steady(tmp_path)
+
+    def broken(*_args) -> bool:
+        raise RuntimeError("the store broke")
+
+    monkeypatch.setattr(r.store, "keep", broken)
+    try:
+        with caplog.at_level(logging.WARNING):
+            asyncio.run(_play(r, _spec(12), 4))
+            r.shutdown()  # keeps what was computed: the write raises
+    finally:
+        r.shutdown()
+    assert len(caplog.records) == 1 and caplog.records[0].exc_info is None and "the store broke" in caplog.text
+
+
+def test_a_look_inside_a_kept_race_on_a_busy_server_says_why_it_waits(tmp_path: Path) -> None:
+    """With max_races races computing, a look inside a kept race (which needs a replay) is refused with words a
+    student reads (the curves are there; the server is busy replaying), and its slices still come, without a look."""
+    first = _steady(tmp_path)
+    try:
+        asyncio.run(_play(first, _spec(13), 4))
+    finally:
+        first.shutdown()
+    second = _steady(tmp_path, max_races=1)
+    try:
+        async def go():
+            kept = await second.start(_spec(13))
+            await second.start(_spec(14))  # the one place, taken
+            part = await second.advance(kept, look=LookAt(0, 0, always=True))
+            with pytest.raises(ConfigError, match="replay the race") as refused:
+                await second.look(kept, LookAt(0, 0))
+            return part, str(refused.value)
+
+        part, message = asyncio.run(go())
+    finally:
+        second.shutdown()
+    assert len(part.a) == 7 and part.look is None and "curves" in message

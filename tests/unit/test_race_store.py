@@ -8,13 +8,15 @@ import errno
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from blocktrace.explorables.engine import tasks as task_data
-from blocktrace.explorables.engine.training import DEFAULT_SETUPS, StepRecord, TrainSettings
+from blocktrace.explorables.engine.config import MAX_LAYERS
+from blocktrace.explorables.engine.training import DEFAULT_SETUPS, MAX_STEPS, StepRecord, TrainSettings
 from blocktrace.explorables.train_the_block.kept import KeptRace, RaceStore, engine_version
 from blocktrace.explorables.train_the_block.runner import RaceSpec
 
@@ -37,7 +39,8 @@ def _race(steps: int = 60, diverged_b: int | None = None) -> KeptRace:
     if diverged_b is not None:
         b = (*b[:-1], StepRecord(diverged_b, float("nan"), float("inf"), 0.01, (float("nan"), 0.0, 1.0)))
     return KeptRace(side(steps), b, tuple((s, float(rng.random()), s / 100) for s in range(25, steps + 1, 25)),
-                    ((25, 1.5, 0.125),), True, diverged_b is None, None, diverged_b)
+                    tuple((s, 1.5, 0.125) for s in (min(25, len(b)),) if s), True, diverged_b is None, None,
+                    diverged_b)
 
 
 def _bits(race: KeptRace) -> list[bytes]:
@@ -105,9 +108,42 @@ def _pickled(path: Path) -> None:
     np.savez(path, **found)
 
 
-@pytest.mark.parametrize("spoil", [_truncated, _garbage, _other_version, _other_spec, _inconsistent, _pickled])
+def _changed(name: str, **change):
+    """A spoiler, `name`, that rewrites the file's arrays with `change` (array: function of the arrays), as
+    np.savez does."""
+    def spoil(path: Path) -> None:
+        with np.load(path) as arrays:
+            found = dict(arrays)
+        found.update({name: make(found) for name, make in change.items()})
+        np.savez(path, **found)
+    spoil.__name__ = name
+    return spoil
+
+
+def _deflated(path: Path) -> None:
+    with np.load(path) as arrays:
+        found = dict(arrays)
+    np.savez_compressed(path, **found)  # a deflated member could unpack to anything: a zip bomb
+
+
+def _huge(path: Path) -> None:
+    os.truncate(path, 8 * MAX_STEPS * (MAX_LAYERS + 1) * 4)  # more than two models' records of the most floors
+
+
+_SPOILERS = [_truncated, _garbage, _other_version, _other_spec, _inconsistent, _pickled, _deflated, _huge,
+             _changed("another_member", extra=lambda found: np.zeros(3)),
+             _changed("too_many_steps", a_step=lambda found: np.arange(MAX_STEPS + 1)),
+             _changed("oversized_member", a_held=lambda found: np.zeros((2 * MAX_STEPS, 2))),
+             _changed("floors_the_model_lacks", a_floors=lambda found: np.zeros((len(found["a_step"]), 3 + 1))),
+             _changed("readings_out_of_order", a_held_steps=lambda found: found["a_held_steps"][::-1].copy()),
+             _changed("readings_beyond_the_steps", a_held_steps=lambda found: found["a_held_steps"] + 100)]
+
+
+@pytest.mark.parametrize("spoil", _SPOILERS, ids=[spoil.__name__ for spoil in _SPOILERS])
 def test_a_file_that_is_not_this_races_is_ignored_and_removed(tmp_path: Path, spoil, caplog) -> None:
-    """A corrupt, truncated, other-engine, other-set-up, inconsistent or pickled file is not used, and goes."""
+    """A corrupt, truncated, other-engine, other-set-up, inconsistent or pickled file, a deflated or oversized one,
+    one with another member, more than MAX_STEPS steps, floors the models lack, or held-out readings out of order
+    or beyond its steps is not used, and goes."""
     store = RaceStore(tmp_path, 10)
     store.keep(_spec(), _race())
     spoil(store.path(_spec()))
@@ -172,3 +208,42 @@ def test_the_engine_version_follows_the_machines_arithmetic(monkeypatch) -> None
         monkeypatch.undo()
         engine_version.cache_clear()
     assert engine_version() == here
+
+
+def test_a_shorter_race_never_replaces_a_longer_one(tmp_path: Path) -> None:
+    """Two servers on one folder: the race kept with fewer steps (written last) leaves the longer file as it was;
+    a longer one replaces it."""
+    store = RaceStore(tmp_path, 10)
+    assert store.keep(_spec(), _race(60)) and store.keep(_spec(), _race(30))
+    assert store.load(_spec()).steps == 60
+    assert store.keep(_spec(), _race(90)) and store.load(_spec()).steps == 90
+
+
+def test_eviction_removes_stale_temporary_files_and_counts_none(tmp_path: Path) -> None:
+    """A temporary file an hour old (a write that died with its server) goes at the next write; a fresh one (a
+    write under way) stays; neither counts as a kept race."""
+    store = RaceStore(tmp_path, 10)
+    stale, fresh = tmp_path / ".race-stale.tmp", tmp_path / ".race-fresh.tmp"
+    for temp in (stale, fresh):
+        temp.write_bytes(b"x" * 1000)
+    hours_ago = time.time() - 2 * 3600
+    os.utime(stale, (hours_ago, hours_ago))
+    store.keep(_spec(), _race())
+    assert not stale.exists() and fresh.exists()
+    assert store.size() == store.path(_spec()).stat().st_size
+
+
+def test_a_store_lists_its_folder_only_when_it_may_be_full(tmp_path: Path, monkeypatch) -> None:
+    """Writes into a folder with room list it once (the store's index knows its own writes); the write that takes
+    it past its limit lists it again, and evicts."""
+    probe = RaceStore(tmp_path / "probe", 10)
+    probe.keep(_spec(), _race())
+    store = RaceStore(tmp_path / "kept", 2.5 * probe.size() / 1e6)  # room for two races, not three
+    listed = []
+    files = store._files
+    monkeypatch.setattr(store, "_files", lambda: listed.append(1) or files())
+    for seed in (0, 1):
+        store.keep(_spec(seed), _race())
+    assert len(listed) == 1
+    store.keep(_spec(2), _race())
+    assert len(listed) == 2 and len(list(store.directory.glob("race-*.npz"))) == 2

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from blocktrace.app import warm_command
 from blocktrace.app.cli import main
 from blocktrace.explorables.train_the_block.kept import RaceStore, races_dir
+from blocktrace.explorables.train_the_block.runner import RaceRunner
 from blocktrace.explorables.train_the_block.state import LESSON_RACES, RaceState
 
 
@@ -40,3 +42,24 @@ def test_warm_refuses_what_it_cannot_do(tmp_path: Path, argv: list[str], capsys:
 def test_every_lesson_race_is_a_setup_the_page_offers() -> None:
     """The races warm computes are set-ups of the page's own menus (RaceState refuses any other)."""
     assert len({RaceState(**setup).spec for setup in LESSON_RACES.values()}) == len(LESSON_RACES)
+
+
+@pytest.mark.parametrize("stalled", [False, True])
+def test_warm_computes_a_shorter_kept_race_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str], stalled: bool) -> None:
+    """A race kept with 20 steps, warmed to 40 with slices of one step (its 20 kept steps recomputed first, slices
+    that bring nothing new), is kept with 40 and counted as 20 computed; a worker that stops moving ends the command
+    with status 1 and the race as it was."""
+    argv = ["warm", "--data-dir", str(tmp_path), "--race", "placement", "--steps"]
+    assert main([*argv, "20"]) == 0
+    monkeypatch.setattr(warm_command, "SLICE_CPU_S", 1e-9)  # a slice is one step
+    if stalled:
+        monkeypatch.setattr(RaceRunner, "worker_steps", lambda self, hold: 0)
+    capsys.readouterr()
+    code = main([*argv, "40"])
+    captured = capsys.readouterr()
+    kept = RaceStore(races_dir(tmp_path), 10).load(RaceState(**LESSON_RACES["placement"]).spec)
+    if stalled:
+        assert code == 1 and "stopped short" in captured.err and kept.steps == 20
+    else:
+        assert code == 0 and "computed 20 steps" in captured.out and kept.steps == 40
